@@ -1,0 +1,500 @@
+"""What every estimator shares: input normalisation, validation, the nv select,
+the result type and the backend dispatch.
+
+Every input is brought to ``[R, T]`` (rows × time, time last) as a *view* where
+possible, so time-major ``[T, B]`` buffers reach the kernels through strides,
+without a transposition copy. Flags stay 1 byte wide (bool or uint8).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from rltscan.errors import DataError, DTypeError, ParameterError
+from rltscan.scan import resolve_backend
+
+ArrayLike = Any  # torch.Tensor | numpy.ndarray | nested sequences
+
+# How the effective next-state value nv_t (ALGORITHMS.md §1.3) is formed.
+NV_NEXT = "next"  # next_values given: nv_t = next_values_t
+NV_BOOT = "boot"  # values + bootstrap_values: nv_t = bootstrap_t if boot_t else values_{t+1}
+NV_LAST = "last"  # values + last_value: bootstrap only at t = T-1
+NV_NONE = "none"  # no bootstrap source: missing wherever boot_t
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One estimator call in normal form: ``[R, T]`` columns (time last), flags, params.
+
+    ``cols`` holds float columns (any float dtype, upcast on use) and the 1-byte
+    flags ``terminated``/``truncated``/``is_first`` (bool or uint8). ``last_value``
+    and ``init`` are per-row ``[R]``. ``dtype`` is the compute and output dtype.
+    """
+
+    kind: str
+    reverse: bool
+    cols: dict[str, Tensor]
+    dtype: torch.dtype
+    params: dict[str, float]
+    nv_mode: str = NV_NONE
+    missing_zero: bool = False
+    last_value: Tensor | None = None
+    init: Tensor | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        ref = self.cols.get("rewards", self.cols.get("x"))
+        if ref is None:
+            ref = next(iter(self.cols.values()))
+        return (int(ref.shape[0]), int(ref.shape[1]))
+
+    @property
+    def device(self) -> torch.device:
+        return next(iter(self.cols.values())).device
+
+    def has(self, name: str) -> bool:
+        return name in self.cols
+
+    def col(self, name: str) -> Tensor:
+        """A float column upcast to the compute dtype."""
+        return self.cols[name].to(self.dtype)
+
+    def flag(self, name: str) -> Tensor:
+        """A flag as a bool tensor (all False when absent)."""
+        f = self.cols.get(name)
+        if f is None:
+            return torch.zeros(self.shape, dtype=torch.bool, device=self.device)
+        return f if f.dtype == torch.bool else f != 0
+
+    def with_dtype(self, dtype: torch.dtype) -> Problem:
+        """The same problem computed in ``dtype`` (the reference path uses float64)."""
+        return dataclasses.replace(self, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------
+# Derived flags and the nv select (torch; used by the reference and torch backends)
+
+
+def done_mask(p: Problem) -> Tensor:
+    return p.flag("terminated") | p.flag("truncated")
+
+
+def cut_mask(p: Problem) -> Tensor:
+    """cut_t = done_t OR t == T-1: no credit flows from t+1 into t (ALGORITHMS.md §1.2)."""
+    cut = done_mask(p).clone()
+    cut[:, -1] = True
+    return cut
+
+
+def boot_mask(p: Problem) -> Tensor:
+    """boot_t = cut_t AND NOT terminated_t: V(s_{t+1}) must be bootstrapped."""
+    return cut_mask(p) & ~p.flag("terminated")
+
+
+def first_mask(p: Problem) -> Tensor:
+    """first_t = done_{t-1} (first_0 = 0), or the explicit ``is_first`` markers."""
+    if p.has("is_first"):
+        return p.flag("is_first")
+    done = done_mask(p)
+    first = torch.zeros_like(done)
+    first[:, 1:] = done[:, :-1]
+    return first
+
+
+def select(mask: Tensor, if_true: float, if_false: float, p: Problem) -> Tensor:
+    """``where(mask, if_true, if_false)`` for two constants, in the compute dtype."""
+    t = torch.tensor(if_true, dtype=p.dtype, device=p.device)
+    f = torch.tensor(if_false, dtype=p.dtype, device=p.device)
+    return torch.where(mask, t, f)
+
+
+def shift_next(x: Tensor, fill: float = 0.0) -> Tensor:
+    """``out_t = x_{t+1}``; the last column gets ``fill`` (never read: cut there)."""
+    out = torch.empty_like(x)
+    out[:, :-1] = x[:, 1:]
+    out[:, -1] = fill
+    return out
+
+
+def missing_value(p: Problem) -> float:
+    """What a required-but-absent bootstrap becomes: 0 on opt-in, NaN otherwise.
+
+    With validation on, a missing bootstrap is an error before any kernel runs;
+    NaN makes the unvalidated path fail loudly instead of silently biasing.
+    """
+    return 0.0 if p.missing_zero else math.nan
+
+
+def next_state_values(p: Problem) -> Tensor:
+    """nv_t per ALGORITHMS.md §1.3, built with selects (garbage in ignored slots stays out)."""
+    if p.nv_mode == NV_NEXT:
+        return p.col("next_values")
+    boot = boot_mask(p)
+    miss = missing_value(p)
+    if p.has("values"):
+        inside = shift_next(p.col("values"))
+    else:  # discounted returns without a critic: nv is only read at boot steps
+        inside = torch.zeros(p.shape, dtype=p.dtype, device=p.device)
+    if p.nv_mode == NV_BOOT:
+        return torch.where(boot, p.col("bootstrap_values"), inside)
+    fallback = torch.full_like(inside, miss)
+    if p.nv_mode == NV_LAST:
+        fallback[:, -1] = p.last_value.to(p.dtype)
+    return torch.where(boot, fallback, inside)
+
+
+def clipped_ratio(p: Problem, clip: float) -> Tensor:
+    """``min(clip, pi/mu)`` computed as ``exp(min(log pi - log mu, log clip))`` (§2.6)."""
+    log_ratio = p.col("logp_target") - p.col("logp_behavior")
+    return torch.exp(torch.clamp(log_ratio, max=math.log(clip)))
+
+
+# ---------------------------------------------------------------------------
+# Results
+
+
+class _MappingMixin(Mapping):
+    """Lets a frozen result dataclass act as ``{name: array}`` (fields left None are absent)."""
+
+    def _present(self) -> list[str]:
+        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None]
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._present():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._present())
+
+    def __len__(self) -> int:
+        return len(self._present())
+
+
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
+class Result(_MappingMixin):
+    """Base of every estimator's result."""
+
+    def __repr__(self) -> str:
+        parts = [
+            f"{k}={tuple(v.shape)} {str(v.dtype).replace('torch.', '')}" for k, v in self.items()
+        ]
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+# ---------------------------------------------------------------------------
+# Normalisation: user arrays -> [R, T] views
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """How user arrays map to ``[R, T]``: their step shape and time axis, and the way back."""
+
+    step_shape: tuple[int, ...]
+    time_dim: int
+    feature_shape: tuple[int, ...] = ()  # traces / prefix sums: trailing per-step features
+    as_numpy: bool = False
+    device: torch.device | None = None
+
+    @property
+    def steps(self) -> int:
+        return self.step_shape[self.time_dim]
+
+    @property
+    def lead_shape(self) -> tuple[int, ...]:
+        return tuple(s for i, s in enumerate(self.step_shape) if i != self.time_dim)
+
+    def rows(self, x: Tensor) -> Tensor:
+        """``[*step_shape, *features]`` -> ``[features × lead, T]`` (a view when strides allow)."""
+        nf = len(self.feature_shape)
+        nd = len(self.step_shape)
+        # features first, then the lead dims, then time
+        order = [nd + i for i in range(nf)]
+        order += [i for i in range(nd) if i != self.time_dim] + [self.time_dim]
+        return x.permute(order).reshape(-1, self.steps)
+
+    def back(self, y: Tensor) -> Tensor:
+        """Inverse of ``rows``: ``[R, T]`` -> the user's ``[*step_shape, *features]``."""
+        nf = len(self.feature_shape)
+        nd = len(self.step_shape)
+        y = y.reshape(*self.feature_shape, *self.lead_shape, self.steps)
+        # y dims: features (nf), lead (nd-1), time (1) -> user order
+        lead_pos = [i for i in range(nd) if i != self.time_dim]
+        src = [0] * (nd + nf)
+        for k, pos in enumerate(lead_pos):
+            src[pos] = nf + k
+        src[self.time_dim] = nf + nd - 1
+        for i in range(nf):
+            src[nd + i] = i
+        return y.permute(src)
+
+    def user_index(self, r: int, t: int) -> tuple[int, ...]:
+        """The user's index of element ``(r, t)`` of an ``[R, T]`` column."""
+        rows_shape = (*self.feature_shape, *self.lead_shape)
+        idx = np.unravel_index(r, rows_shape) if rows_shape else ()
+        feats, lead = list(idx[: len(self.feature_shape)]), list(idx[len(self.feature_shape) :])
+        out = []
+        for i in range(len(self.step_shape)):
+            out.append(t if i == self.time_dim else int(lead.pop(0)))
+        return tuple(int(v) for v in out + [int(f) for f in feats])
+
+    def output(self, y: Tensor) -> Any:
+        out = self.back(y)
+        return out.detach().cpu().numpy() if self.as_numpy else out
+
+
+def fmt_index(idx: tuple[int, ...]) -> str:
+    return str(idx[0]) if len(idx) == 1 else str(tuple(idx))
+
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Tensor:
+    """Wrap without copying where possible (numpy shares memory; we never write into it)."""
+    if isinstance(x, Tensor):
+        t = x
+    elif isinstance(x, np.ndarray):
+        if x.dtype.kind not in "biuf":
+            raise DTypeError(
+                f'"{name}" has dtype {x.dtype}; pass a numeric (float or 0/1 flag) array'
+            )
+        t = (
+            torch.from_numpy(x)
+            if x.dtype.isnative
+            else torch.from_numpy(x.astype(x.dtype.newbyteorder("=")))
+        )
+    else:
+        try:
+            t = torch.as_tensor(np.asarray(x))
+        except (TypeError, ValueError) as e:
+            raise DTypeError(
+                f'"{name}" is not an array ({type(x).__name__}); pass a numpy array or torch tensor'
+            ) from e
+    if device is not None and t.device != device:
+        t = t.to(device)
+    return t
+
+
+def float_column(name: str, x: ArrayLike, device: torch.device | None) -> Tensor:
+    t = as_tensor(name, x, device)
+    if t.dtype in _FLOATS:
+        return t
+    if t.dtype.is_complex or t.dtype == torch.bool:
+        raise DTypeError(f'"{name}" has dtype {t.dtype}; pass a float array')
+    # integer rewards etc.: a lossless upcast, not a silent change of meaning
+    return t.to(torch.float32 if t.element_size() <= 2 else torch.float64)
+
+
+def flag_column(name: str, x: ArrayLike, device: torch.device | None, validate: bool) -> Tensor:
+    """Flags stay 1 byte wide: bool and uint8 pass through; 0/1 ints and floats become bool."""
+    t = as_tensor(name, x, device)
+    if t.dtype == torch.bool:
+        return t
+    if validate:
+        bad = (t != 0) & (t != 1)
+        if t.dtype.is_floating_point:
+            bad |= torch.isnan(t)
+        if bool(bad.any()):
+            first = tuple(int(i) for i in torch.nonzero(bad)[0].tolist())
+            raise DataError(
+                f'"{name}" must hold 0/1 flags but has {t[first].item()!r} at index '
+                f"{fmt_index(first)}; pass a boolean array"
+            )
+    if t.dtype == torch.uint8:
+        return t
+    return t != 0
+
+
+def check_params(**params: float | None) -> None:
+    """Scalar hyperparameters: gamma and lam in [0, 1]; clips > 0."""
+    for name, v in params.items():
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(float(v)):
+            raise ParameterError(f"{name} must be a number, got {v!r}; pass a float")
+        if name in ("gamma", "lam") and not 0.0 <= float(v) <= 1.0:
+            raise ParameterError(f"{name} = {v} is outside [0, 1]; pass a value in [0, 1]")
+        if name in ("rho_clip", "c_clip", "pg_rho_clip") and not float(v) > 0.0:
+            raise ParameterError(f"{name} = {v} must be > 0; pass a positive clip threshold")
+
+
+def check_shape(name: str, t: Tensor, want: tuple[int, ...], ref: str) -> None:
+    if tuple(t.shape) != want:
+        raise DataError(
+            f'"{name}" has shape {tuple(t.shape)} but "{ref}" has {want}; '
+            "pass per-step arrays of one shape"
+        )
+
+
+def normal_time_dim(time_dim: int, ndim: int, ref: str) -> int:
+    if ndim == 0:
+        raise DataError(f'"{ref}" is a scalar; pass a per-step array of shape [T] or [B, T]')
+    if not -ndim <= time_dim < ndim:
+        raise ParameterError(
+            f'time_dim = {time_dim} is out of range for "{ref}" with {ndim} dims; '
+            f"pass a value in [{-ndim}, {ndim - 1}]"
+        )
+    return time_dim % ndim
+
+
+def compute_dtype(cols: Mapping[str, Tensor]) -> torch.dtype:
+    """fp64 if any float input is fp64, else fp32 (fp16/bf16 upcast on load)."""
+    floats = [t.dtype for t in cols.values() if t.dtype.is_floating_point]
+    return torch.float64 if torch.float64 in floats else torch.float32
+
+
+def per_row(name: str, x: ArrayLike | None, frame: Frame, device: torch.device) -> Tensor | None:
+    """A per-sequence value (``last_value``, ``init``) -> ``[R]`` in the row order of ``rows``.
+
+    Accepts a scalar, the lead (batch) shape, the feature shape, or both, with
+    numpy broadcasting.
+    """
+    if x is None:
+        return None
+    t = float_column(name, x, device)
+    lead, feats = frame.lead_shape, frame.feature_shape
+    user = (*lead, *feats)
+    candidates = [t]
+    if feats and tuple(t.shape) == lead:  # one value per sequence, shared by its features
+        candidates.insert(0, t.reshape(*lead, *([1] * len(feats))))
+    for c in candidates:
+        try:
+            full = torch.broadcast_to(c, user)
+            break
+        except RuntimeError:
+            continue
+    else:
+        raise DataError(
+            f'"{name}" has shape {tuple(t.shape)}; pass a scalar or one value per sequence '
+            f"(shape {lead})"
+        )
+    nl = len(lead)
+    perm = [nl + i for i in range(len(feats))] + list(range(nl))
+    return full.permute(perm).reshape(-1).contiguous()
+
+
+# ---------------------------------------------------------------------------
+# Validation of contents (one device sync for all checks; details only on failure)
+
+# When an entry of a column is read (ALGORITHMS.md §6: only read entries are checked).
+READ_ALL = "all"
+READ_NOT_TERMINATED = "not_terminated"  # nv-like: ignored after a terminal step
+READ_BOOT = "boot"  # bootstrap_values: only where boot_t
+READ_AFTER_UNCUT = "after_uncut"  # read at t iff t >= 1 and not cut_{t-1} (values_{t+1}, c_{t+1})
+
+
+def read_mask(p: Problem, when: str) -> Tensor | None:
+    if when == READ_ALL:
+        return None
+    if when == READ_NOT_TERMINATED:
+        return ~p.flag("terminated")
+    if when == READ_BOOT:
+        return boot_mask(p)
+    if when == READ_AFTER_UNCUT:
+        m = torch.zeros(p.shape, dtype=torch.bool, device=p.device)
+        m[:, 1:] = ~cut_mask(p)[:, :-1]
+        return m
+    raise ValueError(when)  # internal: a module named an unknown read rule
+
+
+def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> None:
+    """Finite checks on every read entry, plus the missing-bootstrap rule (D5)."""
+    checks: list[tuple[str, Tensor, str]] = []
+    for name, when in reads.items():
+        if name not in p.cols:
+            continue
+        x = p.cols[name]
+        if name == "logp_target":  # -inf is a legal log-probability (ratio 0)
+            bad = torch.isnan(x) | (x == math.inf)
+            what = "NaN or +Inf"
+        else:
+            bad = ~torch.isfinite(x)
+            what = "NaN or Inf"
+        mask = read_mask(p, when)
+        checks.append((name, bad if mask is None else bad & mask, what))
+    if p.last_value is not None:
+        lv_bad = ~torch.isfinite(p.last_value) & ~p.flag("terminated")[:, -1]
+        checks.append(("last_value", lv_bad[:, None], "NaN or Inf"))
+    if not p.missing_zero and p.nv_mode in (NV_LAST, NV_NONE) and _needs_nv(p):
+        boot = boot_mask(p)
+        if p.nv_mode == NV_LAST:
+            boot[:, -1] = False
+        checks.append(("bootstrap", boot, "missing"))
+    if not checks:
+        return
+    flags = torch.stack([c[1].any() for c in checks]).tolist()  # the one sync
+    for (name, bad, what), hit in zip(checks, flags, strict=True):
+        if not hit:
+            continue
+        r, t = (int(i) for i in torch.nonzero(bad)[0].tolist())
+        idx = fmt_index(frame.user_index(r, t))
+        if what == "missing":
+            raise DataError(_missing_bootstrap_message(p, idx, t == p.shape[1] - 1))
+        if name == "last_value":
+            raise DataError(f'"last_value" has {what} at index {r}; pass finite bootstrap values')
+        raise DataError(
+            f'"{name}" has {what} at index {idx}, an entry that is read; '
+            "fix or mask the data (NaN is only allowed in ignored slots)"
+        )
+
+
+def _needs_nv(p: Problem) -> bool:
+    return p.kind in ("gae", "td_lambda", "vtrace", "returns")
+
+
+def _missing_bootstrap_message(p: Problem, idx: str, at_end: bool) -> str:
+    where = "the window ends" if at_end else "the episode is truncated"
+    return (
+        f"{where} at index {idx} without termination but no bootstrap value was given; "
+        'pass "next_values", "bootstrap_values" or "last_value" '
+        '(or missing_bootstrap="zero" to treat it as 0)'
+    )
+
+
+# ---------------------------------------------------------------------------
+# Dispatch
+
+
+def solve(p: Problem, backend: str) -> dict[str, Tensor]:
+    """Run one estimator on the chosen backend; returns ``{output: [R, T]}``."""
+    from rltscan.estimators import MODULES
+
+    which = resolve_backend(backend, p.device)
+    if which == "triton":
+        from rltscan.scan import triton_scan
+
+        return triton_scan.solve(p)
+    mod = MODULES[p.kind]
+    if which == "reference":
+        from rltscan.scan import reference
+
+        q = p.with_dtype(torch.float64)
+        a, b = mod.coefficients(q)
+        init = None if q.init is None else q.init.to(torch.float64)
+        y = reference.linear_scan(a, b, reverse=q.reverse, init=init)
+        return {k: v.to(p.dtype) for k, v in mod.finalize(q, y).items()}
+    from rltscan.scan import torch_scan
+
+    a, b = mod.coefficients(p)
+    init = None if p.init is None else p.init.to(p.dtype)
+    y = torch_scan.linear_scan(a, b, reverse=p.reverse, init=init)
+    return mod.finalize(p, y)
+
+
+def warn_not_contractive(gamma: float, lam: float, c_clip: float, who: str) -> None:
+    if gamma * lam * c_clip > 1.0:
+        warnings.warn(
+            f"{who}: gamma * lam * c_clip = {gamma * lam * c_clip:g} > 1, the recurrence is not "
+            "contractive and traces can grow without bound; lower c_clip or lam",
+            RuntimeWarning,
+            stacklevel=3,
+        )

@@ -1,0 +1,31 @@
+"""Discounted returns (reward-to-go), ALGORITHMS.md §3.3.
+
+    b_t = r_t + γ nv_t      if boot_t        (truncation or window end; nv from §1.3)
+        = r_t               otherwise        (terminal and interior steps)
+    G_t = b_t + a_t G_{t+1},   a_t = 0 if cut_t else γ             backward, G_T = 0
+
+Sutton & Barto 2018, §3.3 (eq. 3.8/3.9). Missing bootstraps default to 0 (D5):
+returns are often computed without a critic.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from rltscan.estimators._common import Problem, boot_mask, cut_mask, next_state_values, select
+
+REVERSE = True
+OUTPUTS = ("returns",)
+
+
+def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
+    gamma = p.params["gamma"]
+    r = p.col("rewards")
+    b = torch.where(boot_mask(p), r + gamma * next_state_values(p), r)
+    a = select(cut_mask(p), 0.0, gamma, p)
+    return a, b
+
+
+def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:
+    return {"returns": y}

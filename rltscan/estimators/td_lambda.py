@@ -1,0 +1,35 @@
+"""TD(λ) returns, ALGORITHMS.md §3.2.
+
+    b_t = r_t                           if terminated_t
+        = r_t + γ nv_t                  if boot_t        (truncation or window end)
+        = r_t + γ (1 - λ) nv_t          otherwise        (nv_t = V_{t+1} inside an episode)
+    G_t = b_t + a_t G_{t+1},   a_t = 0 if cut_t else γλ          backward, G_T = 0
+
+The λ-weighted mixture of n-step returns, each stopping at the first cut and
+bootstrapping there: Sutton, "Learning to predict by the methods of temporal
+differences", 1988; Sutton & Barto 2018, §12.1 (eq. 12.3 in recursive form).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from rltscan.estimators._common import Problem, boot_mask, cut_mask, next_state_values, select
+
+REVERSE = True
+OUTPUTS = ("lambda_returns",)
+
+
+def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
+    gamma, lam = p.params["gamma"], p.params["lam"]
+    r = p.col("rewards")
+    nv = torch.where(p.flag("terminated"), 0.0, next_state_values(p))
+    weight = select(boot_mask(p), gamma, gamma * (1.0 - lam), p)
+    b = r + weight * nv
+    a = select(cut_mask(p), 0.0, gamma * lam, p)
+    return a, b
+
+
+def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:
+    return {"lambda_returns": y}
