@@ -1,0 +1,577 @@
+"""THE Triton kernel: one single-pass linear-recurrence scan for all seven estimators.
+
+    backward:  y_t = a_t * y_{t+1} + b_t        forward:  y_t = a_t * y_{t-1} + b_t
+
+One kernel, ``_scan_kernel``. Each estimator is a constexpr ``KIND`` that selects
+a small prologue (load its raw columns, build ``a_t``/``b_t`` on-chip) and
+epilogue (``value_targets = A + V``, V-trace's ``pg_advantages``, ...). No ``a``,
+``b`` or ``delta`` tensor ever reaches device memory; flags are read as stored
+(1 byte).
+
+Work decomposition: the ``[R, T]`` problem (any strides: batch-major, time-major
+or one flat sequence) is cut into tiles of ``ROWS × CHUNK``. A program scans its
+tile with ``tl.associative_scan`` (the affine-map composition below) and, when
+the time axis spans several tiles, joins them in the same pass with decoupled
+look-back (Merrill & Garland, "Single-pass Parallel Prefix Scan with Decoupled
+Look-back", NVIDIA 2016): a tile publishes its aggregate ``(A, B)``, looks back
+over earlier tiles (in scan order) until it meets an inclusive value or a reset
+(``A == 0``, i.e. an episode end), then publishes its own inclusive value. Tiles
+are numbered so that scan-order predecessors have lower program ids, so they
+were scheduled first and the spin-wait always makes progress (under the
+interpreter too, which runs programs in order).
+
+Memory traffic per step is what ALGORITHMS/PERF.md count: each input read once,
+each output written once (V-trace re-reads its own ``vs`` from L1/L2 to form
+``vs_{t+1}``). The look-back workspace is 3 floats per tile row and one int32
+flag per tile; it is never zeroed: flags carry an epoch that grows per launch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+# Estimator kinds (constexpr KIND)
+LINEAR, GAE, TD_LAMBDA, RETURNS, VTRACE, RETRACE, TRACES, PREFIX_SUM = range(8)
+KINDS = {
+    "linear": LINEAR,
+    "gae": GAE,
+    "td_lambda": TD_LAMBDA,
+    "returns": RETURNS,
+    "vtrace": VTRACE,
+    "retrace": RETRACE,
+    "traces": TRACES,
+    "prefix_sum": PREFIX_SUM,
+}
+# nv modes (ALGORITHMS.md §1.3), matching estimators._common
+NV_CODES = {"next": 0, "boot": 1, "last": 2, "none": 3}
+
+
+@triton.jit
+def _combine(a1, b1, a2, b2):
+    """Compose two affine maps y -> a*y + b, ``(a1, b1)`` applied after ``(a2, b2)``...
+
+    ...in scan order: the forward operator ``L (+)f R = (a1*a2, a2*b1 + b2)`` of
+    ALGORITHMS.md §2.2 with L the earlier step. With ``reverse=True`` Triton
+    feeds the later (already scanned) operand first, which turns the same
+    function into the backward operator ``R (+)f L = L (+)b R``.
+    """
+    return a1 * a2, a2 * b1 + b2
+
+
+@triton.jit
+def _ld(ptr, offs, mask, COMPUTE: tl.constexpr):
+    return tl.load(ptr + offs, mask=mask, other=0.0).to(COMPUTE)
+
+
+@triton.jit
+def _flag(ptr, offs, mask):
+    return tl.load(ptr + offs, mask=mask, other=0) != 0
+
+
+@triton.jit
+def _lookback(ws_ptr, flag_ptr, pid, k, agg_a, agg_b, boundary, epoch, offs_r, ROWS: tl.constexpr):
+    """Carry into this tile (y just past it in scan order), and publish its inclusive value.
+
+    Workspace per tile: [aggregate a | aggregate b | inclusive y] × ROWS, plus a
+    flag ``epoch*4 + state`` (state 1: aggregate ready, 2: inclusive ready).
+    """
+    base = ws_ptr + pid.to(tl.int64) * (3 * ROWS)
+    ready_agg = epoch * 4 + 1
+    ready_inc = epoch * 4 + 2
+    carry = boundary
+    if k > 0:
+        tl.store(base + offs_r, agg_a)
+        tl.store(base + ROWS + offs_r, agg_b)
+        tl.debug_barrier()  # every thread's stores land before the flag is raised
+        tl.atomic_xchg(flag_ptr + pid, ready_agg, sem="release")
+        acc_a = tl.full([ROWS], 1.0, agg_a.dtype)
+        acc_b = tl.zeros([ROWS], agg_b.dtype)
+        j = pid - 1
+        searching = True
+        while searching:
+            f = tl.atomic_add(flag_ptr + j, 0, sem="acquire")
+            while f < ready_agg:  # older epochs and "not yet" both read as smaller
+                f = tl.atomic_add(flag_ptr + j, 0, sem="acquire")
+            jbase = ws_ptr + j.to(tl.int64) * (3 * ROWS)
+            if f == ready_inc:
+                inc = tl.load(jbase + 2 * ROWS + offs_r, volatile=True)
+                carry = acc_b + acc_a * inc
+                searching = False
+            else:
+                pa = tl.load(jbase + offs_r, volatile=True)
+                pb = tl.load(jbase + ROWS + offs_r, volatile=True)
+                acc_b = acc_b + acc_a * pb
+                acc_a = acc_a * pa
+                if tl.max(tl.abs(acc_a), axis=0) == 0:
+                    # an episode end in between: nothing further back can matter
+                    carry = acc_b
+                    searching = False
+                j = j - 1
+    tl.store(base + 2 * ROWS + offs_r, agg_b + agg_a * carry)
+    tl.debug_barrier()
+    tl.atomic_xchg(flag_ptr + pid, ready_inc, sem="release")
+    return carry
+
+
+@triton.jit
+def _next_value(
+    v_ptr,
+    src_ptr,
+    row_ptr,
+    offs,
+    offs1,
+    mask,
+    rows,
+    rmask,
+    term,
+    cut,
+    boot,
+    last,
+    missing,
+    NV_MODE: tl.constexpr,
+    HAS_V: tl.constexpr,
+    COMPUTE: tl.constexpr,
+):
+    """nv_t of ALGORITHMS.md §1.3 as selects; ignored slots are never loaded."""
+    if NV_MODE == 0:
+        nv = _ld(src_ptr, offs, mask & ~term, COMPUTE)
+    else:
+        if HAS_V:
+            inside = _ld(v_ptr, offs1, mask & ~cut, COMPUTE)
+        else:
+            inside = tl.zeros(offs.shape, COMPUTE)
+        if NV_MODE == 1:
+            bootv = _ld(src_ptr, offs, mask & boot, COMPUTE)
+        elif NV_MODE == 2:
+            lv = tl.load(row_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
+            bootv = tl.where(last, lv[:, None], missing)
+        else:
+            bootv = tl.zeros(offs.shape, COMPUTE) + missing
+        nv = tl.where(boot, bootv, inside)
+    return tl.where(term, 0.0, nv)
+
+
+@triton.jit
+def _scan_kernel(
+    c0_ptr,
+    c1_ptr,
+    c2_ptr,
+    c3_ptr,
+    c4_ptr,
+    c5_ptr,  # float columns; meaning per KIND
+    term_ptr,
+    trunc_ptr,
+    row_ptr,  # flags (1 byte); per-row last_value or init
+    out0_ptr,
+    out1_ptr,
+    ws_ptr,
+    flag_ptr,  # look-back workspace
+    R,
+    T,
+    stride_r,
+    stride_t,
+    n_tblocks,
+    epoch,
+    gamma,
+    lam,
+    log_rho,
+    log_c,
+    log_pg,
+    missing,
+    KIND: tl.constexpr,
+    REVERSE: tl.constexpr,
+    NV_MODE: tl.constexpr,
+    HAS_V: tl.constexpr,
+    HAS_TERM: tl.constexpr,
+    HAS_TRUNC: tl.constexpr,
+    FIRST_GIVEN: tl.constexpr,
+    HAS_INIT: tl.constexpr,
+    HAS_OUT1: tl.constexpr,
+    ROWS: tl.constexpr,
+    CHUNK: tl.constexpr,
+    LOOKBACK: tl.constexpr,
+    COMPUTE: tl.constexpr,
+):
+    # Columns by KIND:
+    #   LINEAR: c0=a c1=b | GAE: c0=r c1=V c2=nv-source | TD_LAMBDA, RETURNS: same
+    #   VTRACE: c0=r c1=V c2=nv-source c3=logπ c4=logμ
+    #   RETRACE: c0=r c1=Q c2=E_πQ(s_{t+1}) c3=logπ c4=logμ c5=V^π
+    #   TRACES, PREFIX_SUM: c0=x (PREFIX_SUM with FIRST_GIVEN: term_ptr holds is_first)
+    pid = tl.program_id(0)
+    rb = pid // n_tblocks
+    k = pid % n_tblocks  # position in scan order: predecessors have lower pids
+    if REVERSE:
+        tb = n_tblocks - 1 - k
+    else:
+        tb = k
+    offs_r = tl.arange(0, ROWS)
+    offs_c = tl.arange(0, CHUNK)
+    rows = rb.to(tl.int64) * ROWS + offs_r
+    t = tb.to(tl.int64) * CHUNK + offs_c
+    rmask = rows < R
+    tmask = t < T
+    mask = rmask[:, None] & tmask[None, :]
+    offs = rows[:, None] * stride_r + t[None, :] * stride_t
+    offs1 = offs + stride_t  # step t+1 (backward kinds) — only read where t is not a cut
+    last = (t == T - 1)[None, :]
+
+    if HAS_TERM:
+        term = _flag(term_ptr, offs, mask)
+    else:
+        term = tl.zeros([ROWS, CHUNK], tl.int1)
+    if HAS_TRUNC:
+        done = term | _flag(trunc_ptr, offs, mask)
+    else:
+        done = term
+    cut = done | last
+    boot = cut & ~term
+
+    # ---- prologue: build (a, b) on-chip -------------------------------------------
+    if KIND == 0:  # LINEAR
+        a = _ld(c0_ptr, offs, mask, COMPUTE)
+        b = _ld(c1_ptr, offs, mask, COMPUTE)
+    elif KIND == 6 or KIND == 7:  # TRACES, PREFIX_SUM: forward, reset at episode starts
+        if FIRST_GIVEN:
+            first = term
+        else:
+            prev = mask & (t >= 1)[None, :]
+            first = tl.zeros([ROWS, CHUNK], tl.int1)
+            if HAS_TERM:
+                first = _flag(term_ptr, offs - stride_t, prev)
+            if HAS_TRUNC:
+                first = first | _flag(trunc_ptr, offs - stride_t, prev)
+        if KIND == 6:
+            decay = gamma * lam
+        else:
+            decay = 1.0
+        a = tl.where(first, 0.0, decay).to(COMPUTE)
+        b = _ld(c0_ptr, offs, mask, COMPUTE)
+    else:
+        r = _ld(c0_ptr, offs, mask, COMPUTE)
+        if KIND == 5:  # RETRACE
+            q = _ld(c1_ptr, offs, mask, COMPUTE)
+            ev = tl.where(term, 0.0, _ld(c2_ptr, offs, mask & ~term, COMPUTE))
+            b = r + gamma * ev - q
+            # c_{t+1}: the NEXT row's ratio, never read at a cut
+            lr1 = _ld(c3_ptr, offs1, mask & ~cut, COMPUTE) - _ld(
+                c4_ptr, offs1, mask & ~cut, COMPUTE
+            )
+            c1 = lam * tl.exp(tl.minimum(lr1, log_c))
+            a = tl.where(cut, 0.0, gamma * c1)
+        else:
+            nv = _next_value(
+                c1_ptr,
+                c2_ptr,
+                row_ptr,
+                offs,
+                offs1,
+                mask,
+                rows,
+                rmask,
+                term,
+                cut,
+                boot,
+                last,
+                missing,
+                NV_MODE,
+                HAS_V,
+                COMPUTE,
+            )
+            if KIND == 1:  # GAE
+                v = _ld(c1_ptr, offs, mask, COMPUTE)
+                b = r + gamma * nv - v
+                a = tl.where(cut, 0.0, gamma * lam).to(COMPUTE)
+            elif KIND == 2:  # TD_LAMBDA
+                b = r + tl.where(boot, gamma, gamma * (1.0 - lam)) * nv
+                a = tl.where(cut, 0.0, gamma * lam).to(COMPUTE)
+            elif KIND == 3:  # RETURNS
+                b = tl.where(boot, r + gamma * nv, r)
+                a = tl.where(cut, 0.0, gamma).to(COMPUTE)
+            else:  # VTRACE
+                v = _ld(c1_ptr, offs, mask, COMPUTE)
+                lr = _ld(c3_ptr, offs, mask, COMPUTE) - _ld(c4_ptr, offs, mask, COMPUTE)
+                rho = tl.exp(tl.minimum(lr, log_rho))
+                cc = lam * tl.exp(tl.minimum(lr, log_c))
+                b = rho * (r + gamma * nv - v)
+                a = tl.where(cut, 0.0, gamma * cc)
+
+    # Out-of-range steps are identities (1, 0); out-of-range rows resets (0, 0), so
+    # they never hold a look-back open.
+    a = tl.where(mask, a, tl.where(rmask[:, None], 1.0, 0.0)).to(COMPUTE)
+    b = tl.where(mask, b, 0.0).to(COMPUTE)
+
+    # ---- the scan ------------------------------------------------------------------
+    A, B = tl.associative_scan((a, b), axis=1, combine_fn=_combine, reverse=REVERSE)
+    if HAS_INIT:
+        boundary = tl.load(row_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
+    else:
+        boundary = tl.zeros([ROWS], COMPUTE)
+    if LOOKBACK:
+        if REVERSE:
+            edge = offs_c[None, :] == 0
+        else:
+            edge = offs_c[None, :] == CHUNK - 1
+        agg_a = tl.sum(tl.where(edge, A, 0.0), axis=1)
+        agg_b = tl.sum(tl.where(edge, B, 0.0), axis=1)
+        carry = _lookback(ws_ptr, flag_ptr, pid, k, agg_a, agg_b, boundary, epoch, offs_r, ROWS)
+    else:
+        carry = boundary
+    y = B + A * carry[:, None]
+
+    # ---- epilogue ------------------------------------------------------------------
+    out_ty = out0_ptr.dtype.element_ty
+    if KIND == 1:  # GAE: advantages, value_targets
+        tl.store(out0_ptr + offs, y.to(out_ty), mask=mask)
+        tl.store(out1_ptr + offs, (y + v).to(out_ty), mask=mask)
+    elif KIND == 4:  # VTRACE: vs, pg_advantages
+        vs = v + y
+        tl.store(out0_ptr + offs, vs.to(out_ty), mask=mask)
+        tl.debug_barrier()  # vs_{t+1} is re-read below, written by a neighbour thread
+        tile_end = (offs_c == CHUNK - 1)[None, :]
+        inside = mask & ~cut
+        vs_next = tl.load(out0_ptr + offs1, mask=inside & ~tile_end, other=0.0).to(COMPUTE)
+        v_next = _ld(c1_ptr, offs1, inside & tile_end, COMPUTE)
+        vs_next = tl.where(tile_end, v_next + carry[:, None], vs_next)
+        target = tl.where(cut, nv, vs_next)
+        rhopg = tl.exp(tl.minimum(lr, log_pg))
+        tl.store(out1_ptr + offs, (rhopg * (r + gamma * target - v)).to(out_ty), mask=mask)
+    elif KIND == 5:  # RETRACE: targets (+ advantages against V^π)
+        tgt = q + y
+        tl.store(out0_ptr + offs, tgt.to(out_ty), mask=mask)
+        if HAS_OUT1:
+            vpi = _ld(c5_ptr, offs, mask, COMPUTE)
+            tl.store(out1_ptr + offs, (tgt - vpi).to(out_ty), mask=mask)
+    else:
+        tl.store(out0_ptr + offs, y.to(out_ty), mask=mask)
+
+
+# ---------------------------------------------------------------------------
+# Launcher
+
+
+@dataclass(frozen=True)
+class Tiles:
+    rows: int
+    chunk: int
+    num_warps: int
+
+
+_override = threading.local()
+
+
+@contextlib.contextmanager
+def tile_override(*, rows: int, chunk: int, num_warps: int = 1) -> Iterator[None]:
+    """Force a tile shape (tests use tiny tiles to exercise multi-tile paths)."""
+    prev = getattr(_override, "tiles", None)
+    _override.tiles = Tiles(rows, chunk, num_warps)
+    try:
+        yield
+    finally:
+        _override.tiles = prev
+
+
+# Elements per tile: large enough to amortise the per-tile scan and look-back,
+# small enough to keep many tiles in flight (tuned on an H200, see bench/).
+TILE_ELEMS = 4096
+MAX_CHUNK = 2048
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def choose_tiles(n_rows: int, steps: int, time_contiguous: bool) -> Tiles:
+    forced = getattr(_override, "tiles", None)
+    if forced is not None:
+        return forced
+    chunk = min(_pow2(steps), MAX_CHUNK)
+    if not time_contiguous:
+        # time-major: neighbouring rows are neighbours in memory; take >= 32 of them
+        chunk = min(chunk, max(16, TILE_ELEMS // 32))
+    rows = max(1, min(_pow2(n_rows), TILE_ELEMS // chunk))
+    elems = rows * chunk
+    num_warps = 8 if elems >= 4096 else 4 if elems >= 1024 else 2
+    return Tiles(rows, chunk, num_warps)
+
+
+class _Workspace:
+    """Per-device look-back scratch: floats for (A, B, inclusive) and epoch-tagged flags."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[tuple[torch.device, torch.dtype], Tensor] = {}
+        self.flags: dict[torch.device, Tensor] = {}
+        self.epoch: dict[torch.device, int] = {}
+
+    def get(self, device: torch.device, dtype: torch.dtype, n_tiles: int, rows: int):
+        need = n_tiles * 3 * rows
+        buf = self.buffers.get((device, dtype))
+        if buf is None or buf.numel() < need:
+            buf = torch.empty(max(need, 1 << 16), dtype=dtype, device=device)
+            self.buffers[(device, dtype)] = buf
+        flags = self.flags.get(device)
+        epoch = self.epoch.get(device, 0) + 1
+        if flags is None or flags.numel() < n_tiles or epoch >= (1 << 29):
+            flags = torch.zeros(max(2 * n_tiles, 1 << 14), dtype=torch.int32, device=device)
+            self.flags[device] = flags
+            epoch = 1
+        self.epoch[device] = epoch
+        return buf, flags, epoch
+
+
+_WS = _Workspace()
+
+
+def _same_layout(cols: dict[str, Tensor], ref: Tensor) -> tuple[dict[str, Tensor], Tensor]:
+    """All [R, T] columns must share strides; copy the odd ones (rare) to ref's layout."""
+    if ref.stride(0) == 0 or ref.stride(1) == 0 or not _dense(ref):
+        ref = ref.contiguous()
+    out = {}
+    for name, x in cols.items():
+        if x.stride() == ref.stride():
+            out[name] = x
+        else:
+            y = torch.empty_strided(ref.shape, ref.stride(), dtype=x.dtype, device=x.device)
+            y.copy_(x)
+            out[name] = y
+    return out, ref
+
+
+def _dense(x: Tensor) -> bool:
+    r, t = x.shape
+    s0, s1 = x.stride()
+    return (s1 == 1 and s0 >= t) or (s0 == 1 and s1 >= r) or r == 1 or t == 1
+
+
+def _launch(
+    kind: int,
+    *,
+    reverse: bool,
+    cols: dict[str, Tensor],
+    dtype: torch.dtype,
+    out_names: tuple[str, ...],
+    row: Tensor | None = None,
+    has_init: bool = False,
+    nv_mode: int = 3,
+    missing: float = 0.0,
+    params: dict[str, float] | None = None,
+    first_given: bool = False,
+) -> dict[str, Tensor]:
+    params = params or {}
+    ref_name = next(n for n in ("c0", "c1") if n in cols)
+    cols, ref = _same_layout(cols, cols[ref_name])
+    n_rows, steps = ref.shape
+    device = ref.device
+    outs = [
+        torch.empty_strided(ref.shape, ref.stride(), dtype=dtype, device=device) for _ in out_names
+    ]
+    tiles = choose_tiles(n_rows, steps, ref.stride(1) == 1 or steps == 1)
+    n_tblocks = triton.cdiv(steps, tiles.chunk)
+    n_rblocks = triton.cdiv(n_rows, tiles.rows)
+    grid = (n_rblocks * n_tblocks,)
+    lookback = n_tblocks > 1
+    if lookback:
+        ws, flags, epoch = _WS.get(device, dtype, grid[0], tiles.rows)
+    else:
+        ws, flags, epoch = ref, ref, 0  # never touched
+    dummy = outs[0]
+    compute = tl.float64 if dtype == torch.float64 else tl.float32
+    _scan_kernel[grid](
+        cols.get("c0", dummy), cols.get("c1", dummy), cols.get("c2", dummy),
+        cols.get("c3", dummy), cols.get("c4", dummy), cols.get("c5", dummy),
+        cols.get("term", dummy), cols.get("trunc", dummy),
+        row if row is not None else dummy,
+        outs[0], outs[1] if len(outs) > 1 else dummy,
+        ws, flags,
+        n_rows, steps, ref.stride(0), ref.stride(1), n_tblocks, epoch,
+        params.get("gamma", 1.0), params.get("lam", 1.0),
+        _log(params.get("rho_clip", 1.0)), _log(params.get("c_clip", 1.0)),
+        _log(params.get("pg_rho_clip", 1.0)), missing,
+        KIND=kind, REVERSE=reverse, NV_MODE=nv_mode,
+        HAS_V="c1" in cols, HAS_TERM="term" in cols, HAS_TRUNC="trunc" in cols,
+        FIRST_GIVEN=first_given, HAS_INIT=has_init, HAS_OUT1=len(outs) > 1,
+        ROWS=tiles.rows, CHUNK=tiles.chunk, LOOKBACK=lookback, COMPUTE=compute,
+        num_warps=tiles.num_warps,
+    )  # fmt: skip
+    return dict(zip(out_names, outs, strict=True))
+
+
+def _log(x: float) -> float:
+    return math.log(x) if x > 0 else -math.inf
+
+
+def linear_scan(a: Tensor, b: Tensor, *, reverse: bool, init: Tensor | None = None) -> Tensor:
+    """The bare recurrence over ``[R, T]`` (same signature as the other backends)."""
+    out = _launch(
+        LINEAR,
+        reverse=reverse,
+        cols={"c0": a, "c1": b},
+        dtype=b.dtype,
+        out_names=("y",),
+        row=None if init is None else init.to(b.dtype).contiguous(),
+        has_init=init is not None,
+    )
+    return out["y"]
+
+
+# Which Problem column feeds which kernel slot, per estimator.
+_SLOTS = {
+    "gae": {"rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2"},
+    "td_lambda": {"rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2"},
+    "returns": {"rewards": "c0", "next_values": "c2", "bootstrap_values": "c2"},
+    "vtrace": {
+        "rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2",
+        "logp_target": "c3", "logp_behavior": "c4",
+    },
+    "retrace": {
+        "rewards": "c0", "q_values": "c1", "next_expected_q": "c2",
+        "logp_target": "c3", "logp_behavior": "c4", "v_pi": "c5",
+    },
+    "traces": {"x": "c0"},
+    "prefix_sum": {"x": "c0"},
+}  # fmt: skip
+
+
+def solve(p) -> dict[str, Tensor]:
+    """Run an ``estimators._common.Problem`` through the fused kernel."""
+    from rltscan.estimators import MODULES
+
+    slots = _SLOTS[p.kind]
+    cols = {slots[name]: x for name, x in p.cols.items() if name in slots}
+    first_given = "is_first" in p.cols
+    if first_given:
+        cols["term"] = p.cols["is_first"]
+    else:
+        if "terminated" in p.cols:
+            cols["term"] = p.cols["terminated"]
+        if "truncated" in p.cols:
+            cols["trunc"] = p.cols["truncated"]
+    outputs = MODULES[p.kind].OUTPUTS
+    if p.kind == "retrace" and "v_pi" not in p.cols:
+        outputs = outputs[:1]
+    row, has_init = None, False
+    if p.init is not None:
+        row, has_init = p.init.to(p.dtype).contiguous(), True
+    elif p.last_value is not None:
+        row = p.last_value.to(p.dtype).contiguous()
+    return _launch(
+        KINDS[p.kind],
+        reverse=p.reverse,
+        cols=cols,
+        dtype=p.dtype,
+        out_names=outputs,
+        row=row,
+        has_init=has_init,
+        nv_mode=NV_CODES[p.nv_mode],
+        missing=0.0 if p.missing_zero else math.nan,
+        params=p.params,
+        first_given=first_given,
+    )
