@@ -1,0 +1,476 @@
+"""``run()``: load → estimate → save, timing every stage; ``inspect()``: what a file holds.
+
+The CLI is a thin layer over these two functions; Python users get the same
+behaviour, errors and :class:`~rltscan.report.RunReport`.
+"""
+
+from __future__ import annotations
+
+import inspect as _inspect
+import re
+import time
+from collections.abc import Callable, Mapping
+from contextlib import contextmanager
+from typing import Any, BinaryIO
+
+import numpy as np
+import torch
+
+from rltscan.errors import (
+    BackendUnavailableError,
+    OutputRefusedError,
+    ParameterError,
+    RltscanError,
+)
+from rltscan.io import open_input
+from rltscan.io import writeback as wb
+from rltscan.io.columns import OPTION, quoted
+from rltscan.io.layout import prepare
+from rltscan.report import OutputInfo, RunReport, Stage
+
+Progress = Callable[[str, bool], None]  # (stage, started) -> None; the CLI draws it
+
+TERMINAL_RULE = "terminated wins over truncated; ends of data and of episodes are truncations"
+UNIT_RANGE = ("gamma", "lam")
+POSITIVE = ("rho_clip", "c_clip", "pg_rho_clip")
+
+
+def _estimators() -> dict[str, Any]:
+    from rltscan.estimators import ESTIMATORS
+
+    return ESTIMATORS
+
+
+def _version() -> str:
+    import rltscan
+
+    return rltscan.__version__
+
+
+def check_params(params: Mapping[str, float | None]) -> None:
+    """Parameter ranges (ALGORITHMS.md §6), checked before any file is opened."""
+    for name, value in params.items():
+        if value is None:
+            continue
+        option = "--" + name.replace("_", "-")
+        if not np.isfinite(value):
+            raise ParameterError(f"{option} must be a finite number, got {value}")
+        if name in UNIT_RANGE and not 0.0 <= value <= 1.0:
+            raise ParameterError(f"{option} must be in [0, 1], got {value}; pass a value like 0.95")
+        if name in POSITIVE and value <= 0.0:
+            raise ParameterError(f"{option} must be > 0, got {value}; pass a value like 1.0")
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` → CUDA when available, else CPU; ``cuda`` without a GPU is an error."""
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise ParameterError(f'--device must be auto, cpu or cuda, got "{device}"')
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise BackendUnavailableError(
+            f"--device {device} was asked for but no CUDA GPU is available; pass --device cpu"
+        )
+    return torch.device(device)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class _Clock:
+    """Collects :class:`Stage` timings; synchronises the GPU before reading the clock."""
+
+    def __init__(self, device: torch.device, progress: Progress | None) -> None:
+        self.device = device
+        self.stages: list[Stage] = []
+        self.progress = progress
+
+    @contextmanager
+    def stage(self, name: str, *, bytes: int = 0, steps: int = 0) -> Any:
+        box: dict[str, int] = {"bytes": bytes, "steps": steps}
+        if self.progress:
+            self.progress(name, True)
+        _sync(self.device)
+        start = time.perf_counter()
+        try:
+            yield box
+            _sync(self.device)
+        finally:
+            if self.progress:
+                self.progress(name, False)
+        self.stages.append(Stage(name, time.perf_counter() - start, box["bytes"], box["steps"]))
+
+    def skip(self, name: str) -> None:
+        self.stages.append(Stage(name, 0.0, skipped=True))
+
+
+def _to_device(kwargs: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
+    """numpy → torch on ``device``: zero-copy on CPU, pinned + non_blocking to CUDA."""
+    out: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if not isinstance(value, np.ndarray):
+            out[key] = value
+            continue
+        tensor = torch.from_numpy(np.ascontiguousarray(value))
+        if device.type == "cuda":
+            tensor = tensor.pin_memory().to(device, non_blocking=True)
+        out[key] = tensor
+    return out
+
+
+def _params_used(
+    function: Callable[..., Any], names: tuple[str, ...], given: Mapping[str, Any]
+) -> dict:
+    """Every parameter of the estimator with the value that will be used (defaults filled)."""
+    signature = _inspect.signature(function)
+    used = {}
+    for name in names:
+        if given.get(name) is not None:
+            used[name] = given[name]
+        elif name in signature.parameters:
+            default = signature.parameters[name].default
+            used[name] = None if default is _inspect.Parameter.empty else default
+    return used
+
+
+def _backend_name(backend: str, device: torch.device) -> str:
+    if backend != "auto":
+        return backend
+    return "triton" if device.type == "cuda" else "torch"
+
+
+def run(
+    estimator: str,
+    input: str,
+    *,
+    output: str | None = None,
+    to: str | None = None,
+    prefix: str = "",
+    overwrite: bool = False,
+    dry_run: bool = False,
+    params: Mapping[str, float | None] | None = None,
+    columns: Mapping[str, str | None] | None = None,
+    layout: str | None = None,
+    group: str | None = None,
+    dones_mean: str | None = None,
+    ends_are: str | None = None,
+    missing_bootstrap: str | None = None,
+    device: str = "auto",
+    backend: str = "auto",
+    stdin: BinaryIO | None = None,
+    stdout: BinaryIO | None = None,
+    progress: Progress | None = None,
+) -> RunReport:
+    """Compute ``estimator`` (a CLI command name, e.g. ``"gae"``) over ``input``.
+
+    Results go into the input (default), into ``output`` (a new file), or to
+    ``stdout`` when ``output == "-"``. Raises :class:`~rltscan.errors.RltscanError`
+    subclasses for every user-facing problem.
+    """
+    specs = _estimators()
+    if estimator not in specs:
+        raise ParameterError(f'unknown estimator "{estimator}"; pick one of: {quoted(specs)}')
+    spec = specs[estimator]
+    params = {k: v for k, v in (params or {}).items() if v is not None}
+    unknown = [k for k in params if k not in spec.params]
+    if unknown:
+        raise ParameterError(
+            f'{estimator} takes no parameter "{unknown[0]}"; its parameters: {quoted(spec.params)}'
+        )
+    check_params(params)
+    if missing_bootstrap not in (None, "error", "zero"):
+        raise ParameterError(
+            f'--missing-bootstrap must be "error" or "zero", got "{missing_bootstrap}"'
+        )
+    dev = resolve_device(device)
+    clock = _Clock(dev, progress)
+    overrides = dict(columns or {})
+
+    with clock.stage("detect"):
+        source = open_input(
+            input, group=group, layout=layout, rewards=overrides.get("rewards"), stdin=stdin
+        )
+    try:
+        return _run(
+            estimator,
+            spec,
+            source,
+            clock,
+            dev,
+            output=output,
+            to=to,
+            prefix=prefix,
+            overwrite=overwrite,
+            dry_run=dry_run,
+            params=params,
+            overrides=overrides,
+            dones_mean=dones_mean,
+            ends_are=ends_are,
+            missing_bootstrap=missing_bootstrap,
+            backend=backend,
+            stdout=stdout,
+        )
+    finally:
+        source.close()
+
+
+def _run(
+    estimator: str,
+    spec: Any,
+    source: Any,
+    clock: _Clock,
+    dev: torch.device,
+    *,
+    output: str | None,
+    to: str | None,
+    prefix: str,
+    overwrite: bool,
+    dry_run: bool,
+    params: dict[str, float],
+    overrides: dict[str, str | None],
+    dones_mean: str | None,
+    ends_are: str | None,
+    missing_bootstrap: str | None,
+    backend: str,
+    stdout: BinaryIO | None,
+) -> RunReport:
+    target = wb.plan_target(source, output, to)
+    if target.kind == "stdout" and stdout is None and not dry_run:
+        import sys
+
+        stdout = sys.stdout.buffer
+    names = [prefix + n for n in spec.outputs]
+    if not dry_run:
+        clash = wb.existing(source, target, names)
+        if clash and not overwrite:
+            what = f'"{clash[0]}"' if target.kind != "file" else "the output file"
+            raise OutputRefusedError(
+                f"{target.describe()} already has {what}; pass --overwrite or --prefix P"
+                if target.kind != "file"
+                else f"{clash[0]} already exists; pass --overwrite to replace it"
+            )
+
+    with clock.stage("read") as box:
+        prepared = prepare(
+            source,
+            arguments=spec.inputs,
+            required=spec.required,
+            overrides=overrides,
+            dones_mean=dones_mean,  # type: ignore[arg-type]
+            ends_are=ends_are,  # type: ignore[arg-type]
+        )
+        box["bytes"], box["steps"] = prepared.bytes_read, prepared.steps
+
+    read_columns = set(prepared.roles.values())
+    for name in names:
+        if name in read_columns:
+            raise OutputRefusedError(
+                f'output "{name}" would overwrite input column "{name}" that {estimator} reads, '
+                "even with --overwrite; pass --prefix P"
+            )
+
+    call: dict[str, Any] = dict(prepared.kwargs)
+    call.update(params)
+    signature = _inspect.signature(spec.function).parameters
+    if missing_bootstrap is not None and "missing_bootstrap" in signature:
+        call["missing_bootstrap"] = missing_bootstrap
+    call["time_dim"] = prepared.time_dim
+    call["backend"] = backend
+    used = _params_used(spec.function, spec.params, params)
+    if "missing_bootstrap" in signature:
+        used["missing_bootstrap"] = call.get(
+            "missing_bootstrap", signature["missing_bootstrap"].default
+        )
+    in_bytes = sum(v.nbytes for v in prepared.kwargs.values() if isinstance(v, np.ndarray))
+
+    with clock.stage("to device", bytes=in_bytes, steps=prepared.steps):
+        tensors = _to_device(call, dev)
+    if dev.type == "cuda":
+        with clock.stage("warm-up", steps=prepared.steps):
+            spec.function(**tensors)
+    else:
+        clock.skip("warm-up")
+    with clock.stage("scan", steps=prepared.steps) as box:
+        result = spec.function(**tensors)
+        produced = {prefix + k: v for k, v in dict(result).items() if v is not None}
+        out_bytes = sum(int(v.numel() * v.element_size()) for v in produced.values())
+        box["bytes"] = in_bytes + out_bytes
+    with clock.stage("from device", bytes=out_bytes, steps=prepared.steps):
+        arrays = {k: v.detach().cpu().numpy() for k, v in produced.items()}
+
+    metadata = {
+        "estimator": spec.name,
+        "command": estimator,
+        "params": used,
+        "source_columns": dict(prepared.roles),
+        "rltscan_version": _version(),
+        "terminal_rule": TERMINAL_RULE,
+        "layout": source.layout,
+    }
+    written = False
+    if dry_run:
+        clock.skip("write")
+    else:
+        with clock.stage("write", steps=prepared.steps) as box:
+            box["bytes"] = wb.write(
+                source,
+                prepared,
+                target,
+                arrays,
+                metadata=metadata,
+                overwrite=overwrite,
+                stdout=stdout,
+            )
+        written = True
+
+    outputs = [
+        OutputInfo(name, _shape(a, prepared), str(a.dtype), _location(source, target, name))
+        for name, a in arrays.items()
+    ]
+    return RunReport(
+        command=estimator,
+        input=source.where,
+        output=target.describe(),
+        format=source.format if source.backend is None else f"{source.format}/{source.backend}",
+        layout=source.layout,
+        device=str(dev),
+        backend=getattr(result, "backend", None) or _backend_name(backend, dev),
+        dtype=prepared.dtype,
+        steps=prepared.steps,
+        episodes=prepared.episodes,
+        sequences=prepared.sequences,
+        params=used,
+        columns=dict(prepared.roles),
+        outputs=outputs,
+        stages=clock.stages,
+        counts=prepared.counts,
+        notes=prepared.notes,
+        dry_run=dry_run,
+        written=written,
+        rltscan_version=_version(),
+    )
+
+
+def _shape(array: np.ndarray, prepared: Any) -> tuple[int, ...]:
+    if prepared.lengths:
+        return (len(prepared.lengths), -1)  # one (T_i,) dataset per episode
+    return tuple(int(d) for d in array.shape)
+
+
+def _location(source: Any, target: wb.Target, name: str) -> str:
+    if target.kind == "stdout":
+        return f"stdout column {name}"
+    if source.format in ("hdf5", "minari") and (
+        target.kind == "inplace" or target.format == "hdf5"
+    ):
+        group = source.group.rstrip("/")
+        if source.episode_keys:
+            return f"{target.path}:{group}/<episode>/{name}"
+        return f"{target.path}:{group}/{name}"
+    return f"{target.path} column {name}"
+
+
+# --------------------------------------------------------------------------- inspect
+
+
+def inspect(
+    path: str,
+    *,
+    group: str | None = None,
+    layout: str | None = None,
+    columns: Mapping[str, str | None] | None = None,
+    dones_mean: str | None = None,
+    ends_are: str | None = None,
+    stdin: BinaryIO | None = None,
+) -> dict[str, Any]:
+    """What ``path`` holds: layout, columns and their roles, flag counts, and for each
+    estimator whether it can run (and if not, what it still needs)."""
+    overrides = dict(columns or {})
+    source = open_input(
+        path, group=group, layout=layout, rewards=overrides.get("rewards"), stdin=stdin
+    )
+    try:
+        cache: dict[str, Any] = {}
+        read = source.read
+
+        def cached(name: str) -> Any:
+            if name not in cache:
+                cache[name] = read(name)
+            return cache[name]
+
+        source.read = cached
+        info: dict[str, Any] = {
+            "input": source.where,
+            "format": source.format
+            if source.backend is None
+            else f"{source.format}/{source.backend}",
+            "layout": source.layout,
+            "group": source.group if source.format == "hdf5" else None,
+            "steps": None,
+            "episodes": None,
+            "sequences": None,
+            "counts": {},
+            "notes": [],
+        }
+        roles: dict[str, str] = {}
+        estimators: dict[str, Any] = {}
+        for command, spec in _estimators().items():
+            try:
+                prepared = prepare(
+                    source,
+                    arguments=spec.inputs,
+                    required=spec.required,
+                    overrides=overrides,
+                    dones_mean=dones_mean,
+                    ends_are=ends_are,  # type: ignore[arg-type]
+                )
+            except RltscanError as err:
+                estimators[command] = {"ready": False, "needs": _needs(str(err))}
+                continue
+            estimators[command] = {"ready": True, "needs": _optional_hint(spec, prepared)}
+            roles.update(prepared.roles)
+            if info["steps"] is None or command == "gae":
+                info.update(
+                    steps=prepared.steps,
+                    episodes=prepared.episodes,
+                    sequences=prepared.sequences,
+                    counts=prepared.counts,
+                    notes=prepared.notes,
+                )
+        by_column: dict[str, list[str]] = {}
+        for role, name in roles.items():
+            by_column.setdefault(name, []).append(role)
+        info["columns"] = [
+            {
+                "name": c.name,
+                "shape": list(c.shape),
+                "dtype": c.dtype,
+                "role": ", ".join(by_column.get(c.name, [])) or None,
+            }
+            for c in source.describe_columns()
+        ]
+        info["roles"] = roles
+        info["estimators"] = estimators
+        return info
+    finally:
+        source.close()
+
+
+def _needs(message: str) -> str:
+    """What is missing, from an error message: ``"q_values" (--q-values KEY)``."""
+    found = re.search(r'has no column "([^"]+)"; pass (--[a-z-]+ KEY)', message)
+    if found:
+        return f'a "{found.group(1)}" column ({found.group(2)})'
+    return message.rsplit("; ", 1)[-1] if "; " in message else message
+
+
+def _optional_hint(spec: Any, prepared: Any) -> str:
+    if (
+        "last_value" in spec.inputs
+        and "next_values" not in prepared.kwargs
+        and ("last_value" not in prepared.kwargs and "values" in spec.inputs)
+    ):
+        return f"bootstrap values at truncations (e.g. {OPTION['next_values']} KEY) if any"
+    return ""

@@ -1,0 +1,446 @@
+"""The ``rltscan`` command line: parse options, call :mod:`rltscan.api`, render the report.
+
+Every command runs inside :func:`handled`, the one place where library errors
+become ``error: <message>`` on stderr and an exit code (CLI.md).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from rltscan import api
+from rltscan.errors import OutputRefusedError, ParameterError, RltscanError
+from rltscan.estimators import ESTIMATORS
+from rltscan.report import (
+    RunReport,
+    columns_table,
+    inspect_tables,
+    outputs_table,
+    summary_line,
+    timing_table,
+)
+
+EXIT_CODES = """Exit codes: 0 success (dry runs too) · 1 internal error (a bug) · 2 usage: bad
+option or value, ambiguous layout or dones · 3 input file: missing, unreadable, not
+HDF5/Parquet/Arrow, corrupt, not seekable · 4 data: missing column, shape mismatch,
+NaN/Inf where read, flags not 0/1, missing bootstrap · 5 output refused: exists without
+--overwrite, binary to a terminal, no space · 6 backend unavailable · 130 interrupted."""
+
+HELP = f"""Advantages and returns (GAE, V-trace, Retrace, TD(λ), discounted returns,
+eligibility traces, prefix sums) over HDF5/Parquet trajectory files, written back
+alongside the data.
+
+{EXIT_CODES}"""
+
+COMMAND_HELP = {
+    "gae": "Generalized advantage estimation: writes advantages and value_targets.",
+    "vtrace": "V-trace (IMPALA): writes vs and pg_advantages.",
+    "retrace": "Retrace(λ): writes retrace_targets (and advantages with --v-pi).",
+    "td-lambda": "TD(λ) returns: writes lambda_returns.",
+    "returns": "Discounted reward-to-go: writes returns.",
+    "traces": "Accumulating eligibility traces of --x (default: the rewards).",
+    "prefix-sum": "Episodic prefix sums of --x (default: the rewards).",
+}
+
+app = typer.Typer(
+    help=HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _stdout_isatty() -> bool:
+    return sys.stdout.isatty()
+
+
+def _stderr_console() -> Console:
+    return Console(file=sys.stderr, highlight=False, soft_wrap=False)
+
+
+def _fail(code: int, message: str, kind: str, json_out: bool) -> None:
+    typer.echo(f"error: {message}", err=True)
+    if json_out:
+        typer.echo(json.dumps({"error": {"type": kind, "message": message, "exit_code": code}}))
+    raise typer.Exit(code)
+
+
+@contextmanager
+def handled(*, json_out: bool = False, debug: bool = False) -> Iterator[None]:
+    """Map :class:`RltscanError` to its exit code and Ctrl-C/SIGTERM to 130, in one place."""
+    try:
+        yield
+    except RltscanError as err:
+        if debug:
+            traceback.print_exc(file=sys.stderr)
+        _fail(err.exit_code, str(err), type(err).__name__, json_out)
+    except KeyboardInterrupt:
+        _fail(
+            130,
+            "interrupted; nothing was written and the input is unchanged",
+            "Interrupted",
+            json_out,
+        )
+
+
+class _LazyProgress:
+    """A transient spinner on stderr for stages that run longer than ``delay`` seconds."""
+
+    def __init__(self, console: Console, delay: float = 1.0) -> None:
+        self.console = console
+        self.delay = delay
+        self.timer: threading.Timer | None = None
+        self.progress: Progress | None = None
+        self.lock = threading.Lock()
+
+    def __call__(self, stage: str, started: bool) -> None:
+        if started:
+            self.timer = threading.Timer(self.delay, self._show, args=(stage,))
+            self.timer.daemon = True
+            self.timer.start()
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        with self.lock:
+            if self.progress is not None:
+                self.progress.stop()
+                self.progress = None
+
+    def _show(self, stage: str) -> None:
+        with self.lock:
+            self.progress = Progress(
+                SpinnerColumn(),
+                TextColumn(f"{stage}…"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.progress.add_task(stage, total=None)
+            self.progress.start()
+
+
+def _render(report: RunReport, *, json_out: bool, quiet: bool) -> None:
+    if json_out:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+    if quiet:
+        return
+    console = _stderr_console()
+    names = ", ".join(o.name for o in report.outputs)
+    if report.dry_run:
+        console.print(columns_table(report.columns, report.notes))
+        console.print(outputs_table(report))
+    console.print(summary_line(report))
+    console.print(timing_table(report))
+    done = "dry run: nothing written" if report.dry_run else f"wrote {names} to {report.output}"
+    console.print(done)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        import rltscan
+
+        typer.echo(f"rltscan {rltscan.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Optional[bool] = typer.Option(  # noqa: UP045 - typer needs a runtime type
+        None, "--version", "-V", callback=_version_callback, is_eager=True, help="Show the version."
+    ),
+) -> None:
+    """rltscan: advantages and returns over trajectory files."""
+
+
+# --------------------------------------------------------------------------- estimator commands
+
+P = inspect.Parameter
+
+PARAM_OPTIONS: dict[str, Any] = {
+    "gamma": typer.Option(None, "--gamma", help="Discount γ in [0, 1] (default 0.99)."),
+    "lam": typer.Option(None, "--lam", "--lambda", help="λ in [0, 1]."),
+    "rho_clip": typer.Option(None, "--rho-clip", help="ρ̄, clip of the importance ratio (> 0)."),
+    "c_clip": typer.Option(None, "--c-clip", help="c̄, clip of the trace coefficient (> 0)."),
+    "pg_rho_clip": typer.Option(
+        None, "--pg-rho-clip", help="ρ̄ of the policy-gradient advantage (default: --rho-clip)."
+    ),
+}
+
+# CLI option -> (role for io, help). Shown on a command when its role is an estimator input.
+COLUMN_OPTIONS: dict[str, tuple[str, str, str]] = {
+    "rewards": (
+        "rewards",
+        "--rewards",
+        "Rewards column (default: rewards, reward, next.reward, …).",
+    ),
+    "values": ("values", "--values", "V(s_t) column (Minari: T+1 rows per episode)."),
+    "next_values": ("next_values", "--next-values", "V(s_{t+1}) column."),
+    "last_values": ("last_values", "--last-values", "[B] bootstrap values of a [T, B] buffer."),
+    "logp_behavior": ("logp_behavior", "--logp-behavior", "log μ(a_t|s_t) column."),
+    "logp_target": ("logp_target", "--logp-target", "log π(a_t|s_t) column."),
+    "q_values": ("q_values", "--q-values", "Q(s_t, a_t) column."),
+    "next_expected_q": (
+        "next_expected_q",
+        "--next-expected-q",
+        "E_π Q(s_{t+1}, ·) column (target policy at the true successor).",
+    ),
+    "v_pi": ("v_pi", "--v-pi", "E_π Q(s_t, ·) column; adds advantages."),
+    "x": ("x", "--x", "Per-step input column (default: the rewards)."),
+}
+INPUT_OF_OPTION = {
+    "rewards": "rewards",
+    "values": "values",
+    "next_values": "next_values",
+    "last_values": "last_value",
+    "logp_behavior": "logp_behavior",
+    "logp_target": "logp_target",
+    "q_values": "q_values",
+    "next_expected_q": "next_expected_q",
+    "v_pi": "v_pi",
+    "x": "x",
+}
+
+
+def _opt(*decls: str, help: str, default: Any = None) -> Any:
+    return typer.Option(default, *decls, help=help)
+
+
+def _common_parameters(has_bootstrap: bool) -> list[inspect.Parameter]:
+    S, B = Optional[str], bool  # noqa: UP045 - runtime types for typer
+    spec: list[tuple[str, Any, Any]] = [
+        ("terminals", S, _opt("--terminals", help="Terminal flags column (terminated_t).")),
+        ("timeouts", S, _opt("--timeouts", help="Truncation flags column (truncated_t).")),
+        ("dones", S, _opt("--dones", help="Ambiguous done column; needs --dones-mean.")),
+        (
+            "dones_mean",
+            S,
+            _opt("--dones-mean", help="What dones means: ended (after t) or starts (episode)."),
+        ),
+        (
+            "ends_are",
+            S,
+            _opt(
+                "--ends-are",
+                help="Episode ends known only from dones/ids are: terminal or truncated.",
+            ),
+        ),
+        ("episode_id", S, _opt("--episode-id", help="Episode id column (Parquet).")),
+    ]
+    if has_bootstrap:
+        spec += [
+            (
+                "missing_bootstrap",
+                S,
+                _opt(
+                    "--missing-bootstrap",
+                    help="error (default) or zero: what to do where a bootstrap value is missing.",
+                ),
+            ),
+            (
+                "no_bootstrap",
+                B,
+                _opt("--no-bootstrap", help="Same as --missing-bootstrap zero.", default=False),
+            ),
+        ]
+    spec += [
+        ("output", S, _opt("-o", "--output", help="Write to a new file, or '-' for stdout.")),
+        ("to", S, _opt("--to", help="Format for -o: parquet (default) or arrow (IPC).")),
+        ("prefix", str, _opt("--prefix", help="Prefix for output names.", default="")),
+        (
+            "overwrite",
+            B,
+            _opt("--overwrite", help="Replace existing outputs (never inputs).", default=False),
+        ),
+        ("dry_run", B, _opt("--dry-run", help="Detect and plan; write nothing.", default=False)),
+        ("json_out", B, _opt("--json", help="Print the report as JSON on stdout.", default=False)),
+        ("quiet", B, _opt("-q", "--quiet", help="Print nothing but errors.", default=False)),
+        ("device", str, _opt("--device", help="auto, cpu or cuda.", default="auto")),
+        (
+            "backend",
+            str,
+            _opt("--backend", help="auto, triton, torch or reference.", default="auto"),
+        ),
+        (
+            "layout",
+            S,
+            _opt("--layout", help="flat, episodes, time-major or batch-major (beats detection)."),
+        ),
+        ("group", S, _opt("--group", help="HDF5 group holding the data.")),
+        ("debug", B, _opt("--debug", help="Show tracebacks for errors.", default=False)),
+    ]
+    return [P(name, P.KEYWORD_ONLY, default=d, annotation=t) for name, t, d in spec]
+
+
+def _check_choice(option: str, value: str | None, choices: tuple[str, ...]) -> None:
+    if value is not None and value not in choices:
+        raise ParameterError(f'{option} must be one of {", ".join(choices)}, got "{value}"')
+
+
+def _estimate(command: str, input: str, **kw: Any) -> None:
+    json_out, debug, quiet = kw.pop("json_out"), kw.pop("debug"), kw.pop("quiet")
+    with handled(json_out=json_out, debug=debug):
+        _check_choice("--dones-mean", kw["dones_mean"], ("ended", "starts"))
+        _check_choice("--ends-are", kw["ends_are"], ("terminal", "truncated"))
+        _check_choice("--to", kw["to"], ("parquet", "arrow"))
+        _check_choice("--layout", kw["layout"], ("flat", "episodes", "time-major", "batch-major"))
+        _check_choice("--backend", kw["backend"], ("auto", "triton", "torch", "reference"))
+        missing = kw.pop("missing_bootstrap", None)
+        _check_choice("--missing-bootstrap", missing, ("error", "zero"))
+        if kw.pop("no_bootstrap", False):
+            missing = "zero"
+        to_stdout = kw["output"] == "-" or (input == "-" and kw["output"] is None)
+        if to_stdout and not kw["dry_run"]:
+            if json_out:
+                raise ParameterError(
+                    "--json and -o - both write to stdout; drop --json or write to a file"
+                )
+            if _stdout_isatty():
+                raise OutputRefusedError(
+                    "refusing to write binary Parquet/Arrow to a terminal; "
+                    "redirect stdout (> out.parquet) or pipe it into another command"
+                )
+        params = {name: kw.pop(name) for name in list(kw) if name in PARAM_OPTIONS}
+        columns = {
+            "terminated": kw.pop("terminals"),
+            "truncated": kw.pop("timeouts"),
+            "dones": kw.pop("dones"),
+            "episode_id": kw.pop("episode_id"),
+        }
+        for name in list(kw):
+            if name in COLUMN_OPTIONS:
+                columns[COLUMN_OPTIONS[name][0]] = kw.pop(name)
+        console = None if quiet else _stderr_console()
+        report = api.run(
+            command,
+            input,
+            params=params,
+            columns={k: v for k, v in columns.items() if v},
+            missing_bootstrap=missing,
+            progress=_LazyProgress(console) if console is not None else None,
+            **kw,
+        )
+        _render(report, json_out=json_out, quiet=quiet)
+
+
+def _make_command(command: str, spec: Any) -> Callable[..., None]:
+    has_bootstrap = "missing_bootstrap" in inspect.signature(spec.function).parameters
+    params = [
+        P(
+            "input",
+            P.POSITIONAL_OR_KEYWORD,
+            default=typer.Argument(..., help="HDF5/Parquet/Arrow file, Minari dir, or '-'."),
+            annotation=str,
+        )
+    ]
+    params += [
+        P(name, P.KEYWORD_ONLY, default=PARAM_OPTIONS[name], annotation=Optional[float])  # noqa: UP045
+        for name in spec.params
+        if name in PARAM_OPTIONS
+    ]
+    for name, (_, decl, help_text) in COLUMN_OPTIONS.items():
+        wanted = INPUT_OF_OPTION[name] in spec.inputs or (name == "rewards")
+        if wanted:
+            params.append(
+                P(
+                    name,
+                    P.KEYWORD_ONLY,
+                    default=typer.Option(None, decl, help=help_text),
+                    annotation=Optional[str],  # noqa: UP045
+                )
+            )
+    params += _common_parameters(has_bootstrap)
+
+    def command_fn(**kwargs: Any) -> None:
+        _estimate(command, kwargs.pop("input"), **kwargs)
+
+    command_fn.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command_fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+    command_fn.__name__ = command.replace("-", "_")
+    command_fn.__doc__ = COMMAND_HELP.get(command, command)
+    return command_fn
+
+
+for _command, _spec in ESTIMATORS.items():
+    app.command(_command, epilog=EXIT_CODES)(_make_command(_command, _spec))
+
+
+# --------------------------------------------------------------------------- inspect, bench
+
+
+@app.command("inspect", epilog=EXIT_CODES)
+def inspect_command(
+    input: str = typer.Argument(..., help="HDF5/Parquet/Arrow file, Minari dir, or '-'."),
+    group: Optional[str] = typer.Option(None, "--group", help="HDF5 group."),  # noqa: UP045
+    layout: Optional[str] = typer.Option(None, "--layout", help="Beats detection."),  # noqa: UP045
+    rewards: Optional[str] = typer.Option(None, "--rewards", help="Rewards column."),  # noqa: UP045
+    terminals: Optional[str] = typer.Option(None, "--terminals", help="Terminal flags."),  # noqa: UP045
+    timeouts: Optional[str] = typer.Option(None, "--timeouts", help="Truncation flags."),  # noqa: UP045
+    dones_mean: Optional[str] = typer.Option(None, "--dones-mean", help="ended or starts."),  # noqa: UP045
+    ends_are: Optional[str] = typer.Option(None, "--ends-are", help="terminal or truncated."),  # noqa: UP045
+    json_out: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+) -> None:
+    """Show the detected layout, the column of each role, episode/terminal/truncation
+    counts, and what each estimator still needs."""
+    with handled(json_out=json_out, debug=debug):
+        _check_choice("--layout", layout, ("flat", "episodes", "time-major", "batch-major"))
+        columns = {"rewards": rewards, "terminated": terminals, "truncated": timeouts}
+        info = api.inspect(
+            input,
+            group=group,
+            layout=layout,
+            columns={k: v for k, v in columns.items() if v},
+            dones_mean=dones_mean,
+            ends_are=ends_are,
+        )
+        if json_out:
+            typer.echo(json.dumps(info, indent=2, default=str))
+            return
+        console = Console(file=sys.stdout, highlight=False, soft_wrap=False)
+        for table in inspect_tables(info):
+            console.print(table)
+
+
+@app.command("bench", epilog=EXIT_CODES)
+def bench_command(
+    quick: bool = typer.Option(False, "--quick", help="Small sizes only (a few seconds)."),
+    json_path: Optional[str] = typer.Option(None, "--json", help="Also write results to PATH."),  # noqa: UP045
+    backend: Optional[list[str]] = typer.Option(  # noqa: UP045, B008 - typer's idiom
+        None, "--backend", help="Backend to time (repeatable; default: all available)."
+    ),
+) -> None:
+    """Time the backends against baselines and the memory floor on this machine."""
+    with handled():
+        try:
+            from rltscan.scan import bench
+        except ImportError as err:
+            from rltscan.errors import BackendUnavailableError
+
+            raise BackendUnavailableError(
+                f"the benchmark module is not available ({err}); install rltscan from source"
+            ) from None
+        result = bench.run_bench(quick=quick, json_path=json_path, backends=backend or None)
+        Console(file=sys.stdout, highlight=False).print(bench.render_table(result))
+
+
+def main() -> None:
+    """Console entry point: SIGTERM behaves like Ctrl-C (temp files removed, exit 130)."""
+
+    def _term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _term)
+    app()

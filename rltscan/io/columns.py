@@ -1,0 +1,146 @@
+"""Column roles, their aliases (FORMATS.md §6.3) and how a role is resolved to a column.
+
+Pure Python: no h5py or pyarrow. A *role* is what a column means to an estimator
+(``rewards``, ``terminated``, ...); a *column* is a name in the user's file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from rltscan.errors import DataError
+
+# role -> names tried in order (first match wins). Exact and case-sensitive.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "rewards": ("rewards", "reward", "next.reward", "rew", "r"),
+    "terminated": (
+        "terminals",
+        "terminations",
+        "terminated",
+        "terminateds",
+        "is_terminal",
+        "next.terminated",
+    ),
+    "truncated": (
+        "timeouts",
+        "truncations",
+        "truncated",
+        "truncateds",
+        "time_limit",
+        "TimeLimit.truncated",
+        "next.truncated",
+    ),
+    "dones": ("dones", "done", "next.done", "is_last"),
+    "episode_starts": ("episode_starts", "is_first"),
+    "episode_id": (
+        "episode_id",
+        "episode_index",
+        "eps_id",
+        "episode",
+        "traj_id",
+        "trajectory_id",
+        "ep_id",
+    ),
+    "values": ("values", "value", "vf_preds", "state_value", "v", "infos/value"),
+    "next_values": ("next_values", "next_value", "next_state_value", "next/state_value"),
+    "last_values": ("last_values", "last_value", "next_value", "bootstrap_value"),
+    "last_dones": ("next_done", "last_dones", "next_dones"),
+    "logp_behavior": (
+        "logp_behavior",
+        "log_probs",
+        "logprobs",
+        "logp",
+        "action_logp",
+        "action_log_prob",
+        "sample_log_prob",
+        "infos/action_log_probs",
+        "behavior_logp",
+        "log_mu",
+    ),
+    "logp_target": ("logp_target", "target_logp", "pi_logp", "log_pi"),
+    "q_values": ("q_values", "q", "qs"),
+    "next_expected_q": ("next_expected_q", "expected_next_q", "ev_next", "next_v_pi"),
+    "v_pi": ("v_pi",),
+    "x": (),
+}
+
+# role -> the CLI option that overrides it (used in error messages).
+OPTION: dict[str, str] = {
+    "rewards": "--rewards",
+    "terminated": "--terminals",
+    "truncated": "--timeouts",
+    "dones": "--dones",
+    "episode_id": "--episode-id",
+    "values": "--values",
+    "next_values": "--next-values",
+    "last_values": "--last-values",
+    "logp_behavior": "--logp-behavior",
+    "logp_target": "--logp-target",
+    "q_values": "--q-values",
+    "next_expected_q": "--next-expected-q",
+    "v_pi": "--v-pi",
+    "x": "--x",
+}
+
+# estimator argument name -> the role that feeds it
+ARGUMENT_ROLE: dict[str, str] = {
+    "rewards": "rewards",
+    "values": "values",
+    "next_values": "next_values",
+    "last_value": "last_values",
+    "logp_behavior": "logp_behavior",
+    "logp_target": "logp_target",
+    "q_values": "q_values",
+    "next_expected_q": "next_expected_q",
+    "v_pi": "v_pi",
+    "x": "x",
+}
+
+FLAG_ROLES = ("terminated", "truncated", "dones", "episode_starts", "last_dones")
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    """A column the file holds: its name, shape (whole column) and dtype string."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def describe(self) -> str:
+        dims = ", ".join(str(d) for d in self.shape)
+        return f'"{self.name}" ({dims}{"," if len(self.shape) == 1 else ""}) {self.dtype}'
+
+
+def quoted(names: Iterable[str], limit: int = 12) -> str:
+    """``"a", "b", "c"`` (at most ``limit`` names, then ``...``)."""
+    names = list(names)
+    text = ", ".join(f'"{n}"' for n in names[:limit])
+    return text + (", ..." if len(names) > limit else "")
+
+
+def find_role(role: str, available: Mapping[str, ColumnInfo]) -> str | None:
+    """The first alias of ``role`` present in ``available``, else None."""
+    for name in ALIASES.get(role, ()):
+        if name in available:
+            return name
+    return None
+
+
+def resolve_override(role: str, name: str, available: Mapping[str, ColumnInfo], where: str) -> str:
+    """Check that an explicit ``--<role> NAME`` exists; say what does otherwise."""
+    if name not in available:
+        raise DataError(
+            f'{where} has no column "{name}" (given by {OPTION.get(role, role)}); '
+            f"pass one of: {quoted(available)}"
+        )
+    return name
+
+
+def missing_column_error(role: str, available: Mapping[str, ColumnInfo], where: str) -> DataError:
+    """The message for a required role that no column fills."""
+    default = ALIASES[role][0] if ALIASES.get(role) else role
+    option = OPTION.get(role, f"--{role}")
+    found = quoted(available) if available else "no per-step columns"
+    return DataError(f'{where} has no column "{default}"; pass {option} KEY (found: {found})')

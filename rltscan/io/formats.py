@@ -1,0 +1,123 @@
+"""Which file format is this? Magic bytes first, then the suffix (FORMATS.md §7).
+
+``sniff_path`` for paths, ``sniff_bytes`` for stdin. Pure Python: no h5py/pyarrow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from rltscan.errors import InputFileError
+
+Format = Literal["hdf5", "parquet", "arrow", "arrow-stream", "minari"]
+
+HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+PARQUET_MAGIC = b"PAR1"
+ARROW_FILE_MAGIC = b"ARROW1"
+ARROW_STREAM_CONTINUATION = b"\xff\xff\xff\xff"
+
+SUFFIXES: dict[str, Format] = {
+    ".h5": "hdf5",
+    ".hdf5": "hdf5",
+    ".hdf": "hdf5",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".arrow": "arrow",
+    ".feather": "arrow",
+    ".ipc": "arrow",
+    ".arrows": "arrow-stream",
+}
+
+
+@dataclass(frozen=True)
+class Sniffed:
+    """The detected format; for Minari, which backend and where its data lives."""
+
+    format: Format
+    path: Path
+    backend: Format | None = None  # minari: "hdf5" | "parquet" | "arrow"
+
+
+def sniff_bytes(head: bytes) -> Format | None:
+    """Format from the first bytes of a file or stream, or None if unknown."""
+    if head.startswith(HDF5_MAGIC):
+        return "hdf5"
+    if head.startswith(PARQUET_MAGIC):
+        return "parquet"
+    if head.startswith(ARROW_FILE_MAGIC):
+        return "arrow"
+    if head.startswith(ARROW_STREAM_CONTINUATION):
+        return "arrow-stream"
+    return None
+
+
+def _minari_backend(root: Path) -> Format:
+    meta = root / "data" / "metadata.json"
+    try:
+        data_format = json.loads(meta.read_text()).get("data_format", "hdf5")
+    except (OSError, ValueError) as err:
+        raise InputFileError(
+            f"{meta} is not readable JSON ({err.__class__.__name__}); "
+            "repair the Minari metadata or pass the main_data.hdf5 file"
+        ) from None
+    if data_format not in ("hdf5", "parquet", "arrow"):
+        raise InputFileError(
+            f'{meta} has data_format "{data_format}"; rltscan reads "hdf5", "parquet", "arrow"'
+        )
+    return data_format  # type: ignore[return-value]
+
+
+def sniff_path(path: Path) -> Sniffed:
+    """Detect the format of ``path`` (a file or a Minari dataset directory)."""
+    if not path.exists():
+        raise InputFileError(f"{path} does not exist; check the path")
+    if path.is_dir():
+        if (path / "data" / "metadata.json").is_file():
+            return Sniffed("minari", path, _minari_backend(path))
+        if (path / "data" / "main_data.hdf5").is_file():
+            return Sniffed("minari", path, "hdf5")
+        raise InputFileError(
+            f"{path} is a directory but not a Minari dataset (no data/metadata.json); "
+            "pass an .h5 or .parquet file"
+        )
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise InputFileError(
+            f"{path} is not a regular file (a pipe or device); "
+            "save it to a file first, or pipe Parquet/Arrow into '-'"
+        )
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError as err:
+        raise InputFileError(
+            f"{path} is not readable ({err.strerror}); check its permissions"
+        ) from None
+    found = sniff_bytes(head)
+    if found is not None:
+        return Sniffed(found, path)
+    suffix = SUFFIXES.get(path.suffix.lower())
+    if len(head) == 0:
+        raise InputFileError(f"{path} is empty; pass an HDF5, Parquet or Arrow file")
+    if suffix is not None:
+        raise InputFileError(
+            f"{path} is not a valid {suffix} file (bad magic bytes {head[:4]!r}); "
+            "the file is corrupt or has the wrong suffix"
+        )
+    raise InputFileError(
+        f"{path} is not HDF5, Parquet or Arrow (starts with {head[:4]!r}); "
+        "pass an .h5, .parquet or .arrow file"
+    )
+
+
+def output_format(path: Path, input_format: Format) -> Format:
+    """The format of ``-o PATH``: by suffix, else the input's own."""
+    found = SUFFIXES.get(path.suffix.lower())
+    if found is None:
+        return "parquet" if input_format in ("arrow-stream",) else input_format
+    return found

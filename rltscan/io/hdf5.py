@@ -1,0 +1,368 @@
+"""HDF5: open, detect the layout, read columns lazily, and write results back safely.
+
+Layouts (FORMATS.md §6.2): per-episode groups (``episode_<id>``, ``demo_<id>``,
+``traj_<id>``; Minari ``main_data.hdf5``), time-major ``[T, B]`` and batch-major
+``[B, T]`` rollout buffers, and flat D4RL-style files (``N`` rows, under a group).
+
+Write-back copies the file to a temporary name in the same directory, adds the
+new datasets to the copy, fsyncs it and ``os.replace``s it over the target. HDF5
+has no transactions: writing into the original in place (even under temporary
+dataset names) can leave its superblock and metadata cache inconsistent when the
+process dies mid-write, and then *every* column is lost. The copy costs one
+sequential file copy and guarantees that the input is either the old file or
+the complete new one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rltscan.errors import AmbiguousInputError, DataError, InputFileError, OutputRefusedError
+from rltscan.io.atomic import atomic_path
+from rltscan.io.columns import ALIASES, ColumnInfo, quoted
+from rltscan.io.source import Layout, Source
+
+EPISODE_GROUP = re.compile(r"^(episode|demo|traj)_(\d+)$")
+SKIP_PREFIXES = ("metadata",)
+
+
+def _h5py() -> Any:
+    import h5py
+
+    return h5py
+
+
+def open_file(path: Path, mode: str = "r") -> Any:
+    """``h5py.File`` with the failures turned into one-line InputFileErrors."""
+    h5py = _h5py()
+    try:
+        return h5py.File(path, mode)
+    except OSError as err:
+        text = str(err)
+        if "lock" in text.lower():
+            raise InputFileError(
+                f"{path} is locked by another process (HDF5 file lock); close the other "
+                "program or set HDF5_USE_FILE_LOCKING=FALSE if you know it is safe"
+            ) from None
+        if "truncated file" in text:
+            raise InputFileError(
+                f"{path} is a truncated HDF5 file (shorter than its header says); "
+                "the copy is incomplete or corrupt, fetch it again"
+            ) from None
+        raise InputFileError(
+            f"{path} is not a readable HDF5 file ({_short(text)}); the file is corrupt"
+        ) from None
+
+
+def _short(text: str) -> str:
+    text = text.split("(", 1)[-1].rstrip(")") if "(" in text else text
+    return text.strip().splitlines()[0][:120] if text.strip() else "unknown error"
+
+
+def _datasets(group: Any, prefix: str = "") -> dict[str, Any]:
+    """All datasets below ``group`` by slash path, following links, skipping metadata/."""
+    h5py = _h5py()
+    found: dict[str, Any] = {}
+    for key in group:
+        if not prefix and key in SKIP_PREFIXES:
+            continue
+        try:
+            item = group[key]
+        except KeyError:  # a dangling external link
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(item, h5py.Dataset):
+            found[name] = item
+        elif isinstance(item, h5py.Group) and not EPISODE_GROUP.match(key):
+            found.update(_datasets(item, f"{name}/"))
+    return found
+
+
+def _info(name: str, ds: Any) -> ColumnInfo:
+    return ColumnInfo(name, tuple(int(d) for d in ds.shape), str(ds.dtype))
+
+
+def _episode_groups(group: Any) -> list[tuple[int, str]]:
+    h5py = _h5py()
+    found = []
+    for key in group:
+        match = EPISODE_GROUP.match(key)
+        if match and isinstance(group.get(key), h5py.Group):
+            found.append((int(match.group(2)), key))
+    return sorted(found)  # numeric order: episode_2 before episode_10
+
+
+def _rewards_name(datasets: Mapping[str, Any], override: str | None) -> str | None:
+    if override is not None:
+        return override if override in datasets else None
+    for name in ALIASES["rewards"]:
+        if name in datasets:
+            return name
+    return None
+
+
+def _layout_attr(group: Any) -> str | None:
+    for holder in (group, group.file):
+        value = holder.attrs.get("layout")
+        if value is not None:
+            text = value.decode() if isinstance(value, bytes) else str(value)
+            return text.replace("_", "-")
+    return None
+
+
+def open_source(
+    path: Path,
+    *,
+    group: str | None = None,
+    layout: Layout | None = None,
+    rewards: str | None = None,
+    display: str | None = None,
+) -> Source:
+    """Open ``path`` read-only and detect its layout (``layout`` overrides detection)."""
+    fh = open_file(path)
+    try:
+        return _open(fh, path, group=group, layout=layout, rewards=rewards, display=display)
+    except BaseException:
+        fh.close()
+        raise
+
+
+def _open(
+    fh: Any,
+    path: Path,
+    *,
+    group: str | None,
+    layout: Layout | None,
+    rewards: str | None,
+    display: str | None,
+) -> Source:
+    h5py = _h5py()
+    name = display or str(path)
+    gpath = group or "/"
+    if gpath not in fh:
+        groups = [k for k in fh if isinstance(fh.get(k), h5py.Group)]
+        raise DataError(
+            f'{name} has no group "{gpath}"; pass --group with one of: {quoted(groups)}'
+        )
+    root = fh[gpath]
+    if not isinstance(root, h5py.Group):
+        raise DataError(f'{name}: "{gpath}" is a dataset, not a group; pass --group PATH')
+    where = name if gpath == "/" else f"{name}:{gpath}"
+
+    episodes = _episode_groups(root)
+    nested = group is None and isinstance(root.get("data"), h5py.Group)
+    if not episodes and nested and _episode_groups(root["data"]):  # robomimic: data/demo_<i>
+        root, gpath, where = root["data"], "/data", f"{name}:/data"
+        episodes = _episode_groups(root)
+    datasets = _datasets(root)
+    rewards_name = _rewards_name(datasets, rewards)
+
+    if layout is None:
+        declared = _layout_attr(root)
+        if declared in ("time-major", "batch-major", "flat", "episodes"):
+            layout = declared  # type: ignore[assignment]
+        elif episodes and rewards_name is not None:
+            raise AmbiguousInputError(
+                f"{where} has both episode groups and a root {rewards_name!r} dataset; "
+                "pass --layout episodes or --layout flat"
+            )
+        elif episodes:
+            layout = "episodes"
+        elif rewards_name is not None:
+            ndim = len([d for d in datasets[rewards_name].shape])
+            shape = datasets[rewards_name].shape
+            layout = "time-major" if ndim == 2 and shape[1] != 1 else "flat"
+        else:
+            layout = "flat"
+
+    if layout == "episodes":
+        return _episodes_source(fh, root, path, where, gpath, episodes)
+    return _array_source(fh, path, where, gpath, datasets, rewards_name, layout)
+
+
+def _array_source(
+    fh: Any,
+    path: Path,
+    where: str,
+    gpath: str,
+    datasets: dict[str, Any],
+    rewards_name: str | None,
+    layout: Layout,
+) -> Source:
+    columns: dict[str, ColumnInfo] = {}
+    extra: dict[str, ColumnInfo] = {}
+    if rewards_name is not None:
+        rshape = tuple(datasets[rewards_name].shape)
+        if layout == "flat":
+            step_shape = rshape[:1]
+        else:
+            if len(rshape) != 2:
+                raise DataError(
+                    f'{where}: "{rewards_name}" has shape {rshape} but layout {layout} needs '
+                    "2 dimensions; pass --layout flat or the right --rewards KEY"
+                )
+            step_shape = rshape[:2]
+        n_seq = step_shape[1] if layout == "time-major" else step_shape[0]
+        for key, ds in datasets.items():
+            shape = tuple(ds.shape)
+            if shape[: len(step_shape)] == step_shape:
+                columns[key] = _info(key, ds)
+            elif (layout != "flat" and shape in ((n_seq,), (n_seq, 1))) or (
+                layout == "flat" and shape == ()
+            ):
+                extra[key] = _info(key, ds)
+    else:
+        columns = {k: _info(k, ds) for k, ds in datasets.items() if ds.ndim >= 1}
+
+    def read(key: str) -> np.ndarray:
+        return _read(datasets[key], where, key)
+
+    return Source(
+        format="hdf5",
+        layout=layout,
+        where=where,
+        path=path,
+        columns=columns,
+        extra=extra,
+        read=read,
+        group=gpath,
+        attrs={k: _attr(v) for k, v in fh[gpath].attrs.items()},
+        close=fh.close,
+        raw=fh,
+    )
+
+
+def _episodes_source(
+    fh: Any, root: Any, path: Path, where: str, gpath: str, episodes: list[tuple[int, str]]
+) -> Source:
+    if not episodes:
+        raise DataError(f"{where} has no episode_<id> groups; pass --layout flat or --group PATH")
+    keys = [key for _, key in episodes]
+    first = _datasets(root[keys[0]])
+    columns = {k: _info(k, ds) for k, ds in first.items()}
+
+    def read(column: str) -> list[np.ndarray]:
+        out = []
+        for key in keys:
+            group = root[key]
+            if column not in group:
+                raise DataError(
+                    f'{where}: episode group "{key}" has no dataset "{column}" although '
+                    f'"{keys[0]}" has it; every episode needs the same columns'
+                )
+            out.append(_read(group[column], where, f"{key}/{column}"))
+        return out
+
+    return Source(
+        format="hdf5",
+        layout="episodes",
+        where=where,
+        path=path,
+        columns=columns,
+        read=read,
+        group=gpath,
+        episode_keys=keys,
+        attrs={k: _attr(v) for k, v in fh[gpath].attrs.items()},
+        close=fh.close,
+        raw=fh,
+    )
+
+
+def _read(ds: Any, where: str, key: str) -> np.ndarray:
+    try:
+        return np.asarray(ds[()])
+    except OSError as err:
+        raise InputFileError(
+            f'{where}: dataset "{key}" cannot be read ({_short(str(err))}); the file is corrupt'
+        ) from None
+
+
+def _attr(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def existing_names(path: Path, group: str, names: list[str], episode_keys: list[str]) -> list[str]:
+    """Which of ``names`` already exist where they would be written."""
+    with open_file(path) as fh:
+        root = fh[group]
+        if episode_keys:
+            return [n for n in names if any(n in root[k] for k in episode_keys)]
+        return [n for n in names if n in root]
+
+
+def _storage_like(template: Any) -> dict[str, Any]:
+    """Compression settings copied from a source dataset (gzip in D4RL files)."""
+    if template is None or template.compression is None:
+        return {}
+    return {
+        "compression": template.compression,
+        "compression_opts": template.compression_opts,
+        "shuffle": template.shuffle,
+        "chunks": True,
+    }
+
+
+def write_outputs(
+    src: Path,
+    dst: Path,
+    *,
+    group: str,
+    outputs: Mapping[str, np.ndarray | list[np.ndarray]],
+    attrs: Mapping[str, Any],
+    template: str | None,
+    episode_keys: list[str],
+    overwrite: bool,
+) -> int:
+    """Write ``outputs`` into a copy of ``src`` and atomically move it to ``dst``.
+
+    ``outputs[name]`` is one array (flat / time-major / batch-major, written at
+    ``group/name``) or one array per episode (written at ``group/<episode>/name``).
+    Returns the bytes of output data written.
+    """
+    written = 0
+    with atomic_path(dst, copy_from=src) as tmp, open_file(tmp, "r+") as fh:
+        root = fh[group]
+        like = root[template] if template and template in root else None
+        if episode_keys and like is None:
+            first = root[episode_keys[0]]
+            like = first[template] if template and template in first else None
+        storage = _storage_like(like)
+        attr_values = {k: _attr_value(v) for k, v in attrs.items()}
+        for name, value in outputs.items():
+            targets = (
+                [(root[k], arr) for k, arr in zip(episode_keys, value, strict=True)]
+                if episode_keys
+                else [(root, value)]
+            )
+            for parent, arr in targets:
+                if name in parent:
+                    if not overwrite:
+                        raise OutputRefusedError(
+                            f'{dst} already has "{name}"; pass --overwrite or --prefix P'
+                        )
+                    del parent[name]
+                ds = parent.create_dataset(name, data=np.ascontiguousarray(arr), **storage)
+                for key, val in attr_values.items():
+                    ds.attrs[key] = val
+                written += int(np.asarray(arr).nbytes)
+    return written
+
+
+def _attr_value(value: Any) -> Any:
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True)
+    if value is None:
+        return "none"
+    return value

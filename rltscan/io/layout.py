@@ -1,0 +1,508 @@
+"""From a :class:`Source` to estimator arguments: roles → columns → arrays → flags.
+
+This module alone decides what a column means in time: which flag ends an
+episode, how ``dones`` is shifted, how a Minari ``values`` of length ``T+1``
+becomes ``values``/``next_values``, and where episode ends are forced cuts.
+Flags follow ALGORITHMS.md §1.2: ``terminated_t``/``truncated_t`` describe the
+END of step ``t``; forced cuts are truncations and are never written back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from rltscan.errors import AmbiguousInputError, DataError
+from rltscan.io.columns import (
+    ALIASES,
+    ARGUMENT_ROLE,
+    OPTION,
+    ColumnInfo,
+    find_role,
+    missing_column_error,
+    quoted,
+    resolve_override,
+)
+from rltscan.io.source import Source
+
+DonesMean = Literal["ended", "starts"]
+EndsAre = Literal["terminal", "truncated"]
+
+
+@dataclass
+class Prepared:
+    """Estimator keyword arguments plus what is needed to put the results back."""
+
+    kwargs: dict[str, np.ndarray | float]
+    time_dim: int
+    roles: dict[str, str]  # role -> source column name (provenance)
+    steps: int
+    episodes: int
+    sequences: int
+    lengths: list[int] = field(default_factory=list)  # episodes layout: T per episode
+    counts: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    bytes_read: int = 0
+    dtype: str = "float32"
+    template: str | None = None  # the rewards column (storage settings for outputs)
+
+    def split(self, array: np.ndarray) -> list[np.ndarray]:
+        """A concatenated output cut back into one array per episode."""
+        return np.split(array, np.cumsum(self.lengths)[:-1]) if self.lengths else [array]
+
+
+@dataclass
+class _Reader:
+    source: Source
+    bytes_read: int = 0
+    roles: dict[str, str] = field(default_factory=dict)
+
+    def column(self, role: str, name: str) -> np.ndarray | list[np.ndarray]:
+        data = self.source.read(name)
+        parts = data if isinstance(data, list) else [data]
+        self.bytes_read += sum(int(p.nbytes) for p in parts)
+        self.roles[role] = name
+        return data
+
+
+def find_column(
+    source: Source, role: str, overrides: Mapping[str, str | None], *, extra: bool = False
+) -> str | None:
+    """The column for ``role``: the override if given (must exist), else the first alias."""
+    pool: dict[str, ColumnInfo] = dict(source.extra if extra else source.columns)
+    name = overrides.get(role)
+    if name:
+        everything = {**source.columns, **source.extra}
+        return resolve_override(role, name, everything, source.where)
+    return find_role(role, pool)
+
+
+def _squeeze(arr: np.ndarray, ndim: int) -> np.ndarray:
+    """``(N, 1)`` → ``(N,)`` (old D4RL files, TorchRL's trailing feature dim)."""
+    while arr.ndim > ndim and arr.shape[-1] == 1:
+        arr = arr[..., 0]
+    return arr
+
+
+def as_flag(arr: np.ndarray, name: str, where: str, role: str) -> np.ndarray:
+    """A boolean array from bool/int/float 0-1 data; anything else is a DataError."""
+    if arr.dtype == np.bool_:
+        return arr
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise DataError(
+            f'{where}: column "{name}" has dtype {arr.dtype}, not 0/1 flags; '
+            f"pass another column with {OPTION.get(role, '--' + role)}"
+        )
+    bad = ~((arr == 0) | (arr == 1))
+    if bad.any():
+        index = np.unravel_index(int(np.argmax(bad)), arr.shape)
+        at = index[0] if len(index) == 1 else index
+        raise DataError(
+            f'{where}: column "{name}" must hold 0/1 flags, found {arr[index]!r} at index {at}; '
+            f"fix the column or pass another with {OPTION.get(role, '--' + role)}"
+        )
+    return arr != 0
+
+
+def _shift_starts(starts: np.ndarray, time_dim: int, last: np.ndarray | None) -> np.ndarray:
+    """``starts[t+1]`` (obs t+1 begins an episode) → ``ended[t]``; the tail from ``last``."""
+    moved = np.moveaxis(starts, time_dim, 0)
+    ended = np.zeros_like(moved)
+    ended[:-1] = moved[1:]
+    if last is not None:
+        ended[-1] = last.reshape(ended[-1].shape)
+    return np.moveaxis(ended, 0, time_dim)
+
+
+def prepare(
+    source: Source,
+    *,
+    arguments: tuple[str, ...],
+    required: tuple[str, ...],
+    overrides: Mapping[str, str | None],
+    dones_mean: DonesMean | None = None,
+    ends_are: EndsAre | None = None,
+) -> Prepared:
+    """Read the columns an estimator takes (only those) and build its arguments."""
+    reader = _Reader(source)
+    layout = source.layout
+    time_dim = 0 if layout == "time-major" else -1
+    episodes = layout == "episodes"
+
+    rewards_name = find_column(source, "rewards", overrides)
+    want_rewards = "rewards" in arguments or ("x" in arguments and not overrides.get("x"))
+    if want_rewards and rewards_name is None:
+        raise missing_column_error("rewards", source.columns, source.where)
+
+    raw: dict[str, np.ndarray | list[np.ndarray]] = {}
+    for arg in arguments:
+        role = ARGUMENT_ROLE.get(arg)
+        if role is None or role == "last_values":
+            continue
+        if role == "x":
+            name = overrides.get("x") or rewards_name
+            if name and overrides.get("x"):
+                name = find_column(source, "x", overrides)
+        elif role == "rewards":
+            name = rewards_name
+        else:
+            name = find_column(source, role, overrides)
+        if name is None:
+            if arg in required:
+                raise missing_column_error(role, source.columns, source.where)
+            continue
+        raw[arg] = reader.column(role, name)
+
+    reference = "x" if "x" in raw and "rewards" not in raw else "rewards"
+    if reference not in raw:
+        raise missing_column_error("rewards", source.columns, source.where)
+    ref_name = reader.roles.get(reference, rewards_name or "")
+
+    lengths = _episode_lengths(raw[reference], source) if episodes else []
+
+    kwargs: dict[str, np.ndarray | float] = {}
+    notes: list[str] = []
+    for arg, data in raw.items():
+        role = ARGUMENT_ROLE[arg]
+        name = reader.roles[role]
+        if episodes:
+            parts = _fit_episode(arg, data, lengths, source, name, raw, kwargs, notes)
+            if parts is not None:
+                kwargs[arg] = parts
+        else:
+            kwargs[arg] = data  # type: ignore[assignment]
+
+    # normalise shapes against the reference column
+    ref = kwargs[reference]
+    assert isinstance(ref, np.ndarray)
+    ref_ndim = 1 if layout in ("flat", "episodes") else 2
+    ref = _squeeze(ref, ref_ndim)
+    if ref.ndim != ref_ndim:
+        raise DataError(
+            f'{source.where}: column "{ref_name}" has shape {ref.shape} but the {layout} layout '
+            f"needs {ref_ndim} dimension(s); pass --layout or the right {OPTION[reference]} KEY"
+        )
+    kwargs[reference] = ref
+    for arg, value in list(kwargs.items()):
+        if arg == reference or not isinstance(value, np.ndarray):
+            continue
+        role = ARGUMENT_ROLE[arg]
+        value = _squeeze(value, ref.ndim if arg != "x" else value.ndim)
+        if value.shape[: ref.ndim] != ref.shape:
+            raise DataError(
+                f'{source.where}: column "{reader.roles[role]}" has shape {value.shape} but '
+                f'"{ref_name}" has {ref.shape}; every per-step column needs the same shape'
+            )
+        kwargs[arg] = value
+
+    # bootstrap at the end of [T, B] / [B, T] buffers (and a flat file's scalar)
+    if "last_value" in arguments and "next_values" not in kwargs and not episodes:
+        name = find_column(source, "last_values", overrides, extra=True)
+        if name is not None:
+            last = _squeeze(np.asarray(reader.column("last_values", name)), 1)
+            if layout == "flat":
+                if last.size != 1:
+                    raise DataError(
+                        f'{source.where}: "{name}" has shape {last.shape}; a flat file takes '
+                        "one scalar last value"
+                    )
+                kwargs["last_value"] = float(last.reshape(()))
+            else:
+                n_seq = ref.shape[1] if time_dim == 0 else ref.shape[0]
+                if last.shape != (n_seq,):
+                    raise DataError(
+                        f'{source.where}: "{name}" has shape {last.shape} but there are '
+                        f"{n_seq} sequences; last values need shape ({n_seq},)"
+                    )
+                kwargs["last_value"] = last
+
+    terminated, truncated, forced = _flags(
+        source,
+        reader,
+        overrides,
+        ref.shape,
+        time_dim,
+        lengths,
+        dones_mean,
+        ends_are,
+        notes,
+        needed="terminated" in required,
+    )
+    if terminated is not None:
+        kwargs["terminated"] = terminated
+    if truncated is not None:
+        kwargs["truncated"] = truncated
+
+    steps = int(ref.size)
+    sequences = 1 if ref.ndim == 1 else int(ref.shape[1] if time_dim == 0 else ref.shape[0])
+    term = terminated if terminated is not None else np.zeros(ref.shape, bool)
+    trunc = truncated if truncated is not None else np.zeros(ref.shape, bool)
+    counts = {
+        "terminated": int(term.sum()),
+        "truncated": int((trunc & ~term).sum()) - forced,
+        "both": int((trunc & term).sum()),
+        "forced_cuts": forced,
+    }
+    ends = int((term | trunc).sum())
+    last_open = _open_tails(term | trunc, time_dim)
+    return Prepared(
+        kwargs=kwargs,
+        time_dim=time_dim,
+        roles=dict(reader.roles),
+        steps=steps,
+        episodes=len(lengths) if episodes else ends + last_open,
+        sequences=len(lengths) if episodes else sequences,
+        lengths=lengths,
+        counts=counts,
+        notes=notes,
+        bytes_read=reader.bytes_read,
+        dtype=str(ref.dtype),
+        template=rewards_name,
+    )
+
+
+def _open_tails(done: np.ndarray, time_dim: int) -> int:
+    """Sequences whose last step has no flag (the window end cuts an episode)."""
+    last = np.take(done, -1, axis=time_dim)
+    return int((~np.asarray(last)).sum())
+
+
+def _episode_lengths(data: np.ndarray | list[np.ndarray], source: Source) -> list[int]:
+    parts = data if isinstance(data, list) else [data]
+    return [len(p) - 1 if source.padded else len(p) for p in parts]
+
+
+def _fit_episode(
+    arg: str,
+    data: np.ndarray | list[np.ndarray],
+    lengths: list[int],
+    source: Source,
+    name: str,
+    raw: Mapping[str, object],
+    kwargs: dict[str, np.ndarray | float],
+    notes: list[str],
+) -> np.ndarray | None:
+    """Concatenate per-episode arrays; ``T+1`` values also give ``next_values``."""
+    parts = data if isinstance(data, list) else [data]
+    plus_one = all(len(p) == t + 1 for p, t in zip(parts, lengths, strict=True))
+    if arg == "values" and plus_one and "next_values" not in raw:
+        kwargs["next_values"] = np.concatenate([p[1:] for p in parts])
+        notes.append(f'"{name}" has T+1 rows per episode: V(s_T) of each episode bootstraps it')
+        return np.concatenate([p[:-1] for p in parts])
+    if plus_one and source.padded:
+        return np.concatenate([p[:-1] for p in parts])
+    for key, part, t in zip(source.episode_keys, parts, lengths, strict=True):
+        if len(part) != t:
+            hint = (
+                "; store T+1 values (one per observation) or pass --next-values"
+                if arg == "values"
+                else "; every per-step column needs one row per step"
+            )
+            raise DataError(
+                f'{source.where}: "{key}/{name}" has {len(part)} rows but the episode has '
+                f"{t} steps{hint}"
+            )
+    return np.concatenate(parts)
+
+
+def _read_flag(reader: _Reader, role: str, name: str, lengths: list[int], ndim: int) -> np.ndarray:
+    data = reader.column(role, name)
+    if isinstance(data, list):
+        parts = [
+            p[:t] if reader.source.padded and len(p) == t + 1 else p
+            for p, t in zip(data, lengths, strict=True)
+        ]
+        for key, p, t in zip(reader.source.episode_keys, parts, lengths, strict=True):
+            if len(p) != t:
+                raise DataError(
+                    f'{reader.source.where}: "{key}/{name}" has {len(p)} rows but the '
+                    f"episode has {t} steps; flags need one row per step"
+                )
+        data = np.concatenate(parts)
+    return as_flag(_squeeze(np.asarray(data), ndim), name, reader.source.where, role)
+
+
+def _flags(
+    source: Source,
+    reader: _Reader,
+    overrides: Mapping[str, str | None],
+    shape: tuple[int, ...],
+    time_dim: int,
+    lengths: list[int],
+    dones_mean: DonesMean | None,
+    ends_are: EndsAre | None,
+    notes: list[str],
+    *,
+    needed: bool,
+) -> tuple[np.ndarray | None, np.ndarray | None, int]:
+    """``(terminated, truncated, forced_cuts)`` from whichever flag columns exist."""
+    where = source.where
+    ndim = len(shape)
+
+    def check(arr: np.ndarray, name: str) -> np.ndarray:
+        if arr.shape != shape:
+            raise DataError(
+                f'{where}: column "{name}" has shape {arr.shape} but the rewards have {shape}; '
+                "every per-step column needs the same shape"
+            )
+        return arr
+
+    def load(role: str) -> tuple[np.ndarray | None, str | None]:
+        name = find_column(source, role, overrides)
+        if name is None:
+            return None, None
+        return check(_read_flag(reader, role, name, lengths, ndim), name), name
+
+    term, term_name = load("terminated")
+    trunc, _ = load("truncated")
+    dones_name = find_column(source, "dones", overrides)
+    starts_name = find_column(source, "episode_starts", overrides)
+
+    if term is None and trunc is None:
+        ended: np.ndarray | None = None
+        if dones_name is not None or starts_name is not None:
+            ended = _ended_from_dones(
+                source,
+                reader,
+                overrides,
+                dones_name,
+                starts_name,
+                shape,
+                time_dim,
+                lengths,
+                dones_mean,
+                notes,
+            )
+        elif source.layout == "flat" and find_column(source, "episode_id", overrides):
+            ended = np.zeros(shape, bool)  # the boundaries come from the ids below
+        elif source.layout == "episodes":
+            ended = np.zeros(shape, bool)
+        if ended is None:
+            if not needed:
+                return None, None, 0
+            raise DataError(
+                f'{where} has no "terminals" or "timeouts" column (nor dones or episode ids); '
+                f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)})"
+            )
+        if ends_are is None:
+            what = dones_name or starts_name or "episode boundaries"
+            raise AmbiguousInputError(
+                f'{where}: "{what}" does not say whether episodes ended by termination or '
+                "truncation; pass --ends-are terminal or --ends-are truncated"
+            )
+        zeros = np.zeros(shape, bool)
+        term, trunc = (ended, zeros) if ends_are == "terminal" else (zeros, ended)
+        notes.append(f"episode ends are {ends_are} (--ends-are)")
+    else:
+        if term is None:
+            term = np.zeros(shape, bool)
+        if trunc is None:
+            trunc = np.zeros(shape, bool)
+            if dones_name is not None and term_name is not None:
+                if source.layout in ("time-major", "batch-major") and dones_mean is None:
+                    raise AmbiguousInputError(
+                        f'{where}: "{dones_name}" next to "{term_name}" in a rollout buffer may '
+                        "mark episode starts (CleanRL) or ends; pass --dones-mean ended|starts"
+                    )
+                if dones_mean != "starts":
+                    dones = _read_flag(reader, "dones", dones_name, lengths, ndim)
+                    trunc = check(dones, dones_name) & ~term
+                    notes.append(f'truncated = "{dones_name}" and not "{term_name}"')
+
+    forced = 0
+    if source.layout == "flat":
+        id_name = find_column(source, "episode_id", overrides)
+        if id_name is not None:
+            ids = np.asarray(reader.column("episode_id", id_name))
+            cut = _id_boundaries(ids, id_name, where)
+            new = cut & ~term & ~trunc
+            forced = int(new.sum())
+            trunc = trunc | new
+    elif source.layout == "episodes":
+        ends = np.cumsum(lengths) - 1
+        cut = np.zeros(shape, bool)
+        cut[ends] = True
+        new = cut & ~term & ~trunc
+        forced = int(new.sum())
+        trunc = trunc | new
+    return term, trunc, forced
+
+
+def _id_boundaries(ids: np.ndarray, name: str, where: str) -> np.ndarray:
+    """``cut[t]`` where the episode id changes after ``t``; ids must be contiguous runs."""
+    ids = ids.reshape(-1)
+    cut = np.zeros(ids.shape, bool)
+    if ids.size == 0:
+        return cut
+    change = ids[1:] != ids[:-1]
+    cut[:-1] = change
+    starts = ids[np.concatenate([[True], change])]
+    if len(np.unique(starts)) != len(starts):
+        values, counts = np.unique(starts, return_counts=True)
+        again = values[counts > 1][0]
+        raise DataError(
+            f'{where}: episode id {again!r} in "{name}" appears in more than one run of rows; '
+            "sort the table by episode (keeping step order) first"
+        )
+    return cut
+
+
+def _ended_from_dones(
+    source: Source,
+    reader: _Reader,
+    overrides: Mapping[str, str | None],
+    dones_name: str | None,
+    starts_name: str | None,
+    shape: tuple[int, ...],
+    time_dim: int,
+    lengths: list[int],
+    dones_mean: DonesMean | None,
+    notes: list[str],
+) -> np.ndarray:
+    where = source.where
+    ndim = len(shape)
+    last_name = find_column(source, "last_dones", overrides, extra=True)
+    if starts_name is not None and dones_name is None:
+        meaning: DonesMean = "starts"
+        name = starts_name
+    else:
+        assert dones_name is not None
+        name = dones_name
+        if dones_mean is not None:
+            meaning = dones_mean
+        elif dones_name.startswith("next.") or (
+            source.layout in ("flat", "episodes") and dones_name == "is_last"
+        ):
+            meaning = "ended"
+        elif source.layout in ("time-major", "batch-major") and last_name is not None:
+            meaning = "starts"
+            notes.append(f'"{dones_name}" with "{last_name}" [B]: CleanRL episode-start dones')
+        else:
+            raise AmbiguousInputError(
+                f'{where}: "{dones_name}" may mean "episode ended after this step" or "this '
+                'step starts an episode"; pass --dones-mean ended or --dones-mean starts'
+            )
+    flag = _read_flag(reader, "dones", name, lengths, ndim)
+    if flag.shape != shape:
+        raise DataError(
+            f'{where}: column "{name}" has shape {flag.shape} but the rewards have {shape}; '
+            "every per-step column needs the same shape"
+        )
+    if meaning == "ended":
+        return flag
+    last = None
+    if last_name is not None:
+        last = as_flag(
+            np.asarray(reader.column("last_dones", last_name)), last_name, where, "dones"
+        )
+    notes.append(f'"{name}" marks episode starts; shifted by one step to episode ends')
+    if source.layout == "episodes":
+        parts = np.split(flag, np.cumsum(lengths)[:-1])
+        return np.concatenate([_shift_starts(p, -1, None) for p in parts])
+    return _shift_starts(flag, time_dim, last)
+
+
+__all__ = ["ALIASES", "Prepared", "as_flag", "find_column", "prepare"]

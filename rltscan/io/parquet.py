@@ -1,0 +1,340 @@
+"""Parquet and Arrow IPC: read flat step tables, write them back with new columns appended.
+
+Reading touches only the columns asked for. Writing streams the input row group by
+row group (record batch by record batch for Arrow), so row order, row-group sizes,
+per-column compression and key-value metadata stay as they were; the new columns
+are appended (an ``--overwrite``-n output keeps its position). Files are replaced
+whole through :func:`rltscan.io.atomic.atomic_path`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from rltscan.errors import DataError, InputFileError, OutputRefusedError
+from rltscan.io.atomic import atomic_path
+from rltscan.io.columns import ColumnInfo
+from rltscan.io.source import Source
+
+META_KEY = b"rltscan"
+
+
+def _pa() -> tuple[Any, Any, Any]:
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+    import pyarrow.parquet as pq
+
+    return pa, pq, ipc
+
+
+def _column_info(name: str, arrow_type: Any, rows: int) -> ColumnInfo:
+    return ColumnInfo(name, (rows,), str(arrow_type))
+
+
+def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
+    """An Arrow column as a numpy array; nulls become NaN (floats) or an error."""
+    pa, _, _ = _pa()
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    kind = column.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        raise DataError(
+            f'{where}: column "{name}" holds lists (one episode per row?); '
+            "rltscan reads one row per step, explode the lists first"
+        )
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
+        raise DataError(
+            f'{where}: column "{name}" has type {kind}, not numbers or booleans; '
+            "pass the right column with its option (see rltscan inspect)"
+        )
+    if column.null_count:
+        if pa.types.is_floating(kind):
+            column = column.fill_null(float("nan"))
+        else:
+            raise DataError(
+                f'{where}: column "{name}" has {column.null_count} null entries; '
+                "fill them or pass another column"
+            )
+    return column.to_numpy(zero_copy_only=False)
+
+
+def _table_source(table: Any, fmt: str, where: str, path: Path | None, raw: Any) -> Source:
+    columns = {
+        name: _column_info(name, table.schema.field(name).type, table.num_rows)
+        for name in table.column_names
+    }
+
+    def read(name: str) -> np.ndarray:
+        return to_numpy(table.column(name), where, name)
+
+    return Source(
+        format=fmt, layout="flat", where=where, path=path, columns=columns, read=read, raw=raw
+    )
+
+
+def open_parquet(path: Path, display: str | None = None) -> Source:
+    """A Parquet file as a flat source; columns are read on demand."""
+    where = display or str(path)
+    pf = _parquet_file(path, where)
+    schema = pf.schema_arrow
+    rows = pf.metadata.num_rows
+    columns = {f.name: _column_info(f.name, f.type, rows) for f in schema}
+
+    def read(name: str) -> np.ndarray:
+        try:
+            table = pf.read(columns=[name])
+        except OSError as err:
+            raise InputFileError(
+                f'{where}: column "{name}" cannot be read ({err}); the file is corrupt'
+            ) from None
+        return to_numpy(table.column(0), where, name)
+
+    meta = schema.metadata or {}
+    attrs = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in meta.items()}
+    return Source(
+        format="parquet",
+        layout="flat",
+        where=where,
+        path=path,
+        columns=columns,
+        read=read,
+        attrs=attrs,
+        raw=pf,
+    )
+
+
+def _parquet_file(path_or_buffer: Any, where: str) -> Any:
+    pa, pq, _ = _pa()
+    try:
+        return pq.ParquetFile(path_or_buffer)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise InputFileError(
+            f"{where} is not a readable Parquet file ({_first_line(err)}); "
+            "the file is truncated or corrupt"
+        ) from None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0][:120] if text else err.__class__.__name__
+
+
+def open_arrow(path: Path, display: str | None = None) -> Source:
+    """An Arrow IPC file (Feather v2), memory-mapped."""
+    pa, _, ipc = _pa()
+    where = display or str(path)
+    try:
+        reader = ipc.open_file(pa.memory_map(str(path), "r"))
+        table = reader.read_all()
+    except (OSError, pa.ArrowInvalid) as err:
+        raise InputFileError(
+            f"{where} is not a readable Arrow IPC file ({_first_line(err)}); the file is corrupt"
+        ) from None
+    return _table_source(table, "arrow", where, path, raw=table)
+
+
+def open_bytes(data: bytes, fmt: str, where: str = "stdin") -> Source:
+    """Parquet or Arrow (file or stream) from an in-memory buffer (stdin)."""
+    pa, _, ipc = _pa()
+    buf = pa.py_buffer(data)
+    try:
+        if fmt == "parquet":
+            table = _parquet_file(pa.BufferReader(buf), where).read()
+        elif fmt == "arrow":
+            table = ipc.open_file(buf).read_all()
+        else:
+            table = ipc.open_stream(buf).read_all()
+    except (OSError, pa.ArrowInvalid) as err:
+        raise InputFileError(
+            f"{where} is not readable {fmt} data ({_first_line(err)}); the stream is truncated"
+        ) from None
+    return _table_source(table, fmt, where, None, raw=table)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def merged_metadata(existing: Mapping[bytes, bytes] | None, entry: Mapping[str, Any]) -> dict:
+    """Key-value metadata with the ``rltscan`` JSON updated by ``entry`` (outputs by name)."""
+    meta = dict(existing or {})
+    meta.pop(b"ARROW:schema", None)
+    record: dict[str, Any] = {}
+    if META_KEY in meta:
+        try:
+            record = json.loads(meta[META_KEY])
+        except ValueError:
+            record = {}
+    outputs = dict(record.get("outputs", {}))
+    outputs.update(entry.get("outputs", {}))
+    record.update({k: v for k, v in entry.items() if k != "outputs"})
+    record["outputs"] = dict(sorted(outputs.items()))
+    meta[META_KEY] = json.dumps(record, sort_keys=True).encode()
+    return meta
+
+
+def _with_outputs(
+    batch: Any, outputs: Mapping[str, np.ndarray], start: int, order: list[str]
+) -> Any:
+    """``batch`` with the output slices set (replaced in place or appended, in ``order``)."""
+    pa, _, _ = _pa()
+    n = batch.num_rows
+    arrays = {name: batch.column(name) for name in batch.schema.names}
+    for name, values in outputs.items():
+        arrays[name] = pa.array(np.ascontiguousarray(values[start : start + n]))
+    return pa.table({name: arrays[name] for name in order})
+
+
+def _order(names: list[str], outputs: Mapping[str, np.ndarray]) -> list[str]:
+    return [*names, *(n for n in outputs if n not in names)]
+
+
+def _check_existing(
+    names: list[str], outputs: Mapping[str, Any], overwrite: bool, where: str
+) -> None:
+    clash = [n for n in outputs if n in names]
+    if clash and not overwrite:
+        raise OutputRefusedError(
+            f'{where} already has column "{clash[0]}"; pass --overwrite or --prefix P'
+        )
+
+
+def _codecs(pf: Any) -> tuple[dict[str, str], str]:
+    """Per-column compression of the first row group, and the most common codec."""
+    if pf.metadata.num_row_groups == 0:
+        return {}, "snappy"
+    rg = pf.metadata.row_group(0)
+    codecs = {}
+    for i in range(rg.num_columns):
+        col = rg.column(i)
+        codecs[col.path_in_schema] = col.compression.lower()
+    common = max(set(codecs.values()), key=list(codecs.values()).count) if codecs else "snappy"
+    return codecs, common
+
+
+def write_parquet(
+    src: Any,
+    sink: Path | BinaryIO,
+    *,
+    outputs: Mapping[str, np.ndarray],
+    metadata: Mapping[str, Any],
+    overwrite: bool,
+    where: str,
+    atomic: bool = True,
+) -> int:
+    """Rewrite Parquet ``src`` (path or pyarrow Table) into ``sink`` with ``outputs`` added."""
+    pa, pq, _ = _pa()
+    if isinstance(src, pa.Table):
+        return _write_table_parquet(src, sink, outputs, metadata, overwrite, where, atomic)
+    pf = src if isinstance(src, pq.ParquetFile) else _parquet_file(src, where)
+    schema = pf.schema_arrow
+    _check_existing(schema.names, outputs, overwrite, where)
+    order = _order(schema.names, outputs)
+    fields = {f.name: f for f in schema}
+    for name, values in outputs.items():
+        fields[name] = pa.field(name, pa.from_numpy_dtype(np.asarray(values).dtype))
+    new_schema = pa.schema(
+        [fields[n] for n in order], metadata=merged_metadata(schema.metadata, metadata)
+    )
+    codecs, common = _codecs(pf)
+    compression = {n: codecs.get(n, common) for n in order}
+    version = (
+        pf.metadata.format_version if pf.metadata.format_version in ("1.0", "2.4", "2.6") else "2.6"
+    )
+
+    def emit(target: Any) -> None:
+        with pq.ParquetWriter(target, new_schema, compression=compression, version=version) as w:
+            start = 0
+            for i in range(pf.metadata.num_row_groups):
+                batch = pf.read_row_group(i)
+                table = _with_outputs(batch, outputs, start, order).cast(new_schema)
+                w.write_table(table, row_group_size=max(batch.num_rows, 1))
+                start += batch.num_rows
+
+    return _emit(emit, sink, outputs, atomic)
+
+
+def _write_table_parquet(
+    table: Any,
+    sink: Path | BinaryIO,
+    outputs: Mapping[str, np.ndarray],
+    metadata: Mapping[str, Any],
+    overwrite: bool,
+    where: str,
+    atomic: bool = True,
+) -> int:
+    _, pq, _ = _pa()
+    _check_existing(table.column_names, outputs, overwrite, where)
+    order = _order(table.column_names, outputs)
+    out = _with_outputs(table, outputs, 0, order)
+    out = out.replace_schema_metadata(merged_metadata(table.schema.metadata, metadata))
+
+    def emit(target: Any) -> None:
+        pq.write_table(out, target)
+
+    return _emit(emit, sink, outputs, atomic)
+
+
+def write_arrow(
+    table: Any,
+    sink: Path | BinaryIO,
+    *,
+    outputs: Mapping[str, np.ndarray],
+    metadata: Mapping[str, Any],
+    overwrite: bool,
+    where: str,
+    stream: bool,
+    atomic: bool = True,
+) -> int:
+    """Arrow IPC (file, or stream with ``stream=True``), record batches preserved."""
+    _, _, ipc = _pa()
+    _check_existing(table.column_names, outputs, overwrite, where)
+    order = _order(table.column_names, outputs)
+    out = _with_outputs(table, outputs, 0, order)
+    out = out.replace_schema_metadata(merged_metadata(table.schema.metadata, metadata))
+    sizes = [b.num_rows for b in table.to_batches()] or [out.num_rows]
+
+    def emit(target: Any) -> None:
+        opener = ipc.new_stream if stream else ipc.new_file
+        with opener(target, out.schema) as writer:
+            start = 0
+            for size in sizes:
+                writer.write_table(out.slice(start, size))
+                start += size
+
+    return _emit(emit, sink, outputs, atomic)
+
+
+def _emit(emit: Any, sink: Path | BinaryIO, outputs: Mapping[str, np.ndarray], atomic: bool) -> int:
+    """Run ``emit`` into a path (atomically unless ``atomic=False``) or a binary stream."""
+    written = sum(int(np.asarray(v).nbytes) for v in outputs.values())
+    if isinstance(sink, Path) and not atomic:
+        emit(str(sink))
+    elif isinstance(sink, Path):
+        with atomic_path(sink) as tmp:
+            emit(str(tmp))
+    else:
+        buf = io.BytesIO()
+        emit(buf)
+        sink.write(buf.getvalue())
+        sink.flush()
+    return written
+
+
+def table_from_columns(columns: Mapping[str, np.ndarray]) -> Any:
+    """A pyarrow Table from equal-length 1-D numpy columns (HDF5 → Parquet export)."""
+    pa, _, _ = _pa()
+    return pa.table({k: pa.array(np.ascontiguousarray(v)) for k, v in columns.items()})
+
+
+def read_table(path: Path, fmt: str, where: str) -> Any:
+    """The whole table (for Arrow write-back and format conversion)."""
+    pa, _, ipc = _pa()
+    if fmt == "parquet":
+        return _parquet_file(path, where).read()
+    return ipc.open_file(pa.memory_map(str(path), "r")).read_all()

@@ -1,0 +1,278 @@
+"""Where results go: into the input (default), a new file (``-o PATH``) or stdout (``-o -``).
+
+Every path that replaces a file goes through ``atomic.atomic_path``: the target
+is either the old file or the complete new one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from rltscan.errors import OutputRefusedError, ParameterError
+from rltscan.io import hdf5, minari, parquet
+from rltscan.io.formats import output_format
+from rltscan.io.layout import Prepared
+from rltscan.io.source import Source
+
+FLAG_ROLES = ("terminated", "truncated", "dones", "episode_starts", "episode_id")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where outputs will be written: ``kind`` is "inplace", "file" or "stdout"."""
+
+    kind: str
+    path: Path | None
+    format: str  # "hdf5" | "parquet" | "arrow" | "arrow-stream" | "minari"
+
+    def describe(self) -> str:
+        if self.kind == "stdout":
+            return f"stdout ({self.format})"
+        return f"{self.path} ({self.format})"
+
+
+def plan_target(source: Source, output: str | None, to: str | None) -> Target:
+    """Decide the target from ``-o`` and ``--to``; refuse conversions we cannot do."""
+    if output == "-" or (output is None and source.path is None):
+        fmt = "arrow-stream" if to == "arrow" else "parquet"
+        return Target("stdout", None, fmt)
+    if output is None:
+        assert source.path is not None
+        return Target("inplace", source.path, source.format)
+    path = Path(output)
+    fmt = output_format(path, source.format if source.format != "minari" else "parquet")
+    if to is not None:
+        fmt = "arrow" if to == "arrow" else "parquet"
+    if fmt == "hdf5" and source.format not in ("hdf5",) and source.backend != "hdf5":
+        raise ParameterError(
+            f"cannot write {source.format} input as HDF5 ({path}); "
+            "use a .parquet or .arrow output path"
+        )
+    if fmt == "minari":
+        fmt = "parquet"
+    return Target("file", path, fmt)
+
+
+def existing(source: Source, target: Target, names: list[str]) -> list[str]:
+    """Output names that already exist at the target (empty when nothing clashes)."""
+    if target.kind == "stdout":
+        return [n for n in names if n in source.columns]
+    if target.kind == "file":
+        assert target.path is not None
+        return [str(target.path)] if target.path.exists() else []
+    if source.format == "minari" and source.backend != "hdf5":
+        assert source.path is not None
+        return minari.existing_columnar(source.path, source.backend or "parquet", names)
+    if source.format in ("hdf5", "minari"):
+        assert source.path is not None
+        h5path = _h5_path(source)
+        return hdf5.existing_names(h5path, source.group, names, source.episode_keys)
+    return [n for n in names if n in source.columns]
+
+
+def _h5_path(source: Source) -> Path:
+    assert source.path is not None
+    if source.format == "minari":
+        return source.path / "data" / "main_data.hdf5"
+    return source.path
+
+
+def hdf5_attrs(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Flatten the provenance record into HDF5 attributes (FORMATS.md §6.5)."""
+    attrs: dict[str, Any] = {
+        "estimator": metadata["estimator"],
+        "rltscan_version": metadata["rltscan_version"],
+        "terminal_rule": metadata["terminal_rule"],
+        "source_columns": json.dumps(metadata["source_columns"], sort_keys=True),
+        "params": json.dumps(metadata["params"], sort_keys=True),
+    }
+    for key, value in metadata["params"].items():
+        if value is not None:
+            attrs[key] = value
+    return attrs
+
+
+def parquet_entry(names: list[str], metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``rltscan`` key-value metadata entry for these outputs."""
+    record = {k: v for k, v in metadata.items() if k != "rltscan_version"}
+    return {
+        "rltscan_version": metadata["rltscan_version"],
+        "outputs": {name: record for name in names},
+    }
+
+
+def write(
+    source: Source,
+    prepared: Prepared,
+    target: Target,
+    outputs: Mapping[str, np.ndarray],
+    *,
+    metadata: Mapping[str, Any],
+    overwrite: bool,
+    stdout: BinaryIO | None = None,
+) -> int:
+    """Write ``outputs`` (shaped like the estimator inputs) to ``target``; bytes written."""
+    names = list(outputs)
+    if target.kind == "stdout":
+        assert stdout is not None
+        return _write_table(source, prepared, stdout, target.format, outputs, metadata, overwrite)
+    assert target.path is not None
+    if target.kind == "file" and target.path.exists():
+        if not overwrite:
+            raise OutputRefusedError(
+                f"{target.path} already exists; pass --overwrite to replace it"
+            )
+        if source.path is not None and _same_file(target.path, source.path):
+            target = Target("inplace", source.path, source.format)
+    if (
+        source.format in ("hdf5", "minari")
+        and source.backend in (None, "hdf5")
+        and (target.kind == "inplace" or target.format == "hdf5")
+    ):
+        src = _h5_path(source)
+        dst = src if target.kind == "inplace" else target.path
+        per_episode = bool(source.episode_keys)
+        shaped: dict[str, Any] = {
+            n: prepared.split(v) if per_episode else v for n, v in outputs.items()
+        }
+        return hdf5.write_outputs(
+            src,
+            dst,
+            group=source.group,
+            outputs=shaped,
+            attrs=hdf5_attrs(metadata),
+            template=prepared.template,
+            episode_keys=source.episode_keys,
+            overwrite=overwrite,
+        )
+    if source.format == "minari" and target.kind == "inplace":
+        assert source.path is not None
+        split = {n: prepared.split(v) for n, v in outputs.items()}
+        return minari.write_columnar(
+            source.path,
+            source.backend or "parquet",
+            split,
+            parquet_entry(names, metadata),
+            overwrite,
+        )
+    if target.kind == "inplace" and source.format == "parquet":
+        return parquet.write_parquet(
+            source.raw,
+            target.path,
+            outputs=outputs,
+            metadata=parquet_entry(names, metadata),
+            overwrite=overwrite,
+            where=source.where,
+        )
+    if target.kind == "inplace":
+        assert source.path is not None
+        table = (
+            parquet.read_table(source.path, "arrow", source.where)
+            if source.raw is None
+            else source.raw
+        )
+        return parquet.write_arrow(
+            table,
+            target.path,
+            outputs=outputs,
+            metadata=parquet_entry(names, metadata),
+            overwrite=overwrite,
+            where=source.where,
+            stream=source.format == "arrow-stream",
+        )
+    return _write_table(source, prepared, target.path, target.format, outputs, metadata, overwrite)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _write_table(
+    source: Source,
+    prepared: Prepared,
+    sink: Path | BinaryIO,
+    fmt: str,
+    outputs: Mapping[str, np.ndarray],
+    metadata: Mapping[str, Any],
+    overwrite: bool,
+) -> int:
+    """A flat table (the input table plus outputs, or an export of HDF5 inputs)."""
+    entry = parquet_entry(list(outputs), metadata)
+    flat_outputs = {n: _flatten(v, prepared) for n, v in outputs.items()}
+    if source.format in ("parquet", "arrow", "arrow-stream"):
+        table = source.raw
+        if source.format == "parquet":
+            if fmt == "parquet":
+                return parquet.write_parquet(
+                    table,
+                    sink,
+                    outputs=flat_outputs,
+                    metadata=entry,
+                    overwrite=overwrite,
+                    where=source.where,
+                )
+            table = table.read()
+    else:
+        table = parquet.table_from_columns(_export_columns(source, prepared))
+    if fmt == "parquet":
+        return parquet.write_parquet(
+            table,
+            sink,
+            outputs=flat_outputs,
+            metadata=entry,
+            overwrite=overwrite,
+            where=source.where,
+        )
+    return parquet.write_arrow(
+        table,
+        sink,
+        outputs=flat_outputs,
+        metadata=entry,
+        overwrite=overwrite,
+        where=source.where,
+        stream=fmt == "arrow-stream" or not isinstance(sink, Path),
+    )
+
+
+def _flatten(array: np.ndarray, prepared: Prepared) -> np.ndarray:
+    return np.asarray(array).reshape(prepared.steps, -1).squeeze(-1) if array.ndim > 1 else array
+
+
+def _export_columns(source: Source, prepared: Prepared) -> dict[str, np.ndarray]:
+    """Index columns plus the source columns that were read, one row per step."""
+    cols: dict[str, np.ndarray] = {}
+    ref = next(v for v in prepared.kwargs.values() if isinstance(v, np.ndarray))
+    if source.layout == "episodes":
+        ids = [int(k.rsplit("_", 1)[-1]) if "_" in k else int(k) for k in source.episode_keys]
+        cols["episode_id"] = np.repeat(np.asarray(ids, np.int64), prepared.lengths)
+    elif ref.ndim == 2:
+        t_axis = prepared.time_dim % 2
+        grid = np.indices(ref.shape).reshape(2, -1)
+        cols["t"] = grid[t_axis].astype(np.int64)
+        cols["env"] = grid[1 - t_axis].astype(np.int64)
+    for role, name in prepared.roles.items():
+        if role in FLAG_ROLES or role in ("last_values", "last_dones"):
+            continue
+        arg = {"last_values": "last_value"}.get(role, role)
+        value = prepared.kwargs.get(arg)
+        if isinstance(value, np.ndarray) and value.size == prepared.steps:
+            cols[name] = value.reshape(-1)
+    for flag in ("terminated", "truncated"):
+        name = prepared.roles.get(flag)
+        if name is None:
+            continue
+        data = source.read(name)
+        arr = np.concatenate(data) if isinstance(data, list) else np.asarray(data)
+        if arr.size == prepared.steps:
+            cols[name] = arr.reshape(-1)
+    return cols

@@ -1,0 +1,207 @@
+"""The run report: what ran, on what, and how long each stage took.
+
+``api.run`` measures and fills a :class:`RunReport`; this module only formats it
+(a rich table for stderr, or a JSON object with stable keys). It measures nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+STAGES = ("detect", "read", "to device", "warm-up", "scan", "from device", "write")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One timed stage. ``bytes`` is the data it moved (read, copied or written)."""
+
+    name: str
+    seconds: float
+    bytes: int = 0
+    steps: int = 0
+    skipped: bool = False
+
+    @property
+    def steps_per_s(self) -> float | None:
+        if self.skipped or self.seconds <= 0 or not self.steps:
+            return None
+        return self.steps / self.seconds
+
+    @property
+    def gb_per_s(self) -> float | None:
+        if self.skipped or self.seconds <= 0 or not self.bytes:
+            return None
+        return self.bytes / self.seconds / 1e9
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "seconds": self.seconds,
+            "bytes": self.bytes,
+            "steps_per_s": self.steps_per_s,
+            "gb_per_s": self.gb_per_s,
+            "skipped": self.skipped,
+        }
+
+
+@dataclass(frozen=True)
+class OutputInfo:
+    """One output column: its name, shape, dtype and where it went."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    location: str
+
+
+@dataclass
+class RunReport:
+    """Everything ``rltscan <estimator>`` did; ``to_dict()`` is the ``--json`` object."""
+
+    command: str
+    input: str
+    output: str
+    format: str
+    layout: str
+    device: str
+    backend: str
+    dtype: str
+    steps: int
+    episodes: int
+    sequences: int
+    params: dict[str, Any]
+    columns: dict[str, str]
+    outputs: list[OutputInfo]
+    stages: list[Stage]
+    counts: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    written: bool = False
+    rltscan_version: str = ""
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(s.seconds for s in self.stages)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Stable keys; numbers are plain floats/ints, shapes are lists."""
+        return {
+            "rltscan_version": self.rltscan_version,
+            "command": self.command,
+            "input": self.input,
+            "output": self.output,
+            "format": self.format,
+            "layout": self.layout,
+            "device": self.device,
+            "backend": self.backend,
+            "dtype": self.dtype,
+            "steps": self.steps,
+            "episodes": self.episodes,
+            "sequences": self.sequences,
+            "params": dict(self.params),
+            "columns": dict(self.columns),
+            "counts": dict(self.counts),
+            "outputs": [{**asdict(o), "shape": list(o.shape)} for o in self.outputs],
+            "stages": [s.to_dict() for s in self.stages],
+            "total_seconds": self.total_seconds,
+            "dry_run": self.dry_run,
+            "written": self.written,
+            "notes": list(self.notes),
+        }
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _rate(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.2f}{unit}"
+    return f"{value:.0f}"
+
+
+def summary_line(report: RunReport) -> str:
+    """``gae on rollouts.h5: flat, 1,024 steps, 17 episodes, cpu/torch float32``."""
+    return (
+        f"{report.command} on {report.input}: {report.layout} ({report.format}), "
+        f"{report.steps:,} steps, {report.episodes:,} episodes, {report.sequences:,} sequence(s), "
+        f"{report.device}/{report.backend} {report.dtype}"
+    )
+
+
+def timing_table(report: RunReport) -> Table:
+    """One row per stage: seconds, steps/s and GB/s."""
+    table = Table(title="timings", title_justify="left")
+    table.add_column("stage")
+    table.add_column("seconds", justify="right")
+    table.add_column("steps/s", justify="right")
+    table.add_column("GB/s", justify="right")
+    for stage in report.stages:
+        if stage.skipped:
+            table.add_row(stage.name, "-", "-", "-", style="dim")
+            continue
+        table.add_row(
+            stage.name,
+            f"{stage.seconds:.4f}",
+            _rate(stage.steps_per_s),
+            _num(stage.gb_per_s, ".3f"),
+        )
+    table.add_row(Text("total", style="bold"), f"{report.total_seconds:.4f}", "", "")
+    return table
+
+
+def outputs_table(report: RunReport) -> Table:
+    """The plan (``--dry-run``) or what was written: name, shape, dtype, where."""
+    table = Table(title="outputs" if report.written else "would write", title_justify="left")
+    for col in ("name", "shape", "dtype", "location"):
+        table.add_column(col)
+    for out in report.outputs:
+        table.add_row(out.name, str(tuple(out.shape)), out.dtype, out.location)
+    return table
+
+
+def columns_table(columns: Mapping[str, str], notes: list[str]) -> Table:
+    table = Table(title="columns", title_justify="left")
+    table.add_column("role")
+    table.add_column("column")
+    for role, name in columns.items():
+        table.add_row(role, name)
+    for note in notes:
+        table.add_row("note", note, style="dim")
+    return table
+
+
+def inspect_tables(info: Mapping[str, Any]) -> list[Table]:
+    """``rltscan inspect``: layout, columns with their roles, counts, estimator readiness."""
+    head = Table(title=f"{info['input']}", title_justify="left", show_header=False)
+    head.add_column("key")
+    head.add_column("value")
+    for key in ("format", "layout", "group", "steps", "episodes", "sequences"):
+        if info.get(key) is not None:
+            head.add_row(key, str(info[key]))
+    for key, value in (info.get("counts") or {}).items():
+        head.add_row(key, str(value))
+    for note in info.get("notes", []):
+        head.add_row("note", note)
+
+    cols = Table(title="columns", title_justify="left")
+    for col in ("name", "shape", "dtype", "role"):
+        cols.add_column(col)
+    for col in info["columns"]:
+        cols.add_row(col["name"], str(tuple(col["shape"])), col["dtype"], col.get("role") or "")
+
+    est = Table(title="estimators", title_justify="left")
+    est.add_column("command")
+    est.add_column("ready")
+    est.add_column("what it still needs")
+    for name, state in info["estimators"].items():
+        est.add_row(name, "yes" if state["ready"] else "no", state.get("needs") or "")
+    return [head, cols, est]
