@@ -53,6 +53,7 @@ from rltscan.estimators._common import (
     as_tensor,
     check_params,
     check_shape,
+    compute_device,
     compute_dtype,
     flag_column,
     float_column,
@@ -189,7 +190,8 @@ def _run(
 ) -> dict[str, Any]:
     """Normalise, validate, solve, and map the outputs back to the user's layout."""
     given = {k: v for k, v in floats.items() if v is not None}
-    device = _device_of(*given.values(), *flags.values(), last_value, init)
+    user_device = _device_of(*given.values(), *flags.values(), last_value, init)
+    device = compute_device(backend, user_device)
     as_numpy = not isinstance(given[ref], torch.Tensor)
     tensors = {k: float_column(k, v, device) for k, v in given.items()}
     flag_t = {k: flag_column(k, v, device, validate) for k, v in flags.items() if v is not None}
@@ -210,7 +212,7 @@ def _run(
         want = (*step_shape, *feature_shape) if (features and name == ref) else step_shape
         check_shape(name, t, want, ref)
 
-    frame = Frame(step_shape, td, feature_shape, as_numpy, device)
+    frame = Frame(step_shape, td, feature_shape, as_numpy, user_device)
     flat_frame = Frame(step_shape, td)
     nfeat = math.prod(feature_shape)
     cols = {k: frame.rows(v) if k == ref else flat_frame.rows(v) for k, v in tensors.items()}

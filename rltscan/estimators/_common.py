@@ -248,7 +248,9 @@ class Frame:
 
     def output(self, y: Tensor) -> Any:
         out = self.back(y)
-        return out.detach().cpu().numpy() if self.as_numpy else out
+        if self.as_numpy:
+            return out.detach().cpu().numpy()
+        return out if self.device is None else out.to(self.device)
 
 
 def fmt_index(idx: tuple[int, ...]) -> str:
@@ -344,6 +346,17 @@ def normal_time_dim(time_dim: int, ndim: int, ref: str) -> int:
             f"pass a value in [{-ndim}, {ndim - 1}]"
         )
     return time_dim % ndim
+
+
+def compute_device(backend: str, device: torch.device) -> torch.device:
+    """Where the work runs: the inputs' device, except that an explicit ``backend="triton"``
+    on CPU inputs runs on the GPU when one is present (results come back to the CPU)."""
+    if backend == "triton" and device.type == "cpu" and torch.cuda.is_available():
+        from rltscan.scan import triton_interpreting
+
+        if not triton_interpreting():
+            return torch.device("cuda")
+    return device
 
 
 def compute_dtype(cols: Mapping[str, Tensor]) -> torch.dtype:

@@ -1,0 +1,496 @@
+"""``rltscan bench``: every estimator, every backend, beside a torch.compile baseline
+and the copy floor measured in the same run (PERF.md).
+
+On a GPU: the PERF.md shapes (batched ``[B, T]`` in both layouts, flat sequences
+with sparse and dense episode ends), timed with ``triton.testing.do_bench``
+(median of the full Python call, warm), each checked against a float64 solve
+first. On a CPU: GAE and V-trace on flat 1M/10M steps and 4096×128 with the
+torch backend, the float64 reference and a per-step NumPy loop (ns/step).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import platform
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+import rltscan
+from rltscan.estimators import MODULES
+
+BATCHED = [(4096, 128), (16384, 128), (1024, 1024), (4096, 1024), (256, 8192), (16, 131072)]
+FLAT = [1 << 22, 1 << 26, 1 << 28]
+QUICK_BATCHED = [(4096, 128), (256, 8192)]
+QUICK_FLAT = [1 << 22]
+ESTIMATOR_ORDER = ["gae", "returns", "td_lambda", "vtrace", "retrace", "traces", "prefix_sum"]
+
+
+# ---------------------------------------------------------------------------
+# Inputs
+
+
+def make_inputs(
+    kind: str, shape: tuple[int, ...], *, ep_len: float, device: str, seed: int = 0
+) -> dict[str, Any]:
+    """Random inputs (never zeros) for one estimator call; flags as bool."""
+    g = torch.Generator(device=device).manual_seed(seed)
+
+    def randn() -> Tensor:
+        return torch.randn(shape, generator=g, device=device)
+
+    u = torch.rand(shape, generator=g, device=device)
+    terminated = u < 0.7 / ep_len
+    truncated = (u >= 0.7 / ep_len) & (u < 1.0 / ep_len)
+    lp = lambda: torch.log(torch.rand(shape, generator=g, device=device) * 0.9 + 0.1)  # noqa: E731
+    rows = shape[:-1] if len(shape) > 1 else ()
+    if kind in ("traces", "prefix_sum"):
+        return {"x": randn(), "terminated": terminated}
+    base = {"rewards": randn(), "terminated": terminated, "truncated": truncated}
+    if kind == "returns":
+        return base
+    if kind == "retrace":
+        return {
+            **base,
+            "q_values": randn(),
+            "next_expected_q": randn(),
+            "logp_target": lp(),
+            "logp_behavior": lp(),
+        }
+    base["values"] = randn()
+    if rows:
+        base["last_value"] = torch.randn(rows, generator=g, device=device)
+        base["missing_bootstrap"] = "zero"  # interior truncations of random data
+    else:
+        base["bootstrap_values"] = randn()
+    if kind == "vtrace":
+        base["logp_target"], base["logp_behavior"] = lp(), lp()
+    return base
+
+
+def to_layout(inputs: dict[str, Any], time_major: bool) -> dict[str, Any]:
+    """[B, T] -> a genuinely time-major [T, B] buffer (contiguous), time_dim=0."""
+    if not time_major:
+        return inputs
+    out = {}
+    for k, v in inputs.items():
+        out[k] = v.t().contiguous() if isinstance(v, Tensor) and v.ndim == 2 else v
+    out["time_dim"] = 0
+    return out
+
+
+def call(kind: str, inputs: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    fn = rltscan.ESTIMATORS[_command(kind)].function
+    kwargs = {**inputs, **kw}
+    if kind in ("gae", "td_lambda", "vtrace"):
+        kwargs.setdefault("lam", 0.95)
+    if kind == "vtrace":
+        kwargs.update(lam=1.0, rho_clip=1.0, c_clip=1.0)
+    return dict(fn(**kwargs))
+
+
+def _command(kind: str) -> str:
+    return {"td_lambda": "td-lambda", "prefix_sum": "prefix-sum"}.get(kind, kind)
+
+
+def traffic_bytes(inputs: dict[str, Any], outputs: dict[str, Any]) -> int:
+    """Bytes each input read once + each output written once (sparse bootstraps excluded)."""
+    n = 0
+    for k, v in inputs.items():
+        if isinstance(v, Tensor) and k not in ("bootstrap_values", "last_value"):
+            n += v.numel() * v.element_size()
+    for v in outputs.values():
+        n += v.numel() * v.element_size()
+    return n
+
+
+# ---------------------------------------------------------------------------
+# torch.compile baseline: the same coefficients, a log-depth Hillis–Steele scan
+
+
+def hillis_steele(a: Tensor, b: Tensor, reverse: bool) -> Tensor:
+    steps = a.shape[-1]
+    d = 1
+    while d < steps:
+        if reverse:  # compose with step t+d: (a_t a_{t+d}, b_t + a_t b_{t+d})
+            a_sh = torch.nn.functional.pad(a[..., d:], (0, d), value=1.0)
+            b_sh = torch.nn.functional.pad(b[..., d:], (0, d), value=0.0)
+        else:  # compose with step t-d: (a_{t-d} a_t, b_t + a_t b_{t-d})
+            a_sh = torch.nn.functional.pad(a[..., :-d], (d, 0), value=1.0)
+            b_sh = torch.nn.functional.pad(b[..., :-d], (d, 0), value=0.0)
+        b = b + a * b_sh
+        a = a * a_sh
+        d *= 2
+    return b
+
+
+def baseline_fn(kind: str) -> Callable[..., dict[str, Tensor]]:
+    mod = MODULES[kind]
+
+    def run(p: Any) -> dict[str, Tensor]:
+        a, b = mod.coefficients(p)
+        if p.init is not None:
+            raise NotImplementedError  # the bench passes no init
+        return mod.finalize(p, hillis_steele(a, b, p.reverse))
+
+    return torch.compile(run, dynamic=False)
+
+
+def problem_of(kind: str, inputs: dict[str, Any]) -> Any:
+    """Capture the normalised Problem an estimator call builds (for the baseline)."""
+    from rltscan.estimators import _common
+
+    captured: dict[str, Any] = {}
+    orig = _common.solve
+
+    def grab(p: Any, backend: str) -> dict[str, Tensor]:
+        captured["p"] = p
+        return orig(p, backend)
+
+    import rltscan.estimators as est
+
+    est.solve = grab
+    try:
+        call(kind, inputs, validate=False, backend="torch" if not _cuda() else "triton")
+    finally:
+        est.solve = orig
+    return captured["p"]
+
+
+def _cuda() -> bool:
+    return torch.cuda.is_available()
+
+
+# ---------------------------------------------------------------------------
+# GPU bench
+
+
+def copy_bandwidth() -> float:
+    """Device-to-device copy of 1 GiB, bytes read + written per second (GB/s)."""
+    import triton.testing
+
+    x = torch.empty(1 << 28, dtype=torch.float32, device="cuda").uniform_()
+    y = torch.empty_like(x)
+    ms = triton.testing.do_bench(lambda: y.copy_(x), warmup=25, rep=200, return_mode="median")
+    return 2 * (1 << 30) / (ms * 1e-3) / 1e9
+
+
+def max_rel_err(got: dict[str, Tensor], want: dict[str, Tensor]) -> float:
+    worst = 0.0
+    for k, w in want.items():
+        g = got[k].double()
+        scale = max(1.0, float(w.abs().max()))
+        worst = max(worst, float((g - w).abs().max()) / scale)
+    return worst
+
+
+def bench_case(
+    kind: str,
+    shape: tuple[int, ...],
+    layout: str,
+    ep_len: float,
+    *,
+    bw: float,
+    with_baseline: bool,
+    with_torch: bool,
+) -> dict[str, Any]:
+    import triton.testing
+
+    inputs = to_layout(
+        make_inputs(kind, shape, ep_len=ep_len, device="cuda"), layout == "time-major"
+    )
+    t0 = time.perf_counter()
+    out = call(kind, inputs, backend="triton", validate=False)
+    torch.cuda.synchronize()
+    first_call_s = time.perf_counter() - t0
+    # float64 check: the torch backend (itself tested against the float64 loop) in fp64
+    inputs64 = {
+        k: (v.double() if isinstance(v, Tensor) and v.is_floating_point() else v)
+        for k, v in inputs.items()
+    }
+    want = call(kind, inputs64, backend="torch", validate=False)
+    err = max_rel_err(out, want)
+    del want, inputs64
+    nbytes = traffic_bytes(inputs, out)
+
+    def timed(fn: Callable[[], Any]) -> float:
+        return 1e3 * triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
+
+    row: dict[str, Any] = {
+        "estimator": kind,
+        "shape": "x".join(map(str, shape)),
+        "layout": layout,
+        "episode_len": ep_len,
+        "steps": math.prod(shape),
+        "bytes": nbytes,
+        "floor_us": nbytes / (bw * 1e9) * 1e6,
+        "first_call_s": first_call_s,
+        "max_rel_err": err,
+    }
+    row["triton_us"] = timed(lambda: call(kind, inputs, backend="triton", validate=False))
+    row["triton_validated_us"] = timed(lambda: call(kind, inputs, backend="triton"))
+    row["pct_of_floor"] = 100.0 * row["floor_us"] / row["triton_us"]
+    row["GBps"] = nbytes / (row["triton_us"] * 1e-6) / 1e9
+    if with_torch:
+        row["torch_us"] = timed(lambda: call(kind, inputs, backend="torch", validate=False))
+    if with_baseline:
+        try:
+            p = problem_of(kind, inputs)
+            fn = baseline_fn(kind)
+            fn(p)
+            torch.cuda.synchronize()
+            row["compile_baseline_us"] = timed(lambda: fn(p))
+            row["speedup_vs_baseline"] = row["compile_baseline_us"] / row["triton_us"]
+        except Exception as e:  # a failed baseline is recorded, not fatal
+            row["compile_baseline_error"] = f"{type(e).__name__}: {e}"[:300]
+    torch.cuda.empty_cache()
+    return row
+
+
+def gpu_cases(quick: bool, subset: str = "all") -> list[tuple[tuple[int, ...], str, float]]:
+    cases: list[tuple[tuple[int, ...], str, float]] = []
+    if subset in ("all", "batched"):
+        for b, t in QUICK_BATCHED if quick else BATCHED:
+            for layout in ("batch-major", "time-major"):
+                cases.append(((b, t), layout, 200.0))
+    if subset in ("all", "flat"):
+        for n in QUICK_FLAT if quick else FLAT:
+            for ep in (1000.0, 10.0):
+                cases.append(((n,), "flat", ep))
+    return cases
+
+
+def run_gpu(
+    *,
+    quick: bool,
+    estimators: list[str],
+    backends: list[str],
+    log: Callable[[str], None],
+    subset: str = "all",
+) -> dict[str, Any]:
+    import triton
+
+    bw = copy_bandwidth()
+    log(f"copy bandwidth: {bw:.0f} GB/s")
+    rows = []
+    for shape, layout, ep in gpu_cases(quick, subset):
+        for kind in estimators:
+            # the compile baseline for GAE on every shape, for the others on two
+            base = "compile" in backends and (kind == "gae" or shape in ((4096, 128), (1 << 22,)))
+            if base and layout == "time-major" and kind != "gae":
+                base = False
+            with_torch = "torch" in backends and kind == "gae" and math.prod(shape) <= 1 << 26
+            row = bench_case(
+                kind, shape, layout, ep, bw=bw, with_baseline=base, with_torch=with_torch
+            )
+            rows.append(row)
+            log(
+                f"{kind:11s} {row['shape']:>14s} {layout:11s} ep~{ep:<5g} "
+                f"{row['triton_us']:9.1f} us  floor {row['floor_us']:8.1f}  "
+                f"{row['pct_of_floor']:5.1f}%  err {row['max_rel_err']:.1e}"
+                + (
+                    f"  compile {row['compile_baseline_us']:.1f} us"
+                    if "compile_baseline_us" in row
+                    else ""
+                )
+            )
+    return {
+        "kind": "gpu",
+        "device": torch.cuda.get_device_name(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "copy_bandwidth_GBps": bw,
+        "results": rows,
+    }
+
+
+# ---------------------------------------------------------------------------
+# CPU bench (the 2-core development machine)
+
+
+def numpy_gae_loop(r, v, nv, term, cut, gamma: float, lam: float) -> np.ndarray:
+    """The per-step NumPy loop people write (the CPU baseline of PERF.md)."""
+    adv = np.empty_like(r)
+    last = 0.0
+    for t in range(len(r) - 1, -1, -1):
+        nvt = 0.0 if term[t] else nv[t]
+        delta = r[t] + gamma * nvt - v[t]
+        last = delta + (0.0 if cut[t] else gamma * lam * last)
+        adv[t] = last
+    return adv
+
+
+def run_cpu(*, quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
+    shapes: list[tuple[int, ...]] = [(1_000_000,), (4096, 128)]
+    if not quick:
+        shapes.append((10_000_000,))
+    rows = []
+    for kind in ("gae", "vtrace"):
+        for shape in shapes:
+            inputs = make_inputs(kind, shape, ep_len=1000.0, device="cpu")
+            n = math.prod(shape)
+            row: dict[str, Any] = {"estimator": kind, "shape": "x".join(map(str, shape))}
+            call(kind, inputs, backend="torch")  # warm
+            reps = 5
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                call(kind, inputs, backend="torch")
+            row["torch_ns_per_step"] = (time.perf_counter() - t0) / reps / n * 1e9
+            t0 = time.perf_counter()
+            call(kind, inputs, backend="torch", validate=False)
+            row["torch_unvalidated_ns_per_step"] = (time.perf_counter() - t0) / n * 1e9
+            if n <= 1_000_000 or not quick:
+                t0 = time.perf_counter()
+                call(kind, inputs, backend="reference")
+                row["reference_ns_per_step"] = (time.perf_counter() - t0) / n * 1e9
+            if kind == "gae" and len(shape) == 1:
+                r = inputs["rewards"].numpy()
+                v = inputs["values"].numpy()
+                term = inputs["terminated"].numpy()
+                cut = term | inputs["truncated"].numpy()
+                cut[-1] = True
+                nv = np.where(cut, inputs["bootstrap_values"].numpy(), np.roll(v, -1))
+                t0 = time.perf_counter()
+                numpy_gae_loop(r, v, nv, term, cut, 0.99, 0.95)
+                row["numpy_loop_ns_per_step"] = (time.perf_counter() - t0) / n * 1e9
+            rows.append(row)
+            log(json.dumps(row))
+    return {
+        "kind": "cpu",
+        "device": platform.processor() or platform.machine(),
+        "cpu_count": torch.get_num_threads(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "results": rows,
+    }
+
+
+# ---------------------------------------------------------------------------
+# Entry points used by the CLI
+
+
+def run_bench(
+    *,
+    quick: bool = False,
+    json_path: str | None = None,
+    backends: list[str] | None = None,
+    estimators: list[str] | None = None,
+    device: str = "auto",
+    subset: str = "all",
+    log: Callable[[str], None] = lambda s: None,
+) -> dict[str, Any]:
+    use_gpu = _cuda() if device == "auto" else device == "cuda"
+    if use_gpu:
+        result = run_gpu(
+            quick=quick,
+            estimators=estimators or ESTIMATOR_ORDER,
+            backends=backends or ["triton", "torch", "compile"],
+            log=log,
+            subset=subset,
+        )
+    else:
+        result = run_cpu(quick=quick, log=log)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(result, f, indent=1)
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The markdown table committed next to the JSON."""
+    head = (
+        f"Device: {result['device']} · torch {result['torch']}"
+        + (f" · triton {result['triton']}" if "triton" in result else "")
+        + f" · {result['date']}"
+    )
+    lines = [head, ""]
+    if result["kind"] == "gpu":
+        lines.append(f"Copy bandwidth (same run): {result['copy_bandwidth_GBps']:.0f} GB/s")
+        lines.append("")
+        lines.append(
+            "| estimator | shape | layout | ep len | floor µs | triton µs | % floor | GB/s "
+            "| validated µs | torch.compile µs | speedup | max rel err |"
+        )
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in result["results"]:
+            base = r.get("compile_baseline_us")
+            lines.append(
+                f"| {r['estimator']} | {r['shape']} | {r['layout']} | {r['episode_len']:g} "
+                f"| {r['floor_us']:.1f} | {r['triton_us']:.1f} | {r['pct_of_floor']:.0f}% "
+                f"| {r['GBps']:.0f} | {r['triton_validated_us']:.1f} "
+                f"| {'' if base is None else f'{base:.1f}'} "
+                f"| {'' if base is None else format(r['speedup_vs_baseline'], '.1f') + 'x'} "
+                f"| {r['max_rel_err']:.1e} |"
+            )
+    else:
+        lines.append(
+            "| estimator | shape | torch ns/step | torch (no validation) | reference ns/step "
+            "| NumPy loop ns/step |"
+        )
+        lines.append("|---|---|---|---|---|---|")
+        for r in result["results"]:
+            ref = r.get("reference_ns_per_step")
+            npl = r.get("numpy_loop_ns_per_step")
+            lines.append(
+                f"| {r['estimator']} | {r['shape']} | {r['torch_ns_per_step']:.1f} "
+                f"| {r['torch_unvalidated_ns_per_step']:.1f} "
+                f"| {'' if ref is None else f'{ref:.0f}'} | {'' if npl is None else f'{npl:.0f}'} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def render_table(result: dict[str, Any]) -> Any:
+    """A rich table of the result (for the CLI)."""
+    from rich.table import Table
+
+    table = Table(title=f"rltscan bench · {result['device']}")
+    md = markdown(result).splitlines()
+    header = next(line for line in md if line.startswith("| estimator"))
+    for col in header.strip("|").split("|"):
+        table.add_column(col.strip())
+    for line in md:
+        if line.startswith("| ") and not line.startswith("| estimator"):
+            table.add_row(*[c.strip() for c in line.strip("|").split("|")])
+    return table
+
+
+def main() -> None:
+    """``python -m rltscan.scan.bench [--quick] [--subset all|batched|flat] [--out DIR]``."""
+    import argparse
+    import os
+    import sys
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--subset", default="all", choices=["all", "batched", "flat"])
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--estimators", default=",".join(ESTIMATOR_ORDER))
+    args = ap.parse_args()
+    result = run_bench(
+        quick=args.quick,
+        device=args.device,
+        subset=args.subset,
+        estimators=args.estimators.split(","),
+        log=lambda s: print(s, file=sys.stderr, flush=True),
+    )
+    os.makedirs(args.out, exist_ok=True)
+    stem = f"{result['kind']}-{args.subset}" + ("-quick" if args.quick else "")
+    with open(os.path.join(args.out, stem + ".json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(args.out, stem + ".md"), "w") as f:
+        f.write(markdown(result))
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
