@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect as _inspect
 import re
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from typing import Any, BinaryIO
@@ -113,7 +114,9 @@ def _to_device(kwargs: Mapping[str, Any], device: torch.device) -> dict[str, Any
         if not isinstance(value, np.ndarray):
             out[key] = value
             continue
-        tensor = torch.from_numpy(np.ascontiguousarray(value))
+        with warnings.catch_warnings():  # Arrow buffers are read-only; nothing writes them
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            tensor = torch.from_numpy(np.ascontiguousarray(value))
         if device.type == "cuda":
             tensor = tensor.pin_memory().to(device, non_blocking=True)
         out[key] = tensor
@@ -241,17 +244,6 @@ def _run(
         import sys
 
         stdout = sys.stdout.buffer
-    names = [prefix + n for n in spec.outputs]
-    if not dry_run:
-        clash = wb.existing(source, target, names)
-        if clash and not overwrite:
-            what = f'"{clash[0]}"' if target.kind != "file" else "the output file"
-            raise OutputRefusedError(
-                f"{target.describe()} already has {what}; pass --overwrite or --prefix P"
-                if target.kind != "file"
-                else f"{clash[0]} already exists; pass --overwrite to replace it"
-            )
-
     with clock.stage("read") as box:
         prepared = prepare(
             source,
@@ -262,6 +254,17 @@ def _run(
             ends_are=ends_are,  # type: ignore[arg-type]
         )
         box["bytes"], box["steps"] = prepared.bytes_read, prepared.steps
+
+    names = [prefix + n for n in _output_names(spec, prepared)]
+    if not dry_run:
+        clash = wb.existing(source, target, names)
+        if clash and not overwrite:
+            what = f'"{clash[0]}"' if target.kind != "file" else "the output file"
+            raise OutputRefusedError(
+                f"{target.describe()} already has {what}; pass --overwrite or --prefix P"
+                if target.kind != "file"
+                else f"{clash[0]} already exists; pass --overwrite to replace it"
+            )
 
     read_columns = set(prepared.roles.values())
     for name in names:
@@ -351,6 +354,14 @@ def _run(
         written=written,
         rltscan_version=_version(),
     )
+
+
+def _output_names(spec: Any, prepared: Any) -> list[str]:
+    """The outputs this call will produce (Retrace's advantages only with v_pi)."""
+    names = list(spec.outputs)
+    if "v_pi" in spec.inputs and "v_pi" not in prepared.kwargs and "advantages" in names:
+        names.remove("advantages")
+    return names
 
 
 def _shape(array: np.ndarray, prepared: Any) -> tuple[int, ...]:

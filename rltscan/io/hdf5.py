@@ -45,15 +45,15 @@ def open_file(path: Path, mode: str = "r") -> Any:
         return h5py.File(path, mode)
     except OSError as err:
         text = str(err)
-        if "lock" in text.lower():
-            raise InputFileError(
-                f"{path} is locked by another process (HDF5 file lock); close the other "
-                "program or set HDF5_USE_FILE_LOCKING=FALSE if you know it is safe"
-            ) from None
         if "truncated file" in text:
             raise InputFileError(
                 f"{path} is a truncated HDF5 file (shorter than its header says); "
                 "the copy is incomplete or corrupt, fetch it again"
+            ) from None
+        if "unable to lock" in text.lower() or "lock file" in text.lower():
+            raise InputFileError(
+                f"{path} is locked by another process (HDF5 file lock); close the other "
+                "program or set HDF5_USE_FILE_LOCKING=FALSE if you know it is safe"
             ) from None
         raise InputFileError(
             f"{path} is not a readable HDF5 file ({_short(text)}); the file is corrupt"
@@ -209,6 +209,8 @@ def _array_source(
                 )
             step_shape = rshape[:2]
         n_seq = step_shape[1] if layout == "time-major" else step_shape[0]
+        # Per-step columns have the rewards' shape; others of the same rank are listed
+        # too, so that using one gives a shape error rather than "no column".
         for key, ds in datasets.items():
             shape = tuple(ds.shape)
             if shape[: len(step_shape)] == step_shape:
@@ -217,6 +219,8 @@ def _array_source(
                 layout == "flat" and shape == ()
             ):
                 extra[key] = _info(key, ds)
+            elif len(shape) >= len(step_shape):
+                columns[key] = _info(key, ds)
     else:
         columns = {k: _info(k, ds) for k, ds in datasets.items() if ds.ndim >= 1}
 

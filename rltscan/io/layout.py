@@ -101,7 +101,7 @@ def as_flag(arr: np.ndarray, name: str, where: str, role: str) -> np.ndarray:
         index = np.unravel_index(int(np.argmax(bad)), arr.shape)
         at = index[0] if len(index) == 1 else index
         raise DataError(
-            f'{where}: column "{name}" must hold 0/1 flags, found {arr[index]!r} at index {at}; '
+            f'{where}: column "{name}" must hold 0/1 flags, found {arr[index].item()!r} at index {at}; '
             f"fix the column or pass another with {OPTION.get(role, '--' + role)}"
         )
     return arr != 0
@@ -174,6 +174,9 @@ def prepare(
                 kwargs[arg] = parts
         else:
             kwargs[arg] = data  # type: ignore[assignment]
+
+    if episodes and "next_values" in arguments and "next_values" not in kwargs:
+        _next_from_values(source, reader, overrides, lengths, kwargs, notes)
 
     # normalise shapes against the reference column
     ref = kwargs[reference]
@@ -262,6 +265,27 @@ def prepare(
         dtype=str(ref.dtype),
         template=rewards_name,
     )
+
+
+def _next_from_values(
+    source: Source,
+    reader: _Reader,
+    overrides: Mapping[str, str | None],
+    lengths: list[int],
+    kwargs: dict[str, np.ndarray | float],
+    notes: list[str],
+) -> None:
+    """Bootstraps for estimators that take no values: V(s_{t+1}) from T+1 episode values."""
+    name = find_column(source, "values", overrides)
+    if name is None:
+        return
+    parts = reader.column("values", name)
+    parts = parts if isinstance(parts, list) else [parts]
+    if all(len(p) == t + 1 for p, t in zip(parts, lengths, strict=True)):
+        kwargs["next_values"] = np.concatenate([p[1:] for p in parts])
+        notes.append(f'"{name}" has T+1 rows per episode: its rows 1..T are the next values')
+    else:
+        del reader.roles["values"]
 
 
 def _open_tails(done: np.ndarray, time_dim: int) -> int:

@@ -78,9 +78,8 @@ def existing(source: Source, target: Target, names: list[str]) -> list[str]:
 
 
 def _h5_path(source: Source) -> Path:
+    """The HDF5 file itself (for a Minari HDF5 dataset: its main_data.hdf5)."""
     assert source.path is not None
-    if source.format == "minari":
-        return source.path / "data" / "main_data.hdf5"
     return source.path
 
 

@@ -1,0 +1,65 @@
+"""Shared helpers for the io/CLI tests: sample copies, readers, a column fingerprint."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_data"
+FLAT = SAMPLES / "cartpole_flat.h5"
+BUFFER = SAMPLES / "cartpole_buffer.h5"
+PARQUET = SAMPLES / "cartpole.parquet"
+MINARI = SAMPLES / "cartpole_minari"
+B, T = 4, 256  # sample_data/make_samples.py
+
+
+def copy_sample(src: Path, tmp: Path) -> Path:
+    dst = tmp / src.name
+    if src.is_dir():
+        shutil.copytree(src, dst)
+    else:
+        shutil.copy(src, dst)
+    return dst
+
+
+def h5_columns(path: Path) -> dict[str, np.ndarray]:
+    """Every dataset of an HDF5 file by path."""
+    out: dict[str, np.ndarray] = {}
+    with h5py.File(path, "r") as f:
+
+        def visit(name: str, obj: object) -> None:
+            if isinstance(obj, h5py.Dataset):
+                out[name] = obj[()]
+
+        f.visititems(visit)
+    return out
+
+
+def fingerprint(columns: dict[str, np.ndarray]) -> dict[str, str]:
+    return {
+        k: hashlib.sha256(np.ascontiguousarray(v).tobytes() + str(v.dtype).encode()).hexdigest()
+        for k, v in columns.items()
+    }
+
+
+def parquet_columns(path: Path) -> dict[str, np.ndarray]:
+    table = pq.read_table(path)
+    return {n: table.column(n).to_numpy() for n in table.column_names}
+
+
+def minari_output(root: Path, name: str) -> np.ndarray:
+    """A per-episode output concatenated in numeric episode order."""
+    with h5py.File(root / "data" / "main_data.hdf5", "r") as f:
+        keys = sorted(f, key=lambda k: int(k.split("_")[1]))
+        return np.concatenate([f[k][name][()] for k in keys])
+
+
+def time_major_to_flat(a: np.ndarray) -> np.ndarray:
+    """[T, B] → the flat file's order (stream 0, then stream 1, ...)."""
+    return np.swapaxes(a, 0, 1).reshape(-1)

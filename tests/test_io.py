@@ -1,0 +1,447 @@
+"""rltscan.io and rltscan.api: detection, aliases, layouts, write-back, atomicity."""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rltscan import api
+from rltscan.errors import (
+    AmbiguousInputError,
+    DataError,
+    InputFileError,
+    OutputRefusedError,
+)
+from rltscan.io import open_input
+from rltscan.io.formats import sniff_bytes
+from rltscan.io.layout import prepare
+from tests.io_helpers import (
+    BUFFER,
+    FLAT,
+    MINARI,
+    PARQUET,
+    B,
+    T,
+    copy_sample,
+    fingerprint,
+    h5_columns,
+    minari_output,
+    parquet_columns,
+    time_major_to_flat,
+)
+
+COMMANDS = ("gae", "vtrace", "retrace", "td-lambda", "returns", "traces", "prefix-sum")
+RTOL, ATOL = 1e-5, 1e-5  # float32 outputs vs float64 (Minari rewards are float64)
+
+
+def run(command: str, path: Path, **kw: object) -> api.RunReport:
+    kw.setdefault("device", "cpu")
+    kw.setdefault("backend", "torch")
+    return api.run(command, str(path), **kw)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- detection
+
+
+@pytest.mark.parametrize(
+    ("head", "fmt"),
+    [
+        (b"\x89HDF\r\n\x1a\n....", "hdf5"),
+        (b"PAR1....", "parquet"),
+        (b"ARROW1\x00\x00", "arrow"),
+        (b"\xff\xff\xff\xff....", "arrow-stream"),
+        (b"hello", None),
+    ],
+)
+def test_sniff_bytes(head: bytes, fmt: str | None) -> None:
+    assert sniff_bytes(head) == fmt
+
+
+@pytest.mark.parametrize(
+    ("path", "fmt", "layout", "steps", "sequences"),
+    [
+        (FLAT, "hdf5", "flat", B * T, 1),
+        (BUFFER, "hdf5", "time-major", B * T, B),
+        (PARQUET, "parquet", "flat", B * T, 1),
+        (MINARI, "minari", "episodes", B * T, None),
+    ],
+    ids=["flat", "time-major", "parquet", "minari"],
+)
+def test_layout_detected(path: Path, fmt: str, layout: str, steps: int, sequences: int) -> None:
+    info = api.inspect(str(path))
+    assert (info["format"].split("/")[0], info["layout"], info["steps"]) == (fmt, layout, steps)
+    if sequences is not None:
+        assert info["sequences"] == sequences
+    assert all(state["ready"] for state in info["estimators"].values()), info["estimators"]
+
+
+def test_aliases_resolved_in_parquet() -> None:
+    info = api.inspect(str(PARQUET))
+    roles = info["roles"]
+    assert roles["rewards"] == "reward"
+    assert roles["values"] == "vf_preds"
+    assert roles["logp_behavior"] == "action_logp"
+    assert roles["terminated"] == "terminated"
+
+
+def test_alias_under_infos_group_in_d4rl_file() -> None:
+    assert api.inspect(str(FLAT))["roles"]["logp_behavior"] == "infos/action_log_probs"
+
+
+def test_override_beats_detection(tmp_path: Path) -> None:
+    path = copy_sample(PARQUET, tmp_path)
+    report = run("returns", path, columns={"rewards": "vf_preds"}, dry_run=True)
+    assert report.columns["rewards"] == "vf_preds"
+
+
+def test_override_to_missing_column_lists_what_exists() -> None:
+    source = open_input(str(PARQUET))
+    with pytest.raises(
+        DataError, match=r'has no column "nope" \(given by --rewards\); pass one of'
+    ):
+        prepare(
+            source, arguments=("rewards",), required=("rewards",), overrides={"rewards": "nope"}
+        )
+
+
+def test_flat_file_end_is_a_truncation_without_a_flag() -> None:
+    with h5py.File(FLAT) as f:
+        assert not f["terminals"][-1] and not f["timeouts"][-1]
+    report = run("gae", FLAT, dry_run=True)
+    assert report.counts["forced_cuts"] == 0
+    assert report.episodes > report.counts["terminated"] + report.counts["truncated"]
+
+
+def test_minari_values_t_plus_one_become_next_values() -> None:
+    report = run("gae", MINARI, dry_run=True)
+    assert any("T+1" in note for note in report.notes)
+
+
+def test_minari_episode_groups_sorted_numerically(tmp_path: Path) -> None:
+    path = tmp_path / "eps.h5"
+    with h5py.File(path, "w") as f:
+        for i in (10, 2, 1):
+            g = f.create_group(f"episode_{i}")
+            g["rewards"] = np.full(3, float(i))
+            g["terminations"] = np.array([0, 0, 1], bool)
+            g["truncations"] = np.zeros(3, bool)
+    source = open_input(str(path))
+    assert source.episode_keys == ["episode_1", "episode_2", "episode_10"]
+    prepared = prepare(source, arguments=("x",), required=("x", "terminated"), overrides={})
+    np.testing.assert_array_equal(prepared.kwargs["x"], np.repeat([1.0, 2.0, 10.0], 3))
+
+
+def test_bare_dones_is_never_guessed(tmp_path: Path) -> None:
+    path = tmp_path / "dones.h5"
+    with h5py.File(path, "w") as f:
+        f["rewards"] = np.ones((5, 2), np.float32)
+        f["dones"] = np.zeros((5, 2), bool)
+    source = open_input(str(path))
+    with pytest.raises(AmbiguousInputError, match="pass --dones-mean ended or --dones-mean starts"):
+        prepare(source, arguments=("rewards",), required=("rewards", "terminated"), overrides={})
+
+
+def test_dones_mean_starts_shifts_by_one(tmp_path: Path) -> None:
+    path = tmp_path / "cleanrl.h5"
+    starts = np.zeros((6, 1), bool)
+    starts[3] = True  # obs 3 begins an episode => the episode ended after step 2
+    with h5py.File(path, "w") as f:
+        f["rewards"] = np.ones((6, 1), np.float32)
+        f["dones"] = starts
+    source = open_input(str(path), layout="time-major")
+    prepared = prepare(
+        source,
+        arguments=("rewards",),
+        required=("rewards", "terminated"),
+        overrides={},
+        dones_mean="starts",
+        ends_are="terminal",
+    )
+    assert prepared.kwargs["terminated"][:, 0].tolist() == [0, 0, 1, 0, 0, 0]
+
+
+def test_episode_id_column_gives_boundaries(tmp_path: Path) -> None:
+    path = tmp_path / "ids.parquet"
+    pq.write_table(pa.table({"reward": [1.0] * 5, "episode_index": [0, 0, 1, 1, 1]}), path)
+    source = open_input(str(path))
+    with pytest.raises(AmbiguousInputError, match="pass --ends-are terminal"):
+        prepare(source, arguments=("rewards",), required=("rewards", "terminated"), overrides={})
+    prepared = prepare(
+        source,
+        arguments=("rewards",),
+        required=("rewards", "terminated"),
+        overrides={},
+        ends_are="truncated",
+    )
+    assert prepared.kwargs["truncated"].tolist() == [0, 1, 0, 0, 0]
+
+
+def test_non_contiguous_episode_ids_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "ids.parquet"
+    pq.write_table(
+        pa.table({"reward": [1.0] * 4, "terminated": [0, 0, 0, 0], "eps_id": [0, 1, 0, 1]}), path
+    )
+    source = open_input(str(path))
+    with pytest.raises(DataError, match="appears in more than one run of rows"):
+        prepare(source, arguments=("rewards",), required=("rewards", "terminated"), overrides={})
+
+
+# --------------------------------------------------------------------------- same data, layouts
+
+
+def _outputs_of(command: str, path: Path, tmp: Path, prefix: str = "") -> dict[str, np.ndarray]:
+    copy = copy_sample(path, tmp)
+    report = run(command, copy, prefix=prefix)
+    names = [o.name for o in report.outputs]
+    if copy.is_dir():
+        return {n: minari_output(copy, n) for n in names}
+    if copy.suffix == ".parquet":
+        cols = parquet_columns(copy)
+        return {n: cols[n] for n in names}
+    cols = h5_columns(copy)
+    return {n: time_major_to_flat(cols[n]) if cols[n].ndim == 2 else cols[n] for n in names}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_same_trajectories_in_every_layout_give_the_same_results(
+    command: str, tmp_path: Path
+) -> None:
+    results = {}
+    for i, path in enumerate((FLAT, BUFFER, PARQUET, MINARI)):
+        (tmp_path / str(i)).mkdir()
+        results[path.name] = _outputs_of(command, path, tmp_path / str(i))
+    want = results[FLAT.name]
+    assert want
+    for name, got in results.items():
+        assert set(got) == set(want), name
+        for key in want:
+            np.testing.assert_allclose(got[key], want[key], rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+# --------------------------------------------------------------------------- write-back
+
+
+def test_hdf5_write_back_keeps_every_column_and_records_provenance(tmp_path: Path) -> None:
+    path = copy_sample(FLAT, tmp_path)
+    before = fingerprint(h5_columns(path))
+    run("gae", path, params={"gamma": 0.9, "lam": 0.8})
+    after = h5_columns(path)
+    assert {k: v for k, v in fingerprint(after).items() if k in before} == before
+    with h5py.File(path) as f:
+        ds = f["advantages"]
+        assert ds.shape == (B * T,) and ds.dtype == np.float32
+        assert ds.compression == "gzip"  # matches the source columns
+        assert ds.attrs["estimator"] == "gae"
+        assert ds.attrs["gamma"] == 0.9 and ds.attrs["lam"] == 0.8
+        assert json.loads(ds.attrs["source_columns"])["rewards"] == "rewards"
+        assert ds.attrs["rltscan_version"]
+
+
+def test_time_major_outputs_keep_the_buffer_shape(tmp_path: Path) -> None:
+    path = copy_sample(BUFFER, tmp_path)
+    run("vtrace", path)
+    with h5py.File(path) as f:
+        assert f["vs"].shape == (T, B) and f["pg_advantages"].shape == (T, B)
+
+
+def test_minari_outputs_go_inside_each_episode_group(tmp_path: Path) -> None:
+    path = copy_sample(MINARI, tmp_path)
+    run("td-lambda", path)
+    with h5py.File(path / "data" / "main_data.hdf5") as f:
+        for key in f:
+            g = f[key]
+            assert g["lambda_returns"].shape == g["rewards"].shape
+            assert g["lambda_returns"].dtype == np.float64  # Minari rewards are float64
+
+
+def test_parquet_write_back_preserves_columns_row_groups_and_metadata(tmp_path: Path) -> None:
+    path = copy_sample(PARQUET, tmp_path)
+    before_file = pq.ParquetFile(path)
+    before_groups = [
+        before_file.metadata.row_group(i).num_rows for i in range(before_file.num_row_groups)
+    ]
+    before_meta = dict(before_file.schema_arrow.metadata)
+    before = pq.read_table(path)
+    run("gae", path)
+    after_file = pq.ParquetFile(path)
+    after = pq.read_table(path)
+    assert after.column_names[: before.num_columns] == before.column_names
+    assert after.column_names[before.num_columns :] == ["advantages", "value_targets"]
+    assert after.select(before.column_names).equals(before)
+    assert [
+        after_file.metadata.row_group(i).num_rows for i in range(after_file.num_row_groups)
+    ] == before_groups
+    meta = after_file.schema_arrow.metadata
+    for key, value in before_meta.items():
+        if key != b"ARROW:schema":
+            assert meta[key] == value
+    record = json.loads(meta[b"rltscan"])
+    assert record["outputs"]["advantages"]["estimator"] == "gae"
+    assert record["outputs"]["advantages"]["params"]["gamma"] == 0.99
+    assert after_file.metadata.row_group(0).column(0).compression == "ZSTD"
+
+
+@pytest.mark.parametrize("sample", [FLAT, PARQUET], ids=["hdf5", "parquet"])
+def test_overwrite_gives_byte_identical_outputs(sample: Path, tmp_path: Path) -> None:
+    path = copy_sample(sample, tmp_path)
+    run("gae", path)
+    read = h5_columns if sample.suffix == ".h5" else parquet_columns
+    first = fingerprint(read(path))
+    with pytest.raises(OutputRefusedError, match='already has "advantages"'):
+        run("gae", path)
+    run("gae", path, overwrite=True)
+    assert fingerprint(read(path)) == first
+    if sample.suffix == ".parquet":
+        copy = tmp_path / "again.parquet"
+        run("gae", path, overwrite=True, output=str(copy))
+        assert copy.read_bytes() == path.read_bytes()
+
+
+def test_input_columns_are_never_overwritten(tmp_path: Path) -> None:
+    path = copy_sample(FLAT, tmp_path)
+    with h5py.File(path, "a") as f:
+        f["returns"] = f["rewards"][()]  # an input column named like the output
+    before = path.read_bytes()
+    with pytest.raises(OutputRefusedError, match="even with --overwrite"):
+        run("returns", path, columns={"rewards": "returns"}, overwrite=True)
+    assert path.read_bytes() == before
+
+
+def test_output_path_leaves_the_input_untouched(tmp_path: Path) -> None:
+    path = copy_sample(FLAT, tmp_path)
+    before = path.read_bytes()
+    out = tmp_path / "out.h5"
+    run("returns", path, output=str(out))
+    assert path.read_bytes() == before
+    assert "returns" in h5_columns(out)
+    with pytest.raises(OutputRefusedError, match="already exists; pass --overwrite"):
+        run("returns", path, output=str(out))
+
+
+def test_hdf5_to_parquet_export(tmp_path: Path) -> None:
+    out = tmp_path / "out.parquet"
+    run("gae", BUFFER, output=str(out))
+    table = pq.read_table(out)
+    assert {"t", "env", "rewards", "advantages"} <= set(table.column_names)
+    assert table.num_rows == B * T
+
+
+def test_dry_run_writes_nothing(tmp_path: Path) -> None:
+    path = copy_sample(FLAT, tmp_path)
+    before = path.read_bytes()
+    report = run("gae", path, dry_run=True)
+    assert path.read_bytes() == before
+    assert not report.written and [o.name for o in report.outputs] == [
+        "advantages",
+        "value_targets",
+    ]
+
+
+# --------------------------------------------------------------------------- failures while writing
+
+
+def test_exception_mid_write_leaves_input_and_no_temp(tmp_path: Path, monkeypatch) -> None:
+    path = copy_sample(FLAT, tmp_path)
+    before = path.read_bytes()
+
+    def boom(self, name, **kw):  # noqa: ANN001 - h5py signature
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(h5py.Group, "create_dataset", boom)
+    with pytest.raises(KeyboardInterrupt):
+        run("gae", path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == [path.name]
+
+
+def test_full_disk_is_output_refused(tmp_path: Path, monkeypatch) -> None:
+    path = copy_sample(PARQUET, tmp_path)
+    before = path.read_bytes()
+
+    def full(*args, **kw):  # noqa: ANN002, ANN003
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
+    with pytest.raises(OutputRefusedError, match="no space left on device"):
+        run("gae", path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == [path.name]
+
+
+def test_not_hdf5_or_parquet(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("hello")
+    with pytest.raises(InputFileError, match="is not HDF5, Parquet or Arrow"):
+        open_input(str(path))
+
+
+# --------------------------------------------------------------------------- round trips
+
+
+COLUMN_DTYPES = st.sampled_from([np.float32, np.float64, np.int32, np.int64])
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    n=st.integers(1, 300),
+    row_group=st.integers(1, 64),
+    dtypes=st.lists(COLUMN_DTYPES, min_size=1, max_size=4),
+    seed=st.integers(0, 2**16),
+)
+def test_parquet_round_trip(n, row_group, dtypes, seed, tmp_path: Path) -> None:
+    rng = np.random.default_rng(seed)
+    cols = {f"c{i}": (rng.normal(size=n) * 10).astype(d) for i, d in enumerate(dtypes)}
+    cols["reward"] = rng.normal(size=n).astype(np.float32)
+    cols["terminated"] = rng.random(n) < 0.1
+    path = tmp_path / f"rt{seed}_{n}.parquet"
+    pq.write_table(pa.table(cols), path, row_group_size=row_group)
+    run("prefix-sum", path, overwrite=True)
+    table = pq.read_table(path)
+    for name, values in cols.items():
+        np.testing.assert_array_equal(table.column(name).to_numpy(), values)
+    ends = np.flatnonzero(cols["terminated"])
+    want = np.empty(n, np.float64)
+    acc = 0.0
+    for t in range(n):
+        acc = (0.0 if t and (t - 1) in ends else acc) + float(cols["reward"][t])
+        want[t] = acc
+    np.testing.assert_allclose(table.column("prefix_sums").to_numpy(), want, rtol=1e-5, atol=1e-4)
+    assert pq.ParquetFile(path).num_row_groups == -(-n // row_group)
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    shape=st.tuples(st.integers(1, 40), st.integers(1, 5)),
+    dtype=st.sampled_from([np.float16, np.float32, np.float64]),
+    seed=st.integers(0, 2**16),
+)
+def test_hdf5_time_major_round_trip(shape, dtype, seed, tmp_path: Path) -> None:
+    rng = np.random.default_rng(seed)
+    path = tmp_path / f"tm{seed}_{shape[0]}_{shape[1]}.h5"
+    rewards = rng.normal(size=shape).astype(dtype)
+    with h5py.File(path, "w") as f:
+        f.attrs["layout"] = "time_major"
+        f["rewards"] = rewards
+        f["terminations"] = rng.random(shape) < 0.2
+    run("returns", path, overwrite=True, params={"gamma": 1.0})
+    cols = h5_columns(path)
+    np.testing.assert_array_equal(cols["rewards"], rewards)
+    out = cols["returns"]
+    assert out.shape == shape
+    assert out.dtype == (np.float64 if dtype == np.float64 else np.float32)
+    # gamma=1 with a terminal on the last step only would be a reversed cumsum; check
+    # the last step, which is always its own reward (window end, no bootstrap: zero).
+    np.testing.assert_allclose(out[-1], rewards[-1].astype(np.float64), rtol=1e-3, atol=1e-3)
