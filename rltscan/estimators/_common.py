@@ -216,6 +216,10 @@ class Frame:
         """``[*step_shape, *features]`` -> ``[features × lead, T]`` (a view when strides allow)."""
         nf = len(self.feature_shape)
         nd = len(self.step_shape)
+        if nf == 0 and nd <= 2:  # the hot path: [T], [B, T] or [T, B], no copy, few ops
+            if nd == 1:
+                return x.unsqueeze(0)
+            return x if self.time_dim == 1 else x.t()
         # features first, then the lead dims, then time
         order = [nd + i for i in range(nf)]
         order += [i for i in range(nd) if i != self.time_dim] + [self.time_dim]
@@ -225,6 +229,10 @@ class Frame:
         """Inverse of ``rows``: ``[R, T]`` -> the user's ``[*step_shape, *features]``."""
         nf = len(self.feature_shape)
         nd = len(self.step_shape)
+        if nf == 0 and nd <= 2:
+            if nd == 1:
+                return y.squeeze(0)
+            return y if self.time_dim == 1 else y.t()
         y = y.reshape(*self.feature_shape, *self.lead_shape, self.steps)
         # y dims: features (nf), lead (nd-1), time (1) -> user order
         lead_pos = [i for i in range(nd) if i != self.time_dim]
@@ -375,6 +383,8 @@ def per_row(name: str, x: ArrayLike | None, frame: Frame, device: torch.device) 
         return None
     t = float_column(name, x, device)
     lead, feats = frame.lead_shape, frame.feature_shape
+    if not feats and tuple(t.shape) == lead and t.is_contiguous():
+        return t.reshape(-1)
     user = (*lead, *feats)
     candidates = [t]
     if feats and tuple(t.shape) == lead:  # one value per sequence, shared by its features

@@ -29,7 +29,9 @@ flag per tile; it is never zeroed: flags carry an epoch that grows per launch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
+import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -182,10 +184,15 @@ def _scan_kernel(
     n_tblocks,
     epoch,
     gamma,
+    gamma_lo,
     lam,
+    lam_lo,
     log_rho,
+    log_rho_lo,
     log_c,
+    log_c_lo,
     log_pg,
+    log_pg_lo,
     missing,
     KIND: tl.constexpr,
     REVERSE: tl.constexpr,
@@ -206,6 +213,12 @@ def _scan_kernel(
     #   VTRACE: c0=r c1=V c2=nv-source c3=logπ c4=logμ
     #   RETRACE: c0=r c1=Q c2=E_πQ(s_{t+1}) c3=logπ c4=logμ c5=V^π
     #   TRACES, PREFIX_SUM: c0=x (PREFIX_SUM with FIRST_GIVEN: term_ptr holds is_first)
+    # Float scalars arrive as fp32; fp64 runs get them back to ~48 bits as hi + lo.
+    gamma = (tl.zeros([], COMPUTE) + gamma) + gamma_lo
+    lam = (tl.zeros([], COMPUTE) + lam) + lam_lo
+    log_rho = (tl.zeros([], COMPUTE) + log_rho) + log_rho_lo
+    log_c = (tl.zeros([], COMPUTE) + log_c) + log_c_lo
+    log_pg = (tl.zeros([], COMPUTE) + log_pg) + log_pg_lo
     pid = tl.program_id(0)
     rb = pid // n_tblocks
     k = pid % n_tblocks  # position in scan order: predecessors have lower pids
@@ -393,6 +406,11 @@ def choose_tiles(n_rows: int, steps: int, time_contiguous: bool) -> Tiles:
     forced = getattr(_override, "tiles", None)
     if forced is not None:
         return forced
+    return _default_tiles(n_rows, steps, time_contiguous)
+
+
+@functools.lru_cache(maxsize=1024)
+def _default_tiles(n_rows: int, steps: int, time_contiguous: bool) -> Tiles:
     chunk = min(_pow2(steps), MAX_CHUNK)
     if not time_contiguous:
         # time-major: neighbouring rows are neighbours in memory; take >= 32 of them
@@ -492,9 +510,11 @@ def _launch(
         outs[0], outs[1] if len(outs) > 1 else dummy,
         ws, flags,
         n_rows, steps, ref.stride(0), ref.stride(1), n_tblocks, epoch,
-        params.get("gamma", 1.0), params.get("lam", 1.0),
-        _log(params.get("rho_clip", 1.0)), _log(params.get("c_clip", 1.0)),
-        _log(params.get("pg_rho_clip", 1.0)), missing,
+        *_scalar_args(
+            params.get("gamma", 1.0), params.get("lam", 1.0), params.get("rho_clip", 1.0),
+            params.get("c_clip", 1.0), params.get("pg_rho_clip", 1.0),
+        ),
+        missing,
         KIND=kind, REVERSE=reverse, NV_MODE=nv_mode,
         HAS_V="c1" in cols, HAS_TERM="term" in cols, HAS_TRUNC="trunc" in cols,
         FIRST_GIVEN=first_given, HAS_INIT=has_init, HAS_OUT1=len(outs) > 1,
@@ -502,6 +522,27 @@ def _launch(
         num_warps=tiles.num_warps,
     )  # fmt: skip
     return dict(zip(out_names, outs, strict=True))
+
+
+def _hi_lo(x: float) -> tuple[float, float]:
+    """Split a float into an fp32 pair with hi + lo == x to ~48 bits (fp64 kernels)."""
+    if not math.isfinite(x):
+        return x, 0.0
+    hi = struct.unpack("f", struct.pack("f", x))[0]
+    return hi, x - hi
+
+
+@functools.lru_cache(maxsize=256)
+def _scalar_args(
+    gamma: float, lam: float, rho_clip: float, c_clip: float, pg_rho_clip: float
+) -> tuple[float, ...]:
+    return (
+        *_hi_lo(gamma),
+        *_hi_lo(lam),
+        *_hi_lo(_log(rho_clip)),
+        *_hi_lo(_log(c_clip)),
+        *_hi_lo(_log(pg_rho_clip)),
+    )
 
 
 def _log(x: float) -> float:
