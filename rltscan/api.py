@@ -25,6 +25,7 @@ from rltscan.errors import (
 )
 from rltscan.io import open_input
 from rltscan.io import writeback as wb
+from rltscan.io.atomic import reset_committed
 from rltscan.io.columns import OPTION, quoted
 from rltscan.io.layout import prepare
 from rltscan.report import OutputInfo, RunReport, Stage
@@ -189,6 +190,7 @@ def run(
         )
     dev = resolve_device(device)
     clock = _Clock(dev, progress)
+    reset_committed()
     overrides = dict(columns or {})
 
     with clock.stage("detect"):

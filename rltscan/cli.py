@@ -32,11 +32,16 @@ from rltscan.report import (
     timing_table,
 )
 
-EXIT_CODES = """Exit codes: 0 success (dry runs too) · 1 internal error (a bug) · 2 usage: bad
-option or value, ambiguous layout or dones · 3 input file: missing, unreadable, not
-HDF5/Parquet/Arrow, corrupt, not seekable · 4 data: missing column, shape mismatch,
-NaN/Inf where read, flags not 0/1, missing bootstrap · 5 output refused: exists without
---overwrite, binary to a terminal, no space · 6 backend unavailable · 130 interrupted."""
+EXIT_CODES = " ".join(
+    [
+        "Exit codes: 0 success (dry runs too) · 1 internal error (a bug) ·",
+        "2 usage: bad option or value, ambiguous layout or dones ·",
+        "3 input file: missing, unreadable, not HDF5/Parquet/Arrow, corrupt, not seekable ·",
+        "4 data: missing column, shape mismatch, NaN/Inf where read, flags not 0/1,",
+        "missing bootstrap · 5 output refused: exists without --overwrite, binary to a",
+        "terminal, no space · 6 backend unavailable · 130 interrupted.",
+    ]
+)
 
 HELP = f"""Advantages and returns (GAE, V-trace, Retrace, TD(λ), discounted returns,
 eligibility traces, prefix sums) over HDF5/Parquet trajectory files, written back
@@ -88,12 +93,16 @@ def handled(*, json_out: bool = False, debug: bool = False) -> Iterator[None]:
             traceback.print_exc(file=sys.stderr)
         _fail(err.exit_code, str(err), type(err).__name__, json_out)
     except KeyboardInterrupt:
-        _fail(
-            130,
-            "interrupted; nothing was written and the input is unchanged",
-            "Interrupted",
-            json_out,
+        from rltscan.io.atomic import committed
+
+        done = committed()
+        message = (
+            f"interrupted after {', '.join(map(str, done))} was written in full; "
+            "re-run with --overwrite to be sure"
+            if done
+            else "interrupted; nothing was written and the input is unchanged"
         )
+        _fail(130, message, "Interrupted", json_out)
 
 
 class _LazyProgress:

@@ -353,7 +353,7 @@ def test_exception_mid_write_leaves_input_and_no_temp(tmp_path: Path, monkeypatc
     path = copy_sample(FLAT, tmp_path)
     before = path.read_bytes()
 
-    def boom(self, name, **kw):  # noqa: ANN001 - h5py signature
+    def boom(self, name, **kw):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(h5py.Group, "create_dataset", boom)
@@ -367,7 +367,7 @@ def test_full_disk_is_output_refused(tmp_path: Path, monkeypatch) -> None:
     path = copy_sample(PARQUET, tmp_path)
     before = path.read_bytes()
 
-    def full(*args, **kw):  # noqa: ANN002, ANN003
+    def full(*args, **kw):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(pq.ParquetWriter, "write_table", full)

@@ -11,13 +11,45 @@ import contextlib
 import errno
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 from rltscan.errors import OutputRefusedError
 
 TMP_MARK = ".rltscan-"
+_committed: list[Path] = []  # files replaced by this process since the last reset
+
+
+def committed() -> list[Path]:
+    """Targets replaced since :func:`reset_committed` (to report an interrupt honestly)."""
+    return list(_committed)
+
+
+def reset_committed() -> None:
+    _committed.clear()
+
+
+@contextlib.contextmanager
+def _deferred_signals() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM until the block ends, so "replaced" and "recorded" agree."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {s: signal.signal(s, lambda n, _f: caught.append(n)) for s in _SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if caught:
+            raise KeyboardInterrupt
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def temp_name(dst: Path) -> Path:
@@ -71,7 +103,9 @@ def atomic_path(dst: Path, *, copy_from: Path | None = None) -> Iterator[Path]:
                 shutil.copymode(copy_from, tmp)
         yield tmp
         _fsync_path(tmp)
-        os.replace(tmp, dst)
+        with _deferred_signals():
+            os.replace(tmp, dst)
+            _committed.append(dst)
         _fsync_dir(dst.parent)
     except OSError as err:
         _remove(tmp)

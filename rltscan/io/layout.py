@@ -101,7 +101,8 @@ def as_flag(arr: np.ndarray, name: str, where: str, role: str) -> np.ndarray:
         index = np.unravel_index(int(np.argmax(bad)), arr.shape)
         at = index[0] if len(index) == 1 else index
         raise DataError(
-            f'{where}: column "{name}" must hold 0/1 flags, found {arr[index].item()!r} at index {at}; '
+            f'{where}: column "{name}" must hold 0/1 flags, '
+            f"found {arr[index].item()!r} at index {at}; "
             f"fix the column or pass another with {OPTION.get(role, '--' + role)}"
         )
     return arr != 0

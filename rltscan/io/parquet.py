@@ -332,6 +332,12 @@ def table_from_columns(columns: Mapping[str, np.ndarray]) -> Any:
     return pa.table({k: pa.array(np.ascontiguousarray(v)) for k, v in columns.items()})
 
 
+def as_table(src: Any) -> Any:
+    """A pyarrow Table from a ParquetFile or a Table."""
+    _, pq, _ = _pa()
+    return src.read() if isinstance(src, pq.ParquetFile) else src
+
+
 def read_table(path: Path, fmt: str, where: str) -> Any:
     """The whole table (for Arrow write-back and format conversion)."""
     pa, _, ipc = _pa()

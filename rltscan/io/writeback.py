@@ -220,7 +220,7 @@ def _write_table(
                     overwrite=overwrite,
                     where=source.where,
                 )
-            table = table.read()
+            table = parquet.as_table(table)
     else:
         table = parquet.table_from_columns(_export_columns(source, prepared))
     if fmt == "parquet":
