@@ -181,10 +181,10 @@ def columns_table(columns: Mapping[str, str], notes: list[str]) -> Table:
 
 def inspect_tables(info: Mapping[str, Any]) -> list[Table]:
     """``rltscan inspect``: layout, columns with their roles, counts, estimator readiness."""
-    head = Table(title=f"{info['input']}", title_justify="left", show_header=False)
+    head = Table(title="input", title_justify="left", show_header=False)
     head.add_column("key")
-    head.add_column("value")
-    for key in ("format", "layout", "group", "steps", "episodes", "sequences"):
+    head.add_column("value", overflow="fold")
+    for key in ("input", "format", "layout", "group", "steps", "episodes", "sequences"):
         if info.get(key) is not None:
             head.add_row(key, str(info[key]))
     for key, value in (info.get("counts") or {}).items():
