@@ -60,7 +60,6 @@ from rltscan.estimators._common import (
     normal_time_dim,
     per_row,
     solve,
-    validate_contents,
     warn_not_contractive,
 )
 
@@ -235,9 +234,8 @@ def _run(
         last_value=per_row("last_value", last_value, flat_frame, device),
         init=per_row("init", init, frame, device),
     )
-    if validate:
-        validate_contents(p, reads, frame)
-    return {k: frame.output(v) for k, v in solve(p, backend).items()}
+    out = solve(p, backend, validate=validate, reads=reads, frame=frame)
+    return {k: frame.output(v) for k, v in out.items()}
 
 
 # ---------------------------------------------------------------------------

@@ -487,15 +487,27 @@ def _missing_bootstrap_message(p: Problem, idx: str, at_end: bool) -> str:
 # Dispatch
 
 
-def solve(p: Problem, backend: str) -> dict[str, Tensor]:
-    """Run one estimator on the chosen backend; returns ``{output: [R, T]}``."""
+def solve(
+    p: Problem, backend: str, *, validate: bool = False, reads=None, frame=None
+) -> dict[str, Tensor]:
+    """Validate (when asked) and run one estimator; returns ``{output: [R, T]}``.
+
+    On the Triton backend the content checks are fused into the kernel as a
+    screen (one device sync instead of a pass per column); only when it fires
+    does the host validator run, to name the input and the first bad index.
+    """
     from rltscan.estimators import MODULES
 
     which = resolve_backend(backend, p.device)
     if which == "triton":
         from rltscan.scan import triton_scan
 
-        return triton_scan.solve(p)
+        out, suspicious = triton_scan.solve(p, check=validate)
+        if suspicious:
+            validate_contents(p, reads, frame)  # raises with the exact message
+        return out
+    if validate:
+        validate_contents(p, reads, frame)
     mod = MODULES[p.kind]
     if which == "reference":
         from rltscan.scan import reference

@@ -149,9 +149,9 @@ def problem_of(kind: str, inputs: dict[str, Any]) -> Any:
     captured: dict[str, Any] = {}
     orig = _common.solve
 
-    def grab(p: Any, backend: str) -> dict[str, Tensor]:
+    def grab(p: Any, backend: str, **kw: Any) -> dict[str, Tensor]:
         captured["p"] = p
-        return orig(p, backend)
+        return orig(p, backend, **kw)
 
     import rltscan.estimators as est
 

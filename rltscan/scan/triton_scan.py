@@ -75,6 +75,11 @@ def _ld(ptr, offs, mask, COMPUTE: tl.constexpr):
 
 
 @triton.jit
+def _nonfinite(x):
+    return (x != x) | (tl.abs(x) == float("inf"))
+
+
+@triton.jit
 def _flag(ptr, offs, mask):
     return tl.load(ptr + offs, mask=mask, other=0) != 0
 
@@ -177,6 +182,7 @@ def _scan_kernel(
     out1_ptr,
     ws_ptr,
     flag_ptr,  # look-back workspace
+    err_ptr,  # int32: raised to 1 when a read entry is not finite (CHECK)
     R,
     T,
     stride_r,
@@ -203,6 +209,7 @@ def _scan_kernel(
     FIRST_GIVEN: tl.constexpr,
     HAS_INIT: tl.constexpr,
     HAS_OUT1: tl.constexpr,
+    CHECK: tl.constexpr,
     ROWS: tl.constexpr,
     CHUNK: tl.constexpr,
     LOOKBACK: tl.constexpr,
@@ -275,10 +282,9 @@ def _scan_kernel(
             ev = tl.where(term, 0.0, _ld(c2_ptr, offs, mask & ~term, COMPUTE))
             b = r + gamma * ev - q
             # c_{t+1}: the NEXT row's ratio, never read at a cut
-            lr1 = _ld(c3_ptr, offs1, mask & ~cut, COMPUTE) - _ld(
-                c4_ptr, offs1, mask & ~cut, COMPUTE
-            )
-            c1 = lam * tl.exp(tl.minimum(lr1, log_c))
+            lt = _ld(c3_ptr, offs1, mask & ~cut, COMPUTE)
+            lb = _ld(c4_ptr, offs1, mask & ~cut, COMPUTE)
+            c1 = lam * tl.exp(tl.minimum(lt - lb, log_c))
             a = tl.where(cut, 0.0, gamma * c1)
         else:
             nv = _next_value(
@@ -311,11 +317,25 @@ def _scan_kernel(
                 a = tl.where(cut, 0.0, gamma).to(COMPUTE)
             else:  # VTRACE
                 v = _ld(c1_ptr, offs, mask, COMPUTE)
-                lr = _ld(c3_ptr, offs, mask, COMPUTE) - _ld(c4_ptr, offs, mask, COMPUTE)
+                lt = _ld(c3_ptr, offs, mask, COMPUTE)
+                lb = _ld(c4_ptr, offs, mask, COMPUTE)
+                lr = lt - lb
                 rho = tl.exp(tl.minimum(lr, log_rho))
                 cc = lam * tl.exp(tl.minimum(lr, log_c))
                 b = rho * (r + gamma * nv - v)
                 a = tl.where(cut, 0.0, gamma * cc)
+
+    if CHECK:
+        # A fast screen for validation: every read input flows into b (a missing
+        # bootstrap arrives as NaN), except the log-ratios, which are clipped.
+        # Only masked-in (read) entries can be non-finite here.
+        bad = _nonfinite(b)
+        if KIND == 4 or KIND == 5:
+            bad = bad | (lt != lt) | (lt == float("inf")) | _nonfinite(lb)
+        if KIND == 5 and HAS_OUT1:
+            bad = bad | _nonfinite(_ld(c5_ptr, offs, mask, COMPUTE))
+        if tl.max(tl.max((bad & mask).to(tl.int32), axis=1), axis=0) > 0:
+            tl.atomic_max(err_ptr, 1)
 
     # Out-of-range steps are identities (1, 0); out-of-range rows resets (0, 0), so
     # they never hold a look-back open.
@@ -482,7 +502,8 @@ def _launch(
     missing: float = 0.0,
     params: dict[str, float] | None = None,
     first_given: bool = False,
-) -> dict[str, Tensor]:
+    check: bool = False,
+) -> tuple[dict[str, Tensor], Tensor | None]:
     params = params or {}
     ref_name = next(n for n in ("c0", "c1") if n in cols)
     cols, ref = _same_layout(cols, cols[ref_name])
@@ -508,7 +529,7 @@ def _launch(
         cols.get("term", dummy), cols.get("trunc", dummy),
         row if row is not None else dummy,
         outs[0], outs[1] if len(outs) > 1 else dummy,
-        ws, flags,
+        ws, flags, _err_word(device) if check else dummy,
         n_rows, steps, ref.stride(0), ref.stride(1), n_tblocks, epoch,
         *_scalar_args(
             params.get("gamma", 1.0), params.get("lam", 1.0), params.get("rho_clip", 1.0),
@@ -517,11 +538,30 @@ def _launch(
         missing,
         KIND=kind, REVERSE=reverse, NV_MODE=nv_mode,
         HAS_V="c1" in cols, HAS_TERM="term" in cols, HAS_TRUNC="trunc" in cols,
-        FIRST_GIVEN=first_given, HAS_INIT=has_init, HAS_OUT1=len(outs) > 1,
+        FIRST_GIVEN=first_given, HAS_INIT=has_init, HAS_OUT1=len(outs) > 1, CHECK=check,
         ROWS=tiles.rows, CHUNK=tiles.chunk, LOOKBACK=lookback, COMPUTE=compute,
         num_warps=tiles.num_warps,
     )  # fmt: skip
-    return dict(zip(out_names, outs, strict=True))
+    return dict(zip(out_names, outs, strict=True)), (_err_word(device) if check else None)
+
+
+_ERR: dict[torch.device, Tensor] = {}
+
+
+def _err_word(device: torch.device) -> Tensor:
+    """A persistent int32 per device; kernels raise it, the host reads and clears it."""
+    w = _ERR.get(device)
+    if w is None:
+        w = _ERR[device] = torch.zeros(1, dtype=torch.int32, device=device)
+    return w
+
+
+def read_error(word: Tensor | None) -> bool:
+    """True when a checked launch saw a non-finite read entry (one device sync)."""
+    if word is None or int(word.item()) == 0:
+        return False
+    word.zero_()
+    return True
 
 
 def _hi_lo(x: float) -> tuple[float, float]:
@@ -551,7 +591,7 @@ def _log(x: float) -> float:
 
 def linear_scan(a: Tensor, b: Tensor, *, reverse: bool, init: Tensor | None = None) -> Tensor:
     """The bare recurrence over ``[R, T]`` (same signature as the other backends)."""
-    out = _launch(
+    out, _ = _launch(
         LINEAR,
         reverse=reverse,
         cols={"c0": a, "c1": b},
@@ -581,8 +621,13 @@ _SLOTS = {
 }  # fmt: skip
 
 
-def solve(p) -> dict[str, Tensor]:
-    """Run an ``estimators._common.Problem`` through the fused kernel."""
+def solve(p, check: bool = False) -> tuple[dict[str, Tensor], bool]:
+    """Run an ``estimators._common.Problem`` through the fused kernel.
+
+    With ``check`` the kernel also screens every entry it reads for NaN/Inf (a
+    missing bootstrap counts) and the second result says whether any was found;
+    that costs one device sync, not a pass over the data.
+    """
     from rltscan.estimators import MODULES
 
     slots = _SLOTS[p.kind]
@@ -603,7 +648,7 @@ def solve(p) -> dict[str, Tensor]:
         row, has_init = p.init.to(p.dtype).contiguous(), True
     elif p.last_value is not None:
         row = p.last_value.to(p.dtype).contiguous()
-    return _launch(
+    out, word = _launch(
         KINDS[p.kind],
         reverse=p.reverse,
         cols=cols,
@@ -615,4 +660,6 @@ def solve(p) -> dict[str, Tensor]:
         missing=0.0 if p.missing_zero else math.nan,
         params=p.params,
         first_given=first_given,
+        check=check,
     )
+    return out, read_error(word)
