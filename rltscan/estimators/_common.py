@@ -9,6 +9,7 @@ without a transposition copy. Flags stay 1 byte wide (bool or uint8).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Iterator, Mapping
@@ -78,25 +79,39 @@ class Problem:
         """The same problem computed in ``dtype`` (the reference path uses float64)."""
         return dataclasses.replace(self, dtype=dtype)
 
+    # Derived flags, computed once per call (frozen dataclass: cached in __dict__).
+    @functools.cached_property
+    def done(self) -> Tensor:
+        return self.flag("terminated") | self.flag("truncated")
+
+    @functools.cached_property
+    def cut(self) -> Tensor:
+        cut = self.done.clone()
+        cut[:, -1] = True
+        return cut
+
+    @functools.cached_property
+    def boot(self) -> Tensor:
+        return self.cut & ~self.flag("terminated")
+
 
 # ---------------------------------------------------------------------------
 # Derived flags and the nv select (torch; used by the reference and torch backends)
 
 
 def done_mask(p: Problem) -> Tensor:
-    return p.flag("terminated") | p.flag("truncated")
+    """done_t = terminated_t OR truncated_t."""
+    return p.done
 
 
 def cut_mask(p: Problem) -> Tensor:
     """cut_t = done_t OR t == T-1: no credit flows from t+1 into t (ALGORITHMS.md §1.2)."""
-    cut = done_mask(p).clone()
-    cut[:, -1] = True
-    return cut
+    return p.cut
 
 
 def boot_mask(p: Problem) -> Tensor:
     """boot_t = cut_t AND NOT terminated_t: V(s_{t+1}) must be bootstrapped."""
-    return cut_mask(p) & ~p.flag("terminated")
+    return p.boot
 
 
 def first_mask(p: Problem) -> Tensor:
@@ -436,6 +451,8 @@ def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> Non
         if name not in p.cols:
             continue
         x = p.cols[name]
+        if bool(torch.isfinite(x).all()):  # the common case: one pass, no masks
+            continue
         if name == "logp_target":  # -inf is a legal log-probability (ratio 0)
             bad = torch.isnan(x) | (x == math.inf)
             what = "NaN or +Inf"
@@ -448,7 +465,7 @@ def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> Non
         lv_bad = ~torch.isfinite(p.last_value) & ~p.flag("terminated")[:, -1]
         checks.append(("last_value", lv_bad[:, None], "NaN or Inf"))
     if not p.missing_zero and p.nv_mode in (NV_LAST, NV_NONE) and _needs_nv(p):
-        boot = boot_mask(p)
+        boot = boot_mask(p).clone()
         if p.nv_mode == NV_LAST:
             boot[:, -1] = False
         checks.append(("bootstrap", boot, "missing"))

@@ -24,7 +24,7 @@ def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     gamma, lam = p.params["gamma"], p.params["lam"]
     r, v = p.col("rewards"), p.col("values")
     nv = torch.where(p.flag("terminated"), 0.0, next_state_values(p))  # select: NaN-safe
-    delta = r + gamma * nv - v
+    delta = torch.add(r, nv, alpha=gamma).sub_(v)
     a = select(cut_mask(p), 0.0, gamma * lam, p)
     return a, delta
 

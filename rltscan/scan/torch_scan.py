@@ -57,8 +57,10 @@ def _chunked(a: Tensor, b: Tensor, *, reverse: bool, init: Tensor | None, chunk:
         a = torch.cat([a, a.new_ones(rows, pad)], dim=1)
         b = torch.cat([b, b.new_zeros(rows, pad)], dim=1)
     # [R, K, S] -> [S, R*K]: step s of every chunk of every row is one contiguous vector.
-    at = a.reshape(rows, n_chunks, chunk).permute(2, 0, 1).reshape(chunk, rows * n_chunks)
-    bt = b.reshape(rows, n_chunks, chunk).permute(2, 0, 1).reshape(chunk, rows * n_chunks)
+    # (.contiguous(): with one row, reshape would return a strided *view*, and every
+    # loop step would then gather K elements S apart — 10x slower, measured.)
+    at = a.reshape(rows, n_chunks, chunk).permute(2, 0, 1).contiguous().view(chunk, -1)
+    bt = b.reshape(rows, n_chunks, chunk).permute(2, 0, 1).contiguous().view(chunk, -1)
     order = range(chunk - 1, -1, -1) if reverse else range(chunk)
 
     # 1. local pass: chunk aggregates with a zero boundary
