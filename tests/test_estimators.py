@@ -54,7 +54,7 @@ def _grid():
     for T, B in SIZES:
         for p in DENSITIES:
             b = "flat" if B is None else f"B{B}"
-            yield pytest.param(T, B, p, id=f"T{T}-{b}-p{p:g}")
+            yield pytest.param(T, B, p, id=f"T{T}-{b}-p{p:g}-f32")
 
 
 @pytest.mark.parametrize("name", ESTIMATORS)
