@@ -10,7 +10,7 @@ import inspect as _inspect
 import re
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
@@ -19,6 +19,7 @@ import torch
 
 from rltscan.errors import (
     BackendUnavailableError,
+    MissingBootstrapError,
     OutputRefusedError,
     ParameterError,
     RltscanError,
@@ -292,16 +293,17 @@ def _run(
 
     with clock.stage("to device", bytes=in_bytes, steps=prepared.steps):
         tensors = _to_device(call, dev)
-    if dev.type == "cuda":
-        with clock.stage("warm-up", steps=prepared.steps):
-            spec.function(**tensors)
-    else:
-        clock.skip("warm-up")
-    with clock.stage("scan", steps=prepared.steps) as box:
-        result = spec.function(**tensors)
-        produced = {prefix + k: v for k, v in dict(result).items() if v is not None}
-        out_bytes = sum(int(v.numel() * v.element_size()) for v in produced.values())
-        box["bytes"] = in_bytes + out_bytes
+    with _cli_bootstrap_hint():
+        if dev.type == "cuda":
+            with clock.stage("warm-up", steps=prepared.steps):
+                spec.function(**tensors)
+        else:
+            clock.skip("warm-up")
+        with clock.stage("scan", steps=prepared.steps) as box:
+            result = spec.function(**tensors)
+            produced = {prefix + k: v for k, v in dict(result).items() if v is not None}
+            out_bytes = sum(int(v.numel() * v.element_size()) for v in produced.values())
+            box["bytes"] = in_bytes + out_bytes
     with clock.stage("from device", bytes=out_bytes, steps=prepared.steps):
         arrays = {k: v.detach().cpu().numpy() for k, v in produced.items()}
 
@@ -487,3 +489,16 @@ def _optional_hint(spec: Any, prepared: Any) -> str:
     ):
         return f"bootstrap values at truncations (e.g. {OPTION['next_values']} KEY) if any"
     return ""
+
+
+@contextmanager
+def _cli_bootstrap_hint() -> Iterator[None]:
+    """Say the file-level fix (column options) instead of the Python argument names."""
+    try:
+        yield
+    except MissingBootstrapError as e:
+        raise MissingBootstrapError(
+            e.where,
+            "pass --next-values KEY (or --last-values KEY for a [T, B] buffer), "
+            "or --missing-bootstrap zero to treat it as 0",
+        ) from None

@@ -37,6 +37,18 @@ class DataError(RltscanError, ValueError):
     exit_code = 4
 
 
+class MissingBootstrapError(DataError):
+    """A truncation or the window end needs V(s_{t+1}) and no source gives it (D5).
+
+    ``where`` is the first half of the message (what and where), so a caller (the
+    CLI) can replace the Python-level fix with its own options.
+    """
+
+    def __init__(self, where: str, fix: str) -> None:
+        super().__init__(f"{where}; {fix}")
+        self.where = where
+
+
 class DTypeError(RltscanError, TypeError):
     """An input has a dtype the estimator cannot take (strings, complex, ...)."""
 

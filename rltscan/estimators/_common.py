@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rltscan.errors import DataError, DTypeError, ParameterError
+from rltscan.errors import DataError, DTypeError, MissingBootstrapError, ParameterError
 from rltscan.scan import resolve_backend
 
 ArrayLike = Any  # torch.Tensor | numpy.ndarray | nested sequences
@@ -344,12 +344,25 @@ def check_params(**params: float | None) -> None:
     for name, v in params.items():
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(float(v)):
+        if not _is_real_scalar(v) or math.isnan(float(v)):
             raise ParameterError(f"{name} must be a number, got {v!r}; pass a float")
         if name in ("gamma", "lam") and not 0.0 <= float(v) <= 1.0:
             raise ParameterError(f"{name} = {v} is outside [0, 1]; pass a value in [0, 1]")
         if name in ("rho_clip", "c_clip", "pg_rho_clip") and not float(v) > 0.0:
             raise ParameterError(f"{name} = {v} must be > 0; pass a positive clip threshold")
+
+
+def _is_real_scalar(v: object) -> bool:
+    """Python, numpy or 0-d torch real numbers (not bools)."""
+    if isinstance(v, (bool, np.bool_)):
+        return False
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return True
+    return (
+        isinstance(v, Tensor)
+        and v.ndim == 0
+        and (v.dtype.is_floating_point or (not v.dtype.is_complex and v.dtype != torch.bool))
+    )
 
 
 def check_shape(name: str, t: Tensor, want: tuple[int, ...], ref: str) -> None:
@@ -478,7 +491,12 @@ def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> Non
         r, t = (int(i) for i in torch.nonzero(bad)[0].tolist())
         idx = fmt_index(frame.user_index(r, t))
         if what == "missing":
-            raise DataError(_missing_bootstrap_message(p, idx, t == p.shape[1] - 1))
+            where = "the window ends" if t == p.shape[1] - 1 else "the episode is truncated"
+            raise MissingBootstrapError(
+                f"{where} at index {idx} without termination but no bootstrap value was given",
+                'pass "next_values", "bootstrap_values" or "last_value" '
+                '(or missing_bootstrap="zero" to treat it as 0)',
+            )
         if name == "last_value":
             raise DataError(f'"last_value" has {what} at index {r}; pass finite bootstrap values')
         raise DataError(
@@ -489,15 +507,6 @@ def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> Non
 
 def _needs_nv(p: Problem) -> bool:
     return p.kind in ("gae", "td_lambda", "vtrace", "returns")
-
-
-def _missing_bootstrap_message(p: Problem, idx: str, at_end: bool) -> str:
-    where = "the window ends" if at_end else "the episode is truncated"
-    return (
-        f"{where} at index {idx} without termination but no bootstrap value was given; "
-        'pass "next_values", "bootstrap_values" or "last_value" '
-        '(or missing_bootstrap="zero" to treat it as 0)'
-    )
 
 
 # ---------------------------------------------------------------------------
