@@ -75,7 +75,13 @@ def linear_scan(
     init2 = None
     if init is not None:
         init2 = torch.as_tensor(init, dtype=dtype, device=b.device).expand(lead).reshape(-1)
-    which = resolve_backend(backend, b.device)
+    user_device = b.device
+    on_cpu = user_device.type == "cpu"
+    if backend == "triton" and on_cpu and torch.cuda.is_available() and not triton_interpreting():
+        # as the estimators do: compute on the GPU, return to the caller's device
+        a2, b2 = a2.cuda(), b2.cuda()
+        init2 = None if init2 is None else init2.cuda()
+    which = resolve_backend(backend, b2.device)
     if which == "reference":
         from rltscan.scan import reference
 
@@ -88,4 +94,4 @@ def linear_scan(
         from rltscan.scan import triton_scan
 
         y = triton_scan.linear_scan(a2, b2, reverse=reverse, init=init2)
-    return y.reshape(b.shape)
+    return y.reshape(b.shape).to(user_device)
