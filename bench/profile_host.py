@@ -5,41 +5,27 @@ from __future__ import annotations
 import cProfile
 import io
 import pstats
-import time
 
 import torch
 
 import rltscan.estimators as est
 from rltscan.scan import bench, triton_scan
 
-
-def per_call(fn, n=1000) -> float:
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t = time.perf_counter() - t0
-    torch.cuda.synchronize()
-    return t / n * 1e6
-
-
 inp = bench.make_inputs("gae", (4096, 128), ep_len=200.0, device="cuda")
 full = lambda: bench.call("gae", inp, backend="triton", validate=False)  # noqa: E731
-print("full call", per_call(full))
+print("full call", bench.host_us(full))
 captured = {}
 orig = est.solve
 est.solve = lambda p, b: (
     captured.setdefault("p", p)
     and {k: torch.empty(p.shape, device="cuda") for k in ("advantages", "value_targets")}
 )
-print("python only (no launch)", per_call(full))
+print("python only (no launch)", bench.host_us(full))
 est.solve = orig
 p = captured["p"]
-print("triton_scan.solve(p)", per_call(lambda: triton_scan.solve(p)))
+print("triton_scan.solve(p)", bench.host_us(lambda: triton_scan.solve(p)))
 x = torch.empty(10, device="cuda")
-print("torch.empty x2", per_call(lambda: (torch.empty_like(x), torch.empty_like(x))))
+print("torch.empty x2", bench.host_us(lambda: (torch.empty_like(x), torch.empty_like(x))))
 pr = cProfile.Profile()
 pr.enable()
 for _ in range(500):

@@ -4,35 +4,10 @@ from __future__ import annotations
 
 import functools
 import sys
-import time
 
-import torch
 import triton.testing
 
 from rltscan.scan import bench, triton_scan
-
-
-def kernel_us(fn, n=50) -> float:
-    fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
-    tot = sum(e.device_time_total for e in prof.key_averages() if "_scan_kernel" in e.key)
-    return tot / n
-
-
-def host_us(fn, n=2000) -> float:
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t = time.perf_counter() - t0
-    torch.cuda.synchronize()
-    return t / n * 1e6
 
 
 def main() -> None:
@@ -41,8 +16,8 @@ def main() -> None:
             inp = bench.make_inputs(kind, shape, ep_len=200.0, device="cuda")
             full = functools.partial(bench.call, kind, inp, backend="triton", validate=False)
             t_full = 1e3 * triton.testing.do_bench(full, warmup=25, rep=100, return_mode="median")
-            t_kern = kernel_us(full)
-            t_host = host_us(full, 500)
+            t_kern = bench.kernel_us(full, 50)
+            t_host = bench.host_us(full, 500)
             print(
                 f"{kind:10s} {'x'.join(map(str, shape)):>10s} full {t_full:8.1f} us  "
                 f"kernel {t_kern:8.1f} us  host/call {t_host:8.1f} us  tiles "

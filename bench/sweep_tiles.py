@@ -4,19 +4,7 @@ from __future__ import annotations
 
 import sys
 
-import torch
-
 from rltscan.scan import bench, triton_scan
-
-
-def kernel_us(fn, n=20) -> float:
-    fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
-    return sum(e.device_time_total for e in prof.key_averages() if "_scan_kernel" in e.key) / n
 
 
 def main() -> None:
@@ -36,7 +24,7 @@ def main() -> None:
             for rows, chunk, warps in configs:
                 with triton_scan.tile_override(rows=rows, chunk=chunk, num_warps=warps):
                     f = lambda k=kind, i=inp: bench.call(k, i, backend="triton", validate=False)  # noqa: E731
-                    us = kernel_us(f)
+                    us = bench.kernel_us(f)
                 print(
                     f"{kind:10s} {'x'.join(map(str, shape)):>12s} {layout} rows={rows:3d} "
                     f"chunk={chunk:5d} warps={warps:2d} kernel {us:8.1f} us  floor {floor:7.1f}"

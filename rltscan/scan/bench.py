@@ -181,6 +181,30 @@ def copy_bandwidth() -> float:
     return 2 * (1 << 30) / (ms * 1e-3) / 1e9
 
 
+def kernel_us(fn: Callable[[], Any], n: int = 20) -> float:
+    """Mean GPU time of the fused kernel per call of ``fn`` (torch profiler, CUDA events)."""
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+    return sum(e.device_time_total for e in prof.key_averages() if "_scan_kernel" in e.key) / n
+
+
+def host_us(fn: Callable[[], Any], n: int = 1000) -> float:
+    """Host time per call of ``fn`` without waiting for the device (launch overhead)."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    return t / n * 1e6
+
+
 def max_rel_err(got: dict[str, Tensor], want: dict[str, Tensor]) -> float:
     worst = 0.0
     for k, w in want.items():
