@@ -16,7 +16,7 @@ full = lambda: bench.call("gae", inp, backend="triton", validate=False)  # noqa:
 print("full call", bench.host_us(full))
 captured = {}
 orig = est.solve
-est.solve = lambda p, b: (
+est.solve = lambda p, b, **kw: (
     captured.setdefault("p", p)
     and {k: torch.empty(p.shape, device="cuda") for k in ("advantages", "value_targets")}
 )
