@@ -384,10 +384,15 @@ def normal_time_dim(time_dim: int, ndim: int, ref: str) -> int:
     return time_dim % ndim
 
 
+@functools.lru_cache(maxsize=1)
+def _cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
 def compute_device(backend: str, device: torch.device) -> torch.device:
     """Where the work runs: the inputs' device, except that an explicit ``backend="triton"``
     on CPU inputs runs on the GPU when one is present (results come back to the CPU)."""
-    if backend == "triton" and device.type == "cpu" and torch.cuda.is_available():
+    if backend == "triton" and device.type == "cpu" and _cuda_available():
         from rltscan.scan import triton_interpreting
 
         if not triton_interpreting():

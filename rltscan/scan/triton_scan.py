@@ -473,14 +473,16 @@ _WS = _Workspace()
 
 def _same_layout(cols: dict[str, Tensor], ref: Tensor) -> tuple[dict[str, Tensor], Tensor]:
     """All [R, T] columns must share strides; copy the odd ones (rare) to ref's layout."""
-    if ref.stride(0) == 0 or ref.stride(1) == 0 or not _dense(ref):
+    stride = ref.stride()
+    if 0 in stride or not _dense(ref):
         ref = ref.contiguous()
+        stride = ref.stride()
     out = {}
     for name, x in cols.items():
-        if x.stride() == ref.stride():
+        if x.stride() == stride:
             out[name] = x
         else:
-            y = torch.empty_strided(ref.shape, ref.stride(), dtype=x.dtype, device=x.device)
+            y = torch.empty_strided(ref.shape, stride, dtype=x.dtype, device=x.device)
             y.copy_(x)
             out[name] = y
     return out, ref
@@ -516,8 +518,9 @@ def _launch(
         torch.empty_strided(ref.shape, ref.stride(), dtype=dtype, device=device) for _ in out_names
     ]
     tiles = choose_tiles(n_rows, steps, ref.stride(1) == 1 or steps == 1)
-    n_tblocks = triton.cdiv(steps, tiles.chunk)
-    n_rblocks = triton.cdiv(n_rows, tiles.rows)
+    # (plain integer ceil: triton.cdiv from Python goes through the JIT machinery)
+    n_tblocks = -(-steps // tiles.chunk)
+    n_rblocks = -(-n_rows // tiles.rows)
     grid = (n_rblocks * n_tblocks,)
     lookback = n_tblocks > 1
     if lookback:
@@ -624,6 +627,12 @@ _SLOTS = {
 }  # fmt: skip
 
 
+def _outputs(kind: str) -> tuple[str, ...]:
+    from rltscan.estimators import MODULES
+
+    return MODULES[kind].OUTPUTS
+
+
 def solve(p, check: bool = False) -> tuple[dict[str, Tensor], bool]:
     """Run an ``estimators._common.Problem`` through the fused kernel.
 
@@ -631,8 +640,6 @@ def solve(p, check: bool = False) -> tuple[dict[str, Tensor], bool]:
     missing bootstrap counts) and the second result says whether any was found;
     that costs one device sync, not a pass over the data.
     """
-    from rltscan.estimators import MODULES
-
     slots = _SLOTS[p.kind]
     cols = {slots[name]: x for name, x in p.cols.items() if name in slots}
     first_given = "is_first" in p.cols
@@ -643,7 +650,7 @@ def solve(p, check: bool = False) -> tuple[dict[str, Tensor], bool]:
             cols["term"] = p.cols["terminated"]
         if "truncated" in p.cols:
             cols["trunc"] = p.cols["truncated"]
-    outputs = MODULES[p.kind].OUTPUTS
+    outputs = _outputs(p.kind)
     if p.kind == "retrace" and "v_pi" not in p.cols:
         outputs = outputs[:1]
     row, has_init = None, False
