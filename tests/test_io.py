@@ -445,3 +445,70 @@ def test_hdf5_time_major_round_trip(shape, dtype, seed, tmp_path: Path) -> None:
     # gamma=1 with a terminal on the last step only would be a reversed cumsum; check
     # the last step, which is always its own reward (window end, no bootstrap: zero).
     np.testing.assert_allclose(out[-1], rewards[-1].astype(np.float64), rtol=1e-3, atol=1e-3)
+
+
+# ------------------------------------------------ Minari Parquet/Arrow (columnar) backend
+
+
+def _minari_columnar(tmp_path: Path, backend: str) -> Path:
+    """The HDF5 Minari sample rewritten as Minari's columnar layout: one ``data/<id>/``
+    directory per episode, every column T+1 rows (values real; the rest padded)."""
+    root = tmp_path / f"minari_{backend}"
+    (root / "data").mkdir(parents=True)
+    meta = json.loads((MINARI / "data" / "metadata.json").read_text())
+    meta["data_format"] = backend
+    (root / "data" / "metadata.json").write_text(json.dumps(meta))
+    with h5py.File(MINARI / "data" / "main_data.hdf5") as f:
+        for key in f:
+            g = f[key]
+            cols = {}
+            for name in g:
+                x = np.asarray(g[name])
+                if name == "observations" or x.ndim != 1:
+                    continue
+                if name != "values":  # pad like Minari: one dummy row (0 / False)
+                    x = np.append(x, np.zeros(1, dtype=x.dtype))
+                cols[name] = x
+            table = pa.table(cols)
+            d = root / "data" / key.removeprefix("episode_")
+            d.mkdir()
+            if backend == "parquet":
+                pq.write_table(table, d / "part-0.parquet")
+            else:
+                with pa.ipc.new_file(d / "part-0.arrow", table.schema) as w:
+                    w.write_table(table)
+    return root
+
+
+@pytest.mark.parametrize("backend", ["parquet", "arrow"])
+@pytest.mark.parametrize("command", ["gae", "vtrace", "retrace", "prefix-sum"])
+def test_minari_columnar_matches_hdf5_and_keeps_padding(
+    tmp_path: Path, backend: str, command: str
+) -> None:
+    ref_path = copy_sample(MINARI, tmp_path)
+    run(command, ref_path)
+    root = _minari_columnar(tmp_path, backend)
+    before = {
+        d.name: (pq.read_table(next(d.iterdir())) if backend == "parquet" else None)
+        for d in (root / "data").iterdir()
+        if d.is_dir()
+    }
+    run(command, root)
+    outs = {"gae": "advantages", "vtrace": "vs", "retrace": "retrace_targets"}
+    out = outs.get(command, "prefix_sums")
+    with h5py.File(ref_path / "data" / "main_data.hdf5") as f:
+        for key in f:
+            d = root / "data" / key.removeprefix("episode_")
+            part = next(d.iterdir())
+            if backend == "parquet":
+                table = pq.read_table(part)
+            else:
+                with pa.memory_map(str(part)) as src:
+                    table = pa.ipc.open_file(src).read_all()
+            got = table.column(out).to_numpy()
+            want = np.asarray(f[key][out])
+            assert len(got) == len(want) + 1 and np.isnan(got[-1])  # padding row kept
+            np.testing.assert_allclose(got[:-1], want, rtol=RTOL, atol=ATOL)
+            if before[d.name] is not None:  # every original column unchanged
+                for name in before[d.name].column_names:
+                    assert table.column(name).equals(before[d.name].column(name))
