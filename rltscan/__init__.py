@@ -38,6 +38,16 @@ from rltscan.scan import linear_scan
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    """``rltscan.run`` / ``rltscan.inspect`` (the file-level API) load on first use."""
+    if name in ("run", "inspect"):
+        from rltscan import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'rltscan' has no attribute {name!r}")
+
+
 __all__ = [
     "ESTIMATORS",
     "AmbiguousInputError",
@@ -55,9 +65,11 @@ __all__ = [
     "discounted_returns",
     "eligibility_traces",
     "gae",
+    "inspect",
     "linear_scan",
     "prefix_sum",
     "retrace",
+    "run",
     "td_lambda",
     "vtrace",
 ]
