@@ -445,27 +445,36 @@ def _default_tiles(n_rows: int, steps: int, time_contiguous: bool) -> Tiles:
 
 
 class _Workspace:
-    """Per-device look-back scratch: floats for (A, B, inclusive) and epoch-tagged flags."""
+    """Look-back scratch per (device, stream): floats for (A, B, inclusive) and epoch-tagged
+    flags. Keyed by stream so that launches on concurrent streams never share flags;
+    launches on one stream are ordered, so the epoch alone separates them."""
 
     def __init__(self) -> None:
-        self.buffers: dict[tuple[torch.device, torch.dtype], Tensor] = {}
-        self.flags: dict[torch.device, Tensor] = {}
-        self.epoch: dict[torch.device, int] = {}
+        self.buffers: dict[tuple[object, torch.dtype], Tensor] = {}
+        self.flags: dict[object, Tensor] = {}
+        self.epoch: dict[object, int] = {}
 
     def get(self, device: torch.device, dtype: torch.dtype, n_tiles: int, rows: int):
+        key = (device, _stream_id(device))
         need = n_tiles * 3 * rows
-        buf = self.buffers.get((device, dtype))
+        buf = self.buffers.get((key, dtype))
         if buf is None or buf.numel() < need:
             buf = torch.empty(max(need, 1 << 16), dtype=dtype, device=device)
-            self.buffers[(device, dtype)] = buf
-        flags = self.flags.get(device)
-        epoch = self.epoch.get(device, 0) + 1
+            self.buffers[(key, dtype)] = buf
+        flags = self.flags.get(key)
+        epoch = self.epoch.get(key, 0) + 1
         if flags is None or flags.numel() < n_tiles or epoch >= (1 << 29):
             flags = torch.zeros(max(2 * n_tiles, 1 << 14), dtype=torch.int32, device=device)
-            self.flags[device] = flags
+            self.flags[key] = flags
             epoch = 1
-        self.epoch[device] = epoch
+        self.epoch[key] = epoch
         return buf, flags, epoch
+
+
+def _stream_id(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 0  # the interpreter runs programs in order on the host
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 _WS = _Workspace()
