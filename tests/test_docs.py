@@ -45,9 +45,7 @@ NAMES = {
 
 def test_performance_table_comes_from_the_result_file():
     rows = json.loads((RESULTS / "gpu-flat.json").read_text())["results"]
-    find = {
-        (r["estimator"], r["steps"]): r for r in rows if r["episode_len"] == 1000.0
-    }
+    find = {(r["estimator"], r["steps"]): r for r in rows if r["episode_len"] == 1000.0}
     table = [line for line in README.splitlines() if line.startswith("| ") and "%" in line]
     seen = 0
     for line in table:

@@ -8,6 +8,7 @@ build the recurrence coefficients and post-process; none loops over time.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from types import ModuleType
@@ -47,6 +48,7 @@ from rltscan.estimators._common import (
     READ_BOOT,
     READ_NOT_TERMINATED,
     ArrayLike,
+    Carry,
     Frame,
     Problem,
     Result,
@@ -186,6 +188,7 @@ def _run(
     last_value: ArrayLike | None = None,
     init: ArrayLike | None = None,
     features: bool = False,
+    carry: Carry | None = None,
 ) -> dict[str, Any]:
     """Normalise, validate, solve, and map the outputs back to the user's layout."""
     given = {k: v for k, v in floats.items() if v is not None}
@@ -233,9 +236,73 @@ def _run(
         missing_zero=missing_zero,
         last_value=per_row("last_value", last_value, flat_frame, device),
         init=per_row("init", init, frame, device),
+        carry=_check_carry(kind, carry, last_value, init, len(next(iter(cols.values()))), device),
     )
     out = solve(p, backend, validate=validate, reads=reads, frame=frame)
-    return {k: frame.output(v) for k, v in out.items()}
+    result = {k: frame.output(v) for k, v in out.items()}
+    result["_carry_fn"] = functools.partial(_carry_out, p, out)
+    return result
+
+
+# The recurrence's own value y in terms of an estimator's first output
+_Y_BASE = {"vtrace": "values", "retrace": "q_values"}
+
+
+def _carry_out(p: Problem, out: dict[str, Any]) -> Carry:
+    """The state the next chunk in scan order needs (ALGORITHMS.md §2.4)."""
+    edge = 0 if p.reverse else -1  # only one column of anything is touched
+
+    def col(name: str) -> torch.Tensor:
+        return p.cols[name][:, edge].to(p.dtype)
+
+    y = out[MODULES[p.kind].OUTPUTS[0]][:, edge].to(p.dtype)
+    base = _Y_BASE.get(p.kind)
+    if base:
+        y = y - col(base)
+    if p.reverse:
+        nlr = col("logp_target") - col("logp_behavior") if p.kind == "retrace" else None
+        nv = col("values") if p.has("values") else None
+        return Carry(p.kind, y.clone(), next_value=nv, next_log_ratio=nlr)
+    done = p.flag("terminated")[:, edge] | p.flag("truncated")[:, edge]
+    return Carry(p.kind, y.clone(), prev_done=done.clone())
+
+
+def _check_carry(
+    kind: str,
+    carry: Carry | None,
+    last_value: Any,
+    init: Any,
+    rows: int,
+    device: torch.device,
+) -> Carry | None:
+    if carry is None:
+        return None
+    if not isinstance(carry, Carry) or carry.estimator != kind:
+        got = getattr(carry, "estimator", type(carry).__name__)
+        raise ParameterError(
+            f"carry comes from {got!r}, not {kind!r}; pass the .carry of this estimator's "
+            "result for the neighbouring chunk"
+        )
+    if carry.rows != rows:
+        raise DataError(
+            f"carry holds {carry.rows} sequences but this chunk has {rows}; "
+            "chunks of one batch must keep their rows"
+        )
+    if last_value is not None:
+        raise ParameterError(
+            '"last_value" bootstraps the window end, but a chunk with a carry does not end '
+            'the window; pass "bootstrap_values" or "next_values" for truncations'
+        )
+    if init is not None:
+        raise ParameterError('"init" and carry were both given; the carry is the initial value')
+    return dataclasses.replace(
+        carry,
+        **{
+            f.name: getattr(carry, f.name).to(device)
+            for f in dataclasses.fields(carry)
+            if isinstance(getattr(carry, f.name), torch.Tensor)
+        },
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -254,6 +321,7 @@ def gae(
     gamma: float = 0.99,
     lam: float = 0.95,
     missing_bootstrap: str = "error",
+    carry: Carry | None = None,
     time_dim: int = -1,
     backend: str = "auto",
     validate: bool = True,
@@ -287,6 +355,7 @@ def gae(
         time_dim=time_dim,
         backend=backend,
         validate=validate,
+        carry=carry,
         nv_mode=mode,
         missing_zero=_missing(missing_bootstrap),
         last_value=last_value,
@@ -306,6 +375,7 @@ def td_lambda(
     gamma: float = 0.99,
     lam: float = 0.95,
     missing_bootstrap: str = "error",
+    carry: Carry | None = None,
     time_dim: int = -1,
     backend: str = "auto",
     validate: bool = True,
@@ -339,6 +409,7 @@ def td_lambda(
         time_dim=time_dim,
         backend=backend,
         validate=validate,
+        carry=carry,
         nv_mode=mode,
         missing_zero=_missing(missing_bootstrap),
         last_value=last_value,
@@ -357,6 +428,7 @@ def discounted_returns(
     last_value: ArrayLike | None = None,
     gamma: float = 0.99,
     missing_bootstrap: str = "zero",
+    carry: Carry | None = None,
     time_dim: int = -1,
     backend: str = "auto",
     validate: bool = True,
@@ -387,6 +459,7 @@ def discounted_returns(
         time_dim=time_dim,
         backend=backend,
         validate=validate,
+        carry=carry,
         nv_mode=mode,
         missing_zero=_missing(missing_bootstrap),
         last_value=last_value,
@@ -411,6 +484,7 @@ def vtrace(
     c_clip: float = 1.0,
     pg_rho_clip: float | None = None,
     missing_bootstrap: str = "error",
+    carry: Carry | None = None,
     time_dim: int = -1,
     backend: str = "auto",
     validate: bool = True,
@@ -450,6 +524,7 @@ def vtrace(
         time_dim=time_dim,
         backend=backend,
         validate=validate,
+        carry=carry,
         nv_mode=mode,
         missing_zero=_missing(missing_bootstrap),
         last_value=last_value,
@@ -472,6 +547,7 @@ def retrace(
     gamma: float = 0.99,
     lam: float = 1.0,
     c_clip: float = 1.0,
+    carry: Carry | None = None,
     time_dim: int = -1,
     backend: str = "auto",
     validate: bool = True,
@@ -515,6 +591,7 @@ def retrace(
         time_dim=time_dim,
         backend=backend,
         validate=validate,
+        carry=carry,
         nv_mode=NV_NEXT,
     )
     return RetraceResult(**out)
@@ -555,6 +632,7 @@ def eligibility_traces(
     gamma: float = 0.99,
     lam: float = 0.95,
     init: ArrayLike | None = None,
+    carry: Carry | None = None,
     time_dim: int = -1,
     backend: str = "auto",
     validate: bool = True,
@@ -575,6 +653,7 @@ def eligibility_traces(
         time_dim=time_dim,
         backend=backend,
         validate=validate,
+        carry=carry,
         init=init,
         features=True,
     )
@@ -588,6 +667,7 @@ def prefix_sum(
     truncated: ArrayLike | None = None,
     is_first: ArrayLike | None = None,
     init: ArrayLike | None = None,
+    carry: Carry | None = None,
     time_dim: int = -1,
     backend: str = "auto",
     validate: bool = True,
@@ -612,6 +692,7 @@ def prefix_sum(
         time_dim=time_dim,
         backend=backend,
         validate=validate,
+        carry=carry,
         init=init,
         features=True,
     )
@@ -740,6 +821,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
 __all__ = [
     "ESTIMATORS",
     "MODULES",
+    "Carry",
     "EstimatorSpec",
     "GAEResult",
     "PrefixSumResult",

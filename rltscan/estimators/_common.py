@@ -32,6 +32,31 @@ NV_NONE = "none"  # no bootstrap source: missing wherever boot_t
 
 
 @dataclasses.dataclass(frozen=True)
+class Carry:
+    """What one chunk of a long sequence hands to the next chunk in scan order.
+
+    ALGORITHMS.md §2.4: a chunk (or file shard, or a GPU's share) is processed
+    with the state at its boundary, and a chunk boundary is not a cut. Backward
+    estimators walk the sequence from its end: the chunk after (later in time)
+    gives ``y`` (the recurrence value at its first step), ``next_value`` (V at its
+    first step, for nv) and, for Retrace, ``next_log_ratio`` (log π − log μ at its
+    first step, for c_{t+1}). Forward estimators walk from the start: the chunk
+    before gives ``y`` (the value at its last step) and ``prev_done`` (whether its
+    last step ended an episode). Per sequence, ``[R]`` in the estimator's row order.
+    """
+
+    estimator: str
+    y: Tensor
+    next_value: Tensor | None = None
+    next_log_ratio: Tensor | None = None
+    prev_done: Tensor | None = None
+
+    @property
+    def rows(self) -> int:
+        return int(self.y.shape[0])
+
+
+@dataclasses.dataclass(frozen=True)
 class Problem:
     """One estimator call in normal form: ``[R, T]`` columns (time last), flags, params.
 
@@ -49,6 +74,16 @@ class Problem:
     missing_zero: bool = False
     last_value: Tensor | None = None
     init: Tensor | None = None
+    carry: Carry | None = None  # the sequence continues past this chunk (§2.4)
+
+    @property
+    def continues(self) -> bool:
+        return self.carry is not None
+
+    @property
+    def boundary(self) -> Tensor | None:
+        """The scan's boundary value: the carry, else the user's ``init``."""
+        return self.carry.y if self.carry is not None else self.init
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -87,7 +122,8 @@ class Problem:
     @functools.cached_property
     def cut(self) -> Tensor:
         cut = self.done.clone()
-        cut[:, -1] = True
+        if not self.continues:  # the window end is a truncation (D3); a chunk end is not
+            cut[:, -1] = True
         return cut
 
     @functools.cached_property
@@ -121,6 +157,8 @@ def first_mask(p: Problem) -> Tensor:
     done = done_mask(p)
     first = torch.zeros_like(done)
     first[:, 1:] = done[:, :-1]
+    if p.carry is not None and p.carry.prev_done is not None:
+        first[:, 0] = p.carry.prev_done
     return first
 
 
@@ -131,12 +169,26 @@ def select(mask: Tensor, if_true: float, if_false: float, p: Problem) -> Tensor:
     return torch.where(mask, t, f)
 
 
-def shift_next(x: Tensor, fill: float = 0.0) -> Tensor:
-    """``out_t = x_{t+1}``; the last column gets ``fill`` (never read: cut there)."""
+def shift_next(x: Tensor, last: Tensor | float = 0.0) -> Tensor:
+    """``out_t = x_{t+1}``; the last column gets ``last``: the next chunk's first value
+    when the sequence continues, else a filler that is never read (a cut is there)."""
     out = torch.empty_like(x)
     out[:, :-1] = x[:, 1:]
-    out[:, -1] = fill
+    out[:, -1] = last
     return out
+
+
+def next_of(p: Problem, what: str) -> Tensor | float:
+    """The value of ``what`` at the first step after this chunk (0.0 when none follows)."""
+    if p.carry is None:
+        return 0.0
+    v = getattr(p.carry, what)
+    if v is None:
+        raise DataError(
+            f"the carry from the next chunk has no {what}; pass every chunk of a sequence "
+            "with the same bootstrap form"
+        )
+    return v.to(p.dtype)
 
 
 def missing_value(p: Problem) -> float:
@@ -155,7 +207,7 @@ def next_state_values(p: Problem) -> Tensor:
     boot = boot_mask(p)
     miss = missing_value(p)
     if p.has("values"):
-        inside = shift_next(p.col("values"))
+        inside = shift_next(p.col("values"), next_of(p, "next_value"))
     else:  # discounted returns without a critic: nv is only read at boot steps
         inside = torch.zeros(p.shape, dtype=p.dtype, device=p.device)
     if p.nv_mode == NV_BOOT:
@@ -180,7 +232,11 @@ class _MappingMixin(Mapping):
     """Lets a frozen result dataclass act as ``{name: array}`` (fields left None are absent)."""
 
     def _present(self) -> list[str]:
-        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None]
+        return [
+            f.name
+            for f in dataclasses.fields(self)
+            if f.metadata.get("output", True) and getattr(self, f.name) is not None
+        ]
 
     def __getitem__(self, key: str) -> Any:
         if key not in self._present():
@@ -196,7 +252,25 @@ class _MappingMixin(Mapping):
 
 @dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class Result(_MappingMixin):
-    """Base of every estimator's result."""
+    """Base of every estimator's result: a mapping of output name -> array.
+
+    ``carry`` (not an output) is the state to hand to the next chunk in scan order
+    when a long sequence is processed in pieces (see ``Carry``).
+    """
+
+    # Computed on first access only: a call that is not chunked never pays for it.
+    _carry_fn: Any = dataclasses.field(
+        default=None, kw_only=True, repr=False, metadata={"output": False}
+    )
+
+    @property
+    def carry(self) -> Carry | None:
+        """The state to pass as ``carry=`` with the next chunk in scan order."""
+        cached = self.__dict__.get("_carry")
+        if cached is None and self._carry_fn is not None:
+            cached = self._carry_fn()
+            object.__setattr__(self, "_carry", cached)
+        return cached
 
     def __repr__(self) -> str:
         parts = [
@@ -547,13 +621,13 @@ def solve(
 
         q = p.with_dtype(torch.float64)
         a, b = mod.coefficients(q)
-        init = None if q.init is None else q.init.to(torch.float64)
+        init = None if q.boundary is None else q.boundary.to(torch.float64)
         y = reference.linear_scan(a, b, reverse=q.reverse, init=init)
         return {k: v.to(p.dtype) for k, v in mod.finalize(q, y).items()}
     from rltscan.scan import torch_scan
 
     a, b = mod.coefficients(p)
-    init = None if p.init is None else p.init.to(p.dtype)
+    init = None if p.boundary is None else p.boundary.to(p.dtype)
     y = torch_scan.linear_scan(a, b, reverse=p.reverse, init=init)
     return mod.finalize(p, y)
 

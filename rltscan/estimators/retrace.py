@@ -14,10 +14,12 @@ sum of TD errors with E_π Q of the successor state).
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
-from rltscan.estimators._common import Problem, clipped_ratio, cut_mask, shift_next
+from rltscan.estimators._common import Problem, clipped_ratio, cut_mask, next_of, shift_next
 
 REVERSE = True
 OUTPUTS = ("retrace_targets", "advantages")
@@ -28,7 +30,13 @@ def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     r, q = p.col("rewards"), p.col("q_values")
     ev = torch.where(p.flag("terminated"), 0.0, p.col("next_expected_q"))
     delta = r + gamma * ev - q
-    c_next = shift_next(lam * clipped_ratio(p, p.params["c_clip"]))
+    c = lam * clipped_ratio(p, p.params["c_clip"])
+    if p.continues:  # c_{t+1} at the chunk end comes from the next chunk's first ratio
+        nlr = next_of(p, "next_log_ratio")
+        c_last = lam * torch.exp(torch.clamp(nlr, max=math.log(p.params["c_clip"])))
+        c_next = shift_next(c, c_last)
+    else:
+        c_next = shift_next(c)
     a = torch.where(cut_mask(p), 0.0, gamma * c_next)  # select: garbage ratio at a cut stays out
     return a, delta
 

@@ -24,6 +24,7 @@ from rltscan.estimators._common import (
     boot_mask,
     clipped_ratio,
     cut_mask,
+    next_of,
     next_state_values,
     shift_next,
 )
@@ -50,6 +51,8 @@ def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:
     term = p.flag("terminated")
     nv = torch.where(term, 0.0, next_state_values(p))
     # vs_{t+1}: only read where t is not a cut, so the next row is the same episode
-    target = torch.where(boot_mask(p) | term, nv, shift_next(vs))
+    # vs at the first step of the next chunk = V + y there (both from the carry)
+    vs_last = next_of(p, "next_value") + p.carry.y.to(p.dtype) if p.continues else 0.0
+    target = torch.where(boot_mask(p) | term, nv, shift_next(vs, vs_last))
     rhopg = clipped_ratio(p, p.params["pg_rho_clip"])
     return {"vs": vs, "pg_advantages": rhopg * (r + gamma * target - v)}

@@ -144,16 +144,24 @@ def _next_value(
     boot,
     last,
     missing,
+    at_end,
+    nxt_ptr,
     NV_MODE: tl.constexpr,
     HAS_V: tl.constexpr,
     COMPUTE: tl.constexpr,
+    CONTINUES: tl.constexpr,
 ):
     """nv_t of ALGORITHMS.md §1.3 as selects; ignored slots are never loaded."""
     if NV_MODE == 0:
         nv = _ld(src_ptr, offs, mask & ~term, COMPUTE)
     else:
         if HAS_V:
-            inside = _ld(v_ptr, offs1, mask & ~cut, COMPUTE)
+            if CONTINUES:  # past the chunk end, V(s_{t+1}) is the next chunk's first value
+                inside = _ld(v_ptr, offs1, mask & ~cut & ~at_end, COMPUTE)
+                nx = tl.load(nxt_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
+                inside = tl.where(at_end, nx[:, None], inside)
+            else:
+                inside = _ld(v_ptr, offs1, mask & ~cut, COMPUTE)
         else:
             inside = tl.zeros(offs.shape, COMPUTE)
         if NV_MODE == 1:
@@ -177,7 +185,10 @@ def _scan_kernel(
     c5_ptr,  # float columns; meaning per KIND
     term_ptr,
     trunc_ptr,
-    row_ptr,  # flags (1 byte); per-row last_value or init
+    row_ptr,  # flags (1 byte); per-row last_value or init (or the carry's y)
+    nxt_ptr,  # per-row carry from the next chunk: V at its first step
+    nlr_ptr,  # per-row carry from the next chunk: log π − log μ at its first step
+    pdone_ptr,  # per-row carry from the previous chunk: its last step ended an episode
     out0_ptr,
     out1_ptr,
     ws_ptr,
@@ -210,6 +221,7 @@ def _scan_kernel(
     HAS_INIT: tl.constexpr,
     HAS_OUT1: tl.constexpr,
     CHECK: tl.constexpr,
+    CONTINUES: tl.constexpr,  # the sequence goes on past T-1: no forced cut there (§2.4)
     ROWS: tl.constexpr,
     CHUNK: tl.constexpr,
     LOOKBACK: tl.constexpr,
@@ -243,6 +255,9 @@ def _scan_kernel(
     offs = rows[:, None] * stride_r + t[None, :] * stride_t
     offs1 = offs + stride_t  # step t+1 (backward kinds) — only read where t is not a cut
     last = (t == T - 1)[None, :]
+    at_end = last
+    if CONTINUES:
+        last = tl.zeros([ROWS, CHUNK], tl.int1)  # a chunk end is not a window end
 
     if HAS_TERM:
         term = _flag(term_ptr, offs, mask)
@@ -269,6 +284,9 @@ def _scan_kernel(
                 first = _flag(term_ptr, offs - stride_t, prev)
             if HAS_TRUNC:
                 first = first | _flag(trunc_ptr, offs - stride_t, prev)
+            if CONTINUES:  # step 0 starts an episode if the previous chunk's last ended one
+                pd = tl.load(pdone_ptr + rows, mask=rmask, other=0) != 0
+                first = first | ((t == 0)[None, :] & pd[:, None])
         if KIND == 6:
             decay = gamma * lam
         else:
@@ -282,9 +300,16 @@ def _scan_kernel(
             ev = tl.where(term, 0.0, _ld(c2_ptr, offs, mask & ~term, COMPUTE))
             b = r + gamma * ev - q
             # c_{t+1}: the NEXT row's ratio, never read at a cut
-            lt = _ld(c3_ptr, offs1, mask & ~cut, COMPUTE)
-            lb = _ld(c4_ptr, offs1, mask & ~cut, COMPUTE)
-            c1 = lam * tl.exp(tl.minimum(lt - lb, log_c))
+            nxt_mask = mask & ~cut
+            if CONTINUES:
+                nxt_mask = nxt_mask & ~at_end
+            lt = _ld(c3_ptr, offs1, nxt_mask, COMPUTE)
+            lb = _ld(c4_ptr, offs1, nxt_mask, COMPUTE)
+            lr1 = lt - lb
+            if CONTINUES:
+                nlr = tl.load(nlr_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
+                lr1 = tl.where(at_end, nlr[:, None], lr1)
+            c1 = lam * tl.exp(tl.minimum(lr1, log_c))
             a = tl.where(cut, 0.0, gamma * c1)
         else:
             nv = _next_value(
@@ -301,9 +326,12 @@ def _scan_kernel(
                 boot,
                 last,
                 missing,
+                at_end,
+                nxt_ptr,
                 NV_MODE,
                 HAS_V,
                 COMPUTE,
+                CONTINUES,
             )
             if KIND == 1:  # GAE
                 v = _ld(c1_ptr, offs, mask, COMPUTE)
@@ -371,9 +399,15 @@ def _scan_kernel(
         tl.debug_barrier()  # vs_{t+1} is re-read below, written by a neighbour thread
         tile_end = (offs_c == CHUNK - 1)[None, :]
         inside = mask & ~cut
-        vs_next = tl.load(out0_ptr + offs1, mask=inside & ~tile_end, other=0.0).to(COMPUTE)
-        v_next = _ld(c1_ptr, offs1, inside & tile_end, COMPUTE)
-        vs_next = tl.where(tile_end, v_next + carry[:, None], vs_next)
+        edge = tile_end
+        if CONTINUES:  # past the chunk end: vs = the next chunk's first V + the carry y
+            edge = tile_end | at_end
+        vs_next = tl.load(out0_ptr + offs1, mask=inside & ~edge, other=0.0).to(COMPUTE)
+        v_next = _ld(c1_ptr, offs1, inside & tile_end & ~at_end, COMPUTE)
+        if CONTINUES:
+            nx = tl.load(nxt_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
+            v_next = tl.where(at_end, nx[:, None], v_next)
+        vs_next = tl.where(edge, v_next + carry[:, None], vs_next)
         target = tl.where(cut, nv, vs_next)
         rhopg = tl.exp(tl.minimum(lr, log_pg))
         tl.store(out1_ptr + offs, (rhopg * (r + gamma * target - v)).to(out_ty), mask=mask)
@@ -517,6 +551,7 @@ def _launch(
     params: dict[str, float] | None = None,
     first_given: bool = False,
     check: bool = False,
+    carry_rows: dict[str, Tensor] | None = None,
 ) -> tuple[dict[str, Tensor], Tensor | None]:
     params = params or {}
     ref_name = next(n for n in ("c0", "c1") if n in cols)
@@ -543,6 +578,7 @@ def _launch(
         cols.get("c3", dummy), cols.get("c4", dummy), cols.get("c5", dummy),
         cols.get("term", dummy), cols.get("trunc", dummy),
         row if row is not None else dummy,
+        *((carry_rows or {}).get(k, dummy) for k in _CARRY_ROWS),
         outs[0], outs[1] if len(outs) > 1 else dummy,
         ws, flags, _err_word(device) if check else dummy,
         n_rows, steps, ref.stride(0), ref.stride(1), n_tblocks, epoch,
@@ -554,12 +590,14 @@ def _launch(
         KIND=kind, REVERSE=reverse, NV_MODE=nv_mode,
         HAS_V="c1" in cols, HAS_TERM="term" in cols, HAS_TRUNC="trunc" in cols,
         FIRST_GIVEN=first_given, HAS_INIT=has_init, HAS_OUT1=len(outs) > 1, CHECK=check,
+        CONTINUES=carry_rows is not None,
         ROWS=tiles.rows, CHUNK=tiles.chunk, LOOKBACK=lookback, COMPUTE=compute,
         num_warps=tiles.num_warps,
     )  # fmt: skip
     return dict(zip(out_names, outs, strict=True)), (_err_word(device) if check else None)
 
 
+_CARRY_ROWS = ("next_value", "next_log_ratio", "prev_done")
 _ERR: dict[torch.device, Tensor] = {}
 
 
@@ -663,10 +701,22 @@ def solve(p, check: bool = False) -> tuple[dict[str, Tensor], bool]:
     if p.kind == "retrace" and "v_pi" not in p.cols:
         outputs = outputs[:1]
     row, has_init = None, False
-    if p.init is not None:
-        row, has_init = p.init.to(p.dtype).contiguous(), True
+    if p.boundary is not None:
+        row, has_init = p.boundary.to(p.dtype).contiguous(), True
     elif p.last_value is not None:
         row = p.last_value.to(p.dtype).contiguous()
+    carry_rows = None
+    if p.carry is not None:
+        c = p.carry
+        if "values" in p.cols and p.nv_mode != "next" and c.next_value is None:
+            from rltscan.estimators._common import next_of
+
+            next_of(p, "next_value")  # raises: the chunks mix bootstrap forms
+        carry_rows = {
+            k: (v.to(torch.uint8) if k == "prev_done" else v.to(p.dtype)).contiguous()
+            for k in _CARRY_ROWS
+            if (v := getattr(c, k)) is not None
+        }
     out, word = _launch(
         KINDS[p.kind],
         reverse=p.reverse,
@@ -680,5 +730,6 @@ def solve(p, check: bool = False) -> tuple[dict[str, Tensor], bool]:
         params=p.params,
         first_given=first_given,
         check=check,
+        carry_rows=carry_rows,
     )
     return out, read_error(word)
