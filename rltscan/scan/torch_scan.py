@@ -12,7 +12,8 @@ out as ``[S, R*K]`` so that each of the S loop iterations is one fused
    solved recursively (so the depth is log-ish and no loop is longer than ~S);
 3. fix-up: re-run each chunk from its carry, writing the final y.
 
-Memory traffic per step (fp32): transposes 3×8 B, local 8 B, fix-up 12 B, prod 4 B.
+Memory traffic per step (fp32): transposes 3×8 B (blocked, no padding copies),
+local 8 B, fix-up 12 B, prod 4 B.
 """
 
 from __future__ import annotations
@@ -50,17 +51,11 @@ def _direct(a: Tensor, b: Tensor, *, reverse: bool, init: Tensor | None) -> Tens
 def _chunked(a: Tensor, b: Tensor, *, reverse: bool, init: Tensor | None, chunk: int) -> Tensor:
     rows, steps = b.shape
     n_chunks = -(-steps // chunk)
-    pad = n_chunks * chunk - steps
-    if pad:
-        # Identity elements (1, 0) beyond the end: they change nothing in either
-        # direction (backward: they sit between y_T's boundary value and step T-1).
-        a = torch.cat([a, a.new_ones(rows, pad)], dim=1)
-        b = torch.cat([b, b.new_zeros(rows, pad)], dim=1)
-    # [R, K, S] -> [S, R*K]: step s of every chunk of every row is one contiguous vector.
-    # (.contiguous(): with one row, reshape would return a strided *view*, and every
-    # loop step would then gather K elements S apart — 10x slower, measured.)
-    at = a.reshape(rows, n_chunks, chunk).permute(2, 0, 1).contiguous().view(chunk, -1)
-    bt = b.reshape(rows, n_chunks, chunk).permute(2, 0, 1).contiguous().view(chunk, -1)
+    # [R, T] -> [S, R*K]: step s of every chunk of every row is one contiguous vector.
+    # Steps past T are identity elements (1, 0): they change nothing in either
+    # direction (backward: they sit between y_T's boundary value and step T-1).
+    at = _to_chunk_major(a, chunk, n_chunks, fill=1.0)
+    bt = _to_chunk_major(b, chunk, n_chunks, fill=0.0)
     order = range(chunk - 1, -1, -1) if reverse else range(chunk)
 
     # 1. local pass: chunk aggregates with a zero boundary
@@ -88,5 +83,41 @@ def _chunked(a: Tensor, b: Tensor, *, reverse: bool, init: Tensor | None, chunk:
     carry = carry_in.reshape(-1).clone()
     for s in order:
         carry = torch.addcmul(bt[s], at[s], carry, out=yt[s])
-    y = yt.reshape(chunk, rows, n_chunks).permute(1, 2, 0).reshape(rows, n_chunks * chunk)
-    return y[:, :steps]
+    return _from_chunk_major(yt, rows, steps, chunk, n_chunks)
+
+
+# Chunks per transposing copy: [block, S] tiles stay in cache (measured 24 -> 18 ms
+# for a 40 MB array on the dev machine against one whole-array permute copy).
+_BLOCK = 64
+
+
+def _to_chunk_major(x: Tensor, chunk: int, n_chunks: int, fill: float) -> Tensor:
+    """``[R, T]`` -> ``[S, R*K]`` in one pass (padding the last chunk with ``fill``)."""
+    rows, steps = x.shape
+    out = torch.empty(chunk, rows * n_chunks, dtype=x.dtype, device=x.device)
+    view = out.view(chunk, rows, n_chunks)  # [S, R, K]
+    full = steps // chunk
+    src = x[:, : full * chunk].reshape(rows, full, chunk)  # [R, K_full, S]
+    for k in range(0, full, _BLOCK):
+        kk = min(full, k + _BLOCK)
+        view[:, :, k:kk].copy_(src[:, k:kk, :].permute(2, 0, 1))
+    if full < n_chunks:  # the partial last chunk
+        rem = steps - full * chunk
+        view[:rem, :, full].copy_(x[:, full * chunk :].t())
+        view[rem:, :, full] = fill
+    return out
+
+
+def _from_chunk_major(yt: Tensor, rows: int, steps: int, chunk: int, n_chunks: int) -> Tensor:
+    """Inverse of ``_to_chunk_major`` (dropping the padding), into a contiguous ``[R, T]``."""
+    out = torch.empty(rows, steps, dtype=yt.dtype, device=yt.device)
+    view = yt.view(chunk, rows, n_chunks)
+    full = steps // chunk
+    dst = out[:, : full * chunk].view(rows, full, chunk)
+    for k in range(0, full, _BLOCK):
+        kk = min(full, k + _BLOCK)
+        dst[:, k:kk, :].copy_(view[:, :, k:kk].permute(1, 2, 0))
+    if full < n_chunks:
+        rem = steps - full * chunk
+        out[:, full * chunk :].copy_(view[:rem, :, full].t())
+    return out
