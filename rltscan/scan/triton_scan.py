@@ -175,7 +175,9 @@ def _next_value(
     return tl.where(term, 0.0, nv)
 
 
-@triton.jit
+# The epoch grows by one per launch: Triton would otherwise specialise it (== 1,
+# divisible by 16) and recompile the kernel on the 1st, 2nd and 16th call.
+@triton.jit(do_not_specialize=["epoch"])
 def _scan_kernel(
     c0_ptr,
     c1_ptr,
