@@ -581,3 +581,17 @@ def test_validation_survives_python_dash_O():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[2, 2, 4, 4]"
+
+
+def test_next_target_probs_rows_at_terminal_steps_are_not_checked(rng):
+    """§6: only rows that are read must sum to 1; E_pi Q after a terminal step is not."""
+    args, kw = base(rng, "retrace")
+    del kw["next_expected_q"]
+    probs = rng.dirichlet(np.ones(3), size=T)
+    next_q = rng.normal(size=(T, 3))
+    term = np.asarray(kw["terminated"]).astype(bool).copy()
+    term[4] = True
+    probs[4] = 0.0  # garbage in an ignored row
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        call("retrace", args, {**kw, "terminated": term}, next_target_probs=probs, next_q=next_q)

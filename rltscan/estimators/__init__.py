@@ -562,7 +562,7 @@ def retrace(
     check_params(gamma=gamma, lam=lam, c_clip=c_clip)
     warn_not_contractive(float(gamma), float(lam), float(c_clip), "retrace")
     if next_expected_q is None:
-        next_expected_q = _expected_next_q(next_target_probs, next_q, validate)
+        next_expected_q = _expected_next_q(next_target_probs, next_q, validate, terminated)
     elif next_target_probs is not None or next_q is not None:
         raise ParameterError(
             '"next_expected_q" and "next_target_probs"/"next_q" were both given; pass one form'
@@ -597,7 +597,9 @@ def retrace(
     return RetraceResult(**out)
 
 
-def _expected_next_q(probs: ArrayLike | None, q: ArrayLike | None, validate: bool) -> Any:
+def _expected_next_q(
+    probs: ArrayLike | None, q: ArrayLike | None, validate: bool, terminated: ArrayLike
+) -> Any:
     if probs is None or q is None:
         raise ParameterError(
             'retrace needs "next_expected_q", or both "next_target_probs" and "next_q"; '
@@ -613,6 +615,9 @@ def _expected_next_q(probs: ArrayLike | None, q: ArrayLike | None, validate: boo
         import warnings
 
         off = (p.double().sum(-1) - 1.0).abs() > 1e-4
+        term = as_tensor("terminated", terminated)
+        if term.shape == off.shape:  # rows after a terminal step are never read (§6)
+            off &= term == 0
         if bool(off.any()):
             warnings.warn(
                 f'"next_target_probs" rows do not sum to 1 (first at index '
