@@ -259,6 +259,19 @@ def write_parquet(
     return _emit(emit, sink, outputs, atomic)
 
 
+def _table_with_outputs(
+    table: Any,
+    outputs: Mapping[str, np.ndarray],
+    metadata: Mapping[str, Any],
+    overwrite: bool,
+    where: str,
+) -> Any:
+    """The input table with the outputs appended and the rltscan metadata merged in."""
+    _check_existing(table.column_names, outputs, overwrite, where)
+    out = _with_outputs(table, outputs, 0, _order(table.column_names, outputs))
+    return out.replace_schema_metadata(merged_metadata(table.schema.metadata, metadata))
+
+
 def _write_table_parquet(
     table: Any,
     sink: Path | BinaryIO,
@@ -269,10 +282,7 @@ def _write_table_parquet(
     atomic: bool = True,
 ) -> int:
     _, pq, _ = _pa()
-    _check_existing(table.column_names, outputs, overwrite, where)
-    order = _order(table.column_names, outputs)
-    out = _with_outputs(table, outputs, 0, order)
-    out = out.replace_schema_metadata(merged_metadata(table.schema.metadata, metadata))
+    out = _table_with_outputs(table, outputs, metadata, overwrite, where)
 
     def emit(target: Any) -> None:
         pq.write_table(out, target)
@@ -293,10 +303,7 @@ def write_arrow(
 ) -> int:
     """Arrow IPC (file, or stream with ``stream=True``), record batches preserved."""
     _, _, ipc = _pa()
-    _check_existing(table.column_names, outputs, overwrite, where)
-    order = _order(table.column_names, outputs)
-    out = _with_outputs(table, outputs, 0, order)
-    out = out.replace_schema_metadata(merged_metadata(table.schema.metadata, metadata))
+    out = _table_with_outputs(table, outputs, metadata, overwrite, where)
     sizes = [b.num_rows for b in table.to_batches()] or [out.num_rows]
 
     def emit(target: Any) -> None:

@@ -210,17 +210,8 @@ def _write_table(
     flat_outputs = {n: _flatten(v, prepared) for n, v in outputs.items()}
     if source.format in ("parquet", "arrow", "arrow-stream"):
         table = source.raw
-        if source.format == "parquet":
-            if fmt == "parquet":
-                return parquet.write_parquet(
-                    table,
-                    sink,
-                    outputs=flat_outputs,
-                    metadata=entry,
-                    overwrite=overwrite,
-                    where=source.where,
-                )
-            table = parquet.as_table(table)
+        if source.format == "parquet" and fmt != "parquet":
+            table = parquet.as_table(table)  # parquet -> parquet keeps the file's row groups
     else:
         table = parquet.table_from_columns(_export_columns(source, prepared))
     if fmt == "parquet":
