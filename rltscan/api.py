@@ -167,12 +167,20 @@ def run(
     stdin: BinaryIO | None = None,
     stdout: BinaryIO | None = None,
     progress: Progress | None = None,
+    chunk_steps: int | None = None,
+    block_steps: int | None = None,
 ) -> RunReport:
     """Compute ``estimator`` (a CLI command name, e.g. ``"gae"``) over ``input``.
 
     Results go into the input (default), into ``output`` (a new file), or to
     ``stdout`` when ``output == "-"``. Raises :class:`~rltscan.errors.RltscanError`
     subclasses for every user-facing problem.
+
+    HDF5 arrays and Parquet files written back to their own format are streamed:
+    read, computed and written ``chunk_steps`` steps at a time with the recurrence
+    carried across (:mod:`rltscan.stream`), so memory does not grow with the file.
+    ``block_steps`` is the size of one estimator call; for a given ``block_steps``
+    the results are bit-identical whatever ``chunk_steps`` is.
     """
     specs = _estimators()
     if estimator not in specs:
@@ -189,6 +197,9 @@ def run(
         raise ParameterError(
             f'--missing-bootstrap must be "error" or "zero", got "{missing_bootstrap}"'
         )
+    for name, value in (("--chunk-steps", chunk_steps), ("--block-steps", block_steps)):
+        if value is not None and value < 1:
+            raise ParameterError(f"{name} must be a positive number of steps, got {value}")
     dev = resolve_device(device)
     clock = _Clock(dev, progress)
     reset_committed()
@@ -217,6 +228,8 @@ def run(
             missing_bootstrap=missing_bootstrap,
             backend=backend,
             stdout=stdout,
+            chunk_steps=chunk_steps,
+            block_steps=block_steps,
         )
     finally:
         source.close()
@@ -241,8 +254,32 @@ def _run(
     missing_bootstrap: str | None,
     backend: str,
     stdout: BinaryIO | None,
+    chunk_steps: int | None = None,
+    block_steps: int | None = None,
 ) -> RunReport:
     target = wb.plan_target(source, output, to)
+    if wb.streamable(source, target):
+        from rltscan import api_stream
+
+        return api_stream.run_streamed(
+            estimator,
+            spec,
+            source,
+            clock,
+            dev,
+            target=target,
+            prefix=prefix,
+            overwrite=overwrite,
+            dry_run=dry_run,
+            params=params,
+            overrides=overrides,
+            dones_mean=dones_mean,
+            ends_are=ends_are,
+            missing_bootstrap=missing_bootstrap,
+            backend=backend,
+            chunk_steps=chunk_steps,
+            block_steps=block_steps,
+        )
     if target.kind == "stdout" and stdout is None and not dry_run:
         import sys
 

@@ -288,6 +288,15 @@ def _common_parameters(has_bootstrap: bool) -> list[inspect.Parameter]:
             _opt("--layout", help="flat, episodes, time-major or batch-major (beats detection)."),
         ),
         ("group", S, _opt("--group", help="HDF5 group holding the data.")),
+        (
+            "chunk_steps",
+            Optional[int],  # noqa: UP045 - runtime type for typer
+            _opt(
+                "--chunk-steps",
+                help="Steps read, computed and written at a time (HDF5/Parquet streaming; "
+                "memory grows with it, not with the file). Default 4194304.",
+            ),
+        ),
         ("debug", B, _opt("--debug", help="Show tracebacks for errors.", default=False)),
     ]
     return [P(name, P.KEYWORD_ONLY, default=d, annotation=t) for name, t, d in spec]

@@ -59,6 +59,17 @@ class OutputInfo:
     location: str
 
 
+@dataclass(frozen=True)
+class StreamInfo:
+    """How a streamed run was cut: window and block sizes (in steps), memory peaks."""
+
+    chunk_steps: int
+    block_steps: int
+    windows: int
+    peak_rss_bytes: int
+    peak_device_bytes: int | None = None
+
+
 @dataclass
 class RunReport:
     """Everything ``rltscan <estimator>`` did; ``to_dict()`` is the ``--json`` object."""
@@ -83,9 +94,13 @@ class RunReport:
     dry_run: bool = False
     written: bool = False
     rltscan_version: str = ""
+    wall_seconds: float | None = None  # set when stages overlap (streaming)
+    streaming: StreamInfo | None = None
 
     @property
     def total_seconds(self) -> float:
+        if self.wall_seconds is not None:
+            return self.wall_seconds
         return sum(s.seconds for s in self.stages)
 
     def to_dict(self) -> dict[str, Any]:
@@ -112,6 +127,7 @@ class RunReport:
             "dry_run": self.dry_run,
             "written": self.written,
             "notes": list(self.notes),
+            "streaming": None if self.streaming is None else asdict(self.streaming),
         }
 
 
@@ -154,7 +170,20 @@ def timing_table(report: RunReport) -> Table:
             _rate(stage.steps_per_s),
             _num(stage.gb_per_s, ".3f"),
         )
-    table.add_row(Text("total", style="bold"), f"{report.total_seconds:.4f}", "", "")
+    label = "total (wall)" if report.wall_seconds is not None else "total"
+    table.add_row(Text(label, style="bold"), f"{report.total_seconds:.4f}", "", "")
+    if report.streaming is not None:
+        info = report.streaming
+        table.caption = (
+            f"streamed in {info.windows} window(s) of {info.chunk_steps:,} steps "
+            f"(blocks of {info.block_steps:,}); stages overlap; "
+            f"peak RSS {info.peak_rss_bytes / 2**20:,.0f} MiB"
+            + (
+                ""
+                if info.peak_device_bytes is None
+                else f", peak device memory {info.peak_device_bytes / 2**20:,.0f} MiB"
+            )
+        )
     return table
 
 

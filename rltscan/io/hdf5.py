@@ -227,6 +227,13 @@ def _array_source(
     def read(key: str) -> np.ndarray:
         return _read(datasets[key], where, key)
 
+    def read_range(key: str, start: int, stop: int) -> np.ndarray:
+        index = (slice(None), slice(start, stop)) if layout == "batch-major" else slice(start, stop)
+        return _read(datasets[key], where, key, index)
+
+    steps = None
+    if rewards_name is not None:
+        steps = int(datasets[rewards_name].shape[1 if layout == "batch-major" else 0])
     return Source(
         format="hdf5",
         layout=layout,
@@ -239,6 +246,9 @@ def _array_source(
         attrs={k: _attr(v) for k, v in fh[gpath].attrs.items()},
         close=fh.close,
         raw=fh,
+        read_range=read_range,
+        steps=steps,
+        steps_column=rewards_name,
     )
 
 
@@ -278,9 +288,9 @@ def _episodes_source(
     )
 
 
-def _read(ds: Any, where: str, key: str) -> np.ndarray:
+def _read(ds: Any, where: str, key: str, index: Any = ()) -> np.ndarray:
     try:
-        return np.asarray(ds[()])
+        return np.asarray(ds[index])
     except OSError as err:
         raise InputFileError(
             f'{where}: dataset "{key}" cannot be read ({_short(str(err))}); the file is corrupt'

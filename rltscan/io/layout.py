@@ -29,6 +29,7 @@ from rltscan.io.columns import (
 from rltscan.io.source import Source
 
 DonesMean = Literal["ended", "starts"]
+PER_ROW = ("last_value", "init")  # one value per sequence, not per step
 EndsAre = Literal["terminal", "truncated"]
 
 
@@ -48,6 +49,8 @@ class Prepared:
     bytes_read: int = 0
     dtype: str = "float32"
     template: str | None = None  # the rewards column (storage settings for outputs)
+    dones_mean: DonesMean | None = None  # the meaning decided for a "dones" column
+    id_runs: np.ndarray | None = None  # a window's episode ids at run starts, in order
 
     def split(self, array: np.ndarray) -> list[np.ndarray]:
         """A concatenated output cut back into one array per episode."""
@@ -59,12 +62,14 @@ class _Reader:
     source: Source
     bytes_read: int = 0
     roles: dict[str, str] = field(default_factory=dict)
+    data: dict[str, np.ndarray | list[np.ndarray]] = field(default_factory=dict)
 
     def column(self, role: str, name: str) -> np.ndarray | list[np.ndarray]:
         data = self.source.read(name)
         parts = data if isinstance(data, list) else [data]
         self.bytes_read += sum(int(p.nbytes) for p in parts)
         self.roles[role] = name
+        self.data[role] = data
         return data
 
 
@@ -126,8 +131,26 @@ def prepare(
     overrides: Mapping[str, str | None],
     dones_mean: DonesMean | None = None,
     ends_are: EndsAre | None = None,
+    window: tuple[int, int] | None = None,
 ) -> Prepared:
-    """Read the columns an estimator takes (only those) and build its arguments."""
+    """Read the columns an estimator takes (only those) and build its arguments.
+
+    With ``window=(start, stop)`` only steps ``[start, stop)`` are read (plus the one
+    after, which decides flags derived from the next row: episode-start dones and
+    episode-id changes) and the arguments describe that window alone; the streaming
+    engine walks a file this way. Counts and notes are the window's.
+    """
+    keep: int | None = None
+    final = True
+    whole = source
+    if window is not None:
+        start, stop = window
+        total = source.steps
+        if total is None or source.read_range is None:
+            raise TypeError(f"{source.where} cannot be read by windows")
+        final = stop >= total
+        keep = stop - start
+        source = source.window(start, min(stop + 1, total), final=final)
     reader = _Reader(source)
     layout = source.layout
     time_dim = 0 if layout == "time-major" else -1
@@ -161,6 +184,8 @@ def prepare(
     if reference not in raw:
         raise missing_column_error("rewards", source.columns, source.where)
     ref_name = reader.roles.get(reference, rewards_name or "")
+    if window is not None:
+        _check_whole_shapes(whole, reader.roles, ref_name)  # before slices disagree
 
     lengths = _episode_lengths(raw[reference], source) if episodes else []
 
@@ -223,7 +248,8 @@ def prepare(
                     )
                 kwargs["last_value"] = last
 
-    terminated, truncated, forced = _flags(
+    meaning: list[DonesMean] = []
+    terminated, truncated, forced_mask = _flags(
         source,
         reader,
         overrides,
@@ -234,7 +260,21 @@ def prepare(
         ends_are,
         notes,
         needed="terminated" in required,
+        meaning=meaning,
     )
+    id_runs = None
+    if keep is not None:
+        _check_whole_shapes(whole, reader.roles, ref_name)  # the flag columns too
+        kwargs = {k: v if k in PER_ROW else _trim(v, keep, time_dim) for k, v in kwargs.items()}
+        ref = _trim(ref, keep, time_dim)
+        terminated = None if terminated is None else _trim(terminated, keep, time_dim)
+        truncated = None if truncated is None else _trim(truncated, keep, time_dim)
+        forced_mask = _trim(forced_mask, keep, time_dim)
+        ids = reader.data.get("episode_id")
+        if ids is not None:
+            ids = np.asarray(ids).reshape(-1)[:keep]
+            id_runs = ids[np.concatenate([[True], ids[1:] != ids[:-1]])] if ids.size else ids
+    forced = int(forced_mask.sum())
     if terminated is not None:
         kwargs["terminated"] = terminated
     if truncated is not None:
@@ -251,7 +291,7 @@ def prepare(
         "forced_cuts": forced,
     }
     ends = int((term | trunc).sum())
-    last_open = _open_tails(term | trunc, time_dim)
+    last_open = _open_tails(term | trunc, time_dim) if final else 0
     return Prepared(
         kwargs=kwargs,
         time_dim=time_dim,
@@ -265,7 +305,34 @@ def prepare(
         bytes_read=reader.bytes_read,
         dtype=str(ref.dtype),
         template=rewards_name,
+        dones_mean=meaning[0] if meaning else dones_mean,
+        id_runs=id_runs,
     )
+
+
+def _check_whole_shapes(source: Source, roles: Mapping[str, str], ref_name: str) -> None:
+    """A window sees slices; the step shapes of the whole columns must agree."""
+    dims = 1 if source.layout == "flat" else 2
+    ref_shape = tuple(source.columns[ref_name].shape)
+    for role, name in roles.items():
+        info = source.columns.get(name)
+        if info is None or role in ("last_values", "last_dones"):
+            continue
+        shape = tuple(info.shape)
+        if shape[:dims] != ref_shape[:dims]:
+            raise DataError(
+                f'{source.where}: column "{name}" has shape {shape} but "{ref_name}" has '
+                f"{ref_shape}; every per-step column needs the same shape"
+            )
+
+
+def _trim(value: np.ndarray | float, keep: int, time_dim: int) -> np.ndarray | float:
+    """The first ``keep`` steps of a per-step array (scalars and per-row values as they are)."""
+    if not isinstance(value, np.ndarray) or value.ndim == 0:
+        return value
+    if time_dim == -1 and value.ndim >= 2:
+        return value[:, :keep]
+    return value[:keep]
 
 
 def _next_from_values(
@@ -362,8 +429,10 @@ def _flags(
     notes: list[str],
     *,
     needed: bool,
-) -> tuple[np.ndarray | None, np.ndarray | None, int]:
-    """``(terminated, truncated, forced_cuts)`` from whichever flag columns exist."""
+    meaning: list[DonesMean] | None = None,
+) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+    """``(terminated, truncated, forced)`` from whichever flag columns exist; ``forced``
+    marks the cuts added at episode-id changes and episode ends (no flag there)."""
     where = source.where
     ndim = len(shape)
 
@@ -400,6 +469,7 @@ def _flags(
                 lengths,
                 dones_mean,
                 notes,
+                meaning,
             )
         elif source.layout == "flat" and find_column(source, "episode_id", overrides):
             ended = np.zeros(shape, bool)  # the boundaries come from the ids below
@@ -407,7 +477,7 @@ def _flags(
             ended = np.zeros(shape, bool)
         if ended is None:
             if not needed:
-                return None, None, 0
+                return None, None, np.zeros(shape, bool)
             raise DataError(
                 f'{where} has no "terminals" or "timeouts" column (nor dones or episode ids); '
                 f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)})"
@@ -437,22 +507,20 @@ def _flags(
                     trunc = check(dones, dones_name) & ~term
                     notes.append(f'truncated = "{dones_name}" and not "{term_name}"')
 
-    forced = 0
+    forced = np.zeros(shape, bool)
     if source.layout == "flat":
         id_name = find_column(source, "episode_id", overrides)
         if id_name is not None:
             ids = np.asarray(reader.column("episode_id", id_name))
             cut = _id_boundaries(ids, id_name, where)
-            new = cut & ~term & ~trunc
-            forced = int(new.sum())
-            trunc = trunc | new
+            forced = cut & ~term & ~trunc
+            trunc = trunc | forced
     elif source.layout == "episodes":
         ends = np.cumsum(lengths) - 1
         cut = np.zeros(shape, bool)
         cut[ends] = True
-        new = cut & ~term & ~trunc
-        forced = int(new.sum())
-        trunc = trunc | new
+        forced = cut & ~term & ~trunc
+        trunc = trunc | forced
     return term, trunc, forced
 
 
@@ -486,6 +554,7 @@ def _ended_from_dones(
     lengths: list[int],
     dones_mean: DonesMean | None,
     notes: list[str],
+    decided: list[DonesMean] | None = None,
 ) -> np.ndarray:
     where = source.where
     ndim = len(shape)
@@ -516,6 +585,8 @@ def _ended_from_dones(
             f'{where}: column "{name}" has shape {flag.shape} but the rewards have {shape}; '
             "every per-step column needs the same shape"
         )
+    if decided is not None:
+        decided.append(meaning)
     if meaning == "ended":
         return flag
     last = None

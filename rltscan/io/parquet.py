@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -106,7 +107,56 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
         read=read,
         attrs=attrs,
         raw=pf,
+        read_range=RowGroupReader(pf, where).read,
+        steps=rows,
     )
+
+
+class RowGroupReader:
+    """Rows ``[start, stop)`` of one column, decoding only the row groups they touch.
+
+    Consecutive windows share the row group at their boundary; the last few decoded
+    (row group, column) pieces are kept so that a boundary group is decoded once.
+    """
+
+    def __init__(self, pf: Any, where: str, keep: int = 8) -> None:
+        self.pf, self.where, self.keep = pf, where, keep
+        sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.metadata.num_row_groups)]
+        self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self.cache: dict[tuple[int, str], np.ndarray] = {}
+        self.lock = threading.Lock()
+
+    def _group(self, i: int, name: str) -> np.ndarray:
+        key = (i, name)
+        with self.lock:
+            hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        try:
+            table = self.pf.read_row_group(i, columns=[name])
+        except OSError as err:
+            raise InputFileError(
+                f'{self.where}: column "{name}" cannot be read ({err}); the file is corrupt'
+            ) from None
+        arr = to_numpy(table.column(0), self.where, name)
+        with self.lock:
+            self.cache[key] = arr
+            while len(self.cache) > self.keep:
+                self.cache.pop(next(iter(self.cache)))
+        return arr
+
+    def read(self, name: str, start: int, stop: int) -> np.ndarray:
+        first = int(np.searchsorted(self.starts, start, side="right")) - 1
+        parts = []
+        i = max(first, 0)
+        while i < len(self.starts) - 1 and self.starts[i] < stop:
+            g0 = int(self.starts[i])
+            arr = self._group(i, name)
+            parts.append(arr[max(start - g0, 0) : stop - g0])
+            i += 1
+        if not parts:
+            return self._group(0, name)[:0] if len(self.starts) > 1 else np.zeros(0)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _parquet_file(path_or_buffer: Any, where: str) -> Any:
@@ -190,6 +240,11 @@ def _with_outputs(
     return pa.table({name: arrays[name] for name in order})
 
 
+def _dtype(values: Any) -> np.dtype:
+    """The dtype of an output column: an array, or a spilled column read back by slices."""
+    return values.dtype if hasattr(values, "dtype") else np.asarray(values).dtype
+
+
 def _order(names: list[str], outputs: Mapping[str, np.ndarray]) -> list[str]:
     return [*names, *(n for n in outputs if n not in names)]
 
@@ -237,7 +292,7 @@ def write_parquet(
     order = _order(schema.names, outputs)
     fields = {f.name: f for f in schema}
     for name, values in outputs.items():
-        fields[name] = pa.field(name, pa.from_numpy_dtype(np.asarray(values).dtype))
+        fields[name] = pa.field(name, pa.from_numpy_dtype(_dtype(values)))
     new_schema = pa.schema(
         [fields[n] for n in order], metadata=merged_metadata(schema.metadata, metadata)
     )
@@ -319,7 +374,7 @@ def write_arrow(
 
 def _emit(emit: Any, sink: Path | BinaryIO, outputs: Mapping[str, np.ndarray], atomic: bool) -> int:
     """Run ``emit`` into a path (atomically unless ``atomic=False``) or a binary stream."""
-    written = sum(int(np.asarray(v).nbytes) for v in outputs.values())
+    written = sum(int(v.nbytes) if hasattr(v, "nbytes") else 0 for v in outputs.values())
     if isinstance(sink, Path) and not atomic:
         emit(str(sink))
     elif isinstance(sink, Path):

@@ -9,6 +9,7 @@ A :class:`Source` is format-neutral. ``layout`` says how time is stored:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Literal
 
 import numpy as np
 
+from rltscan.errors import DataError
 from rltscan.io.columns import ColumnInfo
 
 Layout = Literal["flat", "episodes", "time-major", "batch-major"]
@@ -41,6 +43,45 @@ class Source:
     attrs: dict[str, object] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
     raw: object = None  # the format's own handle (pyarrow Table, h5py File); io-internal
+    # ``read_range(name, start, stop)``: steps [start, stop) of a per-step column, read
+    # from the file without the rest (time axis by layout). None where the format can
+    # only be read whole (episodes, stdin, Arrow); the streaming engine needs it.
+    read_range: Callable[[str, int, int], np.ndarray] | None = None
+    steps: int | None = None  # length of the time axis when known without reading
+    steps_column: str | None = None  # the column ``steps`` comes from (the rewards)
 
     def describe_columns(self) -> list[ColumnInfo]:
         return [*self.columns.values(), *self.extra.values()]
+
+    def window(self, start: int, stop: int, *, final: bool) -> Source:
+        """A view of steps ``[start, stop)``: ``read`` returns that range of each per-step
+        column. The window-end extras (``last_values``/``last_dones`` of a buffer) belong
+        to the data's last step and are visible only in the ``final`` window."""
+        if self.read_range is None:
+            raise TypeError(f"{self.where}: this source cannot be read by ranges")
+        read_range = self.read_range
+        columns, whole = self.columns, self.read
+
+        axis = 1 if self.layout == "batch-major" else 0
+        where, total = self.where, self.steps
+        ref = self.steps_column
+        ref_shape = tuple(columns[ref].shape) if ref in columns else (total,)
+
+        def read(name: str) -> np.ndarray | list[np.ndarray]:
+            if name not in columns:
+                return whole(name)
+            shape = tuple(columns[name].shape)
+            if len(shape) <= axis or shape[axis] != total:
+                raise DataError(
+                    f'{where}: column "{name}" has shape {shape} but "{ref}" has {ref_shape}; '
+                    "every per-step column needs the same shape"
+                )
+            return read_range(name, start, stop)
+
+        return dataclasses.replace(
+            self,
+            read=read,
+            extra=dict(self.extra) if final else {},
+            close=lambda: None,
+            steps=stop - start,
+        )

@@ -60,6 +60,15 @@ def plan_target(source: Source, output: str | None, to: str | None) -> Target:
     return Target("file", path, fmt)
 
 
+def streamable(source: Source, target: Target) -> bool:
+    """Whether the streaming engine handles this input/output pair: arrays in an HDF5
+    file written back as HDF5, or a Parquet file written back as Parquet."""
+    if source.read_range is None or source.steps is None or target.kind == "stdout":
+        return False
+    same = target.kind == "inplace" or target.format == source.format
+    return same and source.format in ("hdf5", "parquet") and source.backend is None
+
+
 def existing(source: Source, target: Target, names: list[str]) -> list[str]:
     """Output names that already exist at the target (empty when nothing clashes)."""
     if target.kind == "stdout":

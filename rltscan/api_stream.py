@@ -1,0 +1,249 @@
+"""``run()`` on the streaming engine: the file walked in windows, outputs written as they come.
+
+Used by :func:`rltscan.api.run` for HDF5 arrays and Parquet files written back
+to their own format. The timing report lists each stage's busy time (the stages
+overlap, so they add up to more than the wall time, which is reported apart).
+"""
+
+from __future__ import annotations
+
+import inspect as _inspect
+import resource
+import sys
+import time
+import warnings
+from typing import Any
+
+import torch
+
+from rltscan import stream
+from rltscan.api import (
+    TERMINAL_RULE,
+    _backend_name,
+    _cli_bootstrap_hint,
+    _Clock,
+    _location,
+    _output_names,
+    _params_used,
+    _version,
+)
+from rltscan.errors import OutputRefusedError
+from rltscan.io import writeback as wb
+from rltscan.io.layout import prepare
+from rltscan.io.sinks import HDF5Sink, NullSink, ParquetSink
+from rltscan.report import OutputInfo, RunReport, Stage, StreamInfo
+
+
+def run_streamed(
+    estimator: str,
+    spec: Any,
+    source: Any,
+    clock: _Clock,
+    dev: torch.device,
+    *,
+    target: wb.Target,
+    prefix: str,
+    overwrite: bool,
+    dry_run: bool,
+    params: dict[str, float],
+    overrides: dict[str, str | None],
+    dones_mean: str | None,
+    ends_are: str | None,
+    missing_bootstrap: str | None,
+    backend: str,
+    chunk_steps: int | None,
+    block_steps: int | None,
+) -> RunReport:
+    wall0 = time.perf_counter()
+    steps = int(source.steps)
+    options = dict(
+        arguments=spec.inputs,
+        required=spec.required,
+        overrides=overrides,
+        ends_are=ends_are,
+    )
+    with clock.stage("plan"):
+        # the last step alone: roles, flag meanings and errors before any real work
+        probe = prepare(source, dones_mean=dones_mean, window=(steps - 1, steps), **options)
+    decided = probe.dones_mean
+    names = [prefix + n for n in _output_names(spec, probe)]
+    if not dry_run:
+        clash = wb.existing(source, target, names)
+        if clash and not overwrite:
+            raise OutputRefusedError(
+                f'{target.describe()} already has "{clash[0]}"; pass --overwrite or --prefix P'
+                if target.kind != "file"
+                else f"{clash[0]} already exists; pass --overwrite to replace it"
+            )
+    read_columns = set(probe.roles.values())
+    for name in names:
+        if name in read_columns:
+            raise OutputRefusedError(
+                f'output "{name}" would overwrite input column "{name}" that {estimator} reads, '
+                "even with --overwrite; pass --prefix P"
+            )
+
+    call: dict[str, Any] = dict(params)
+    signature = _inspect.signature(spec.function).parameters
+    if missing_bootstrap is not None and "missing_bootstrap" in signature:
+        call["missing_bootstrap"] = missing_bootstrap
+    call["time_dim"] = probe.time_dim
+    call["backend"] = backend
+    used = _params_used(spec.function, spec.params, params)
+    if "missing_bootstrap" in signature:
+        used["missing_bootstrap"] = call.get(
+            "missing_bootstrap", signature["missing_bootstrap"].default
+        )
+    metadata = {
+        "estimator": spec.name,
+        "command": estimator,
+        "params": used,
+        "source_columns": dict(probe.roles),
+        "rltscan_version": _version(),
+        "terminal_rule": TERMINAL_RULE,
+        "layout": source.layout,
+    }
+
+    ref = next(v for v in probe.kwargs.values() if hasattr(v, "ndim") and v.ndim > 0)
+    rows = 1 if ref.ndim == 1 or source.layout == "flat" else int(ref.size)
+    plan = stream.make_plan(
+        steps, rows, reverse=spec.reverse, chunk_steps=chunk_steps, block_steps=block_steps
+    )
+    full_shape = (steps,) if source.layout == "flat" else _full_shape(source, steps, rows)
+
+    with clock.stage("copy" if _copies(source, target, dry_run) else "open"):
+        sink = _sink(source, target, dry_run, full_shape, metadata, names, probe, overwrite)
+
+    def prepare_window(start: int, stop: int) -> Any:
+        return prepare(source, dones_mean=decided, window=(start, stop), **options)
+
+    dtypes: dict[str, str] = {}
+
+    def compute(block: dict[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
+        with warnings.catch_warnings():  # Arrow buffers are read-only; nothing writes them
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            result = spec.function(**block, **call, carry=carry)
+        outputs = {prefix + k: v for k, v in dict(result).items() if v is not None}
+        if not dtypes:
+            dtypes.update({k: str(v.dtype).removeprefix("torch.") for k, v in outputs.items()})
+        return outputs, result.carry
+
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    t0 = time.perf_counter()
+    try:
+        with _cli_bootstrap_hint():
+            totals = stream.run_windows(
+                plan, prepare_window, compute, sink.write, device=dev, time_dim=probe.time_dim
+            )
+        if totals.id_runs and "episode_id" in probe.roles:
+            stream.check_id_runs(totals.id_runs, probe.roles["episode_id"], source.where)
+    except BaseException:
+        sink.abort()
+        raise
+    walk = time.perf_counter() - t0
+    for stage in ("read", "to device", "scan", "from device", "write"):
+        if stage not in totals.busy or (dry_run and stage == "write"):
+            clock.skip(stage)
+            continue
+        nbytes = totals.bytes.get(stage, 0)
+        clock.stages.append(Stage(stage, totals.busy[stage], nbytes, totals.steps * rows))
+    clock.stages.append(Stage("stream (wall)", walk, 0, totals.steps * rows))
+    written = False
+    if dry_run:
+        sink.commit()
+        clock.skip("commit")
+    else:
+        with clock.stage("commit", steps=totals.steps * rows) as box:
+            box["bytes"] = sink.commit()
+        written = True
+
+    outputs = [
+        OutputInfo(name, tuple(full_shape), dtypes.get(name, ""), _location(source, target, name))
+        for name in names
+    ]
+    info = StreamInfo(
+        chunk_steps=plan.chunk * plan.rows,
+        block_steps=plan.block * plan.rows,
+        windows=totals.windows,
+        peak_rss_bytes=_peak_rss(),
+        peak_device_bytes=totals.peak_device_bytes if dev.type == "cuda" else None,
+    )
+    return RunReport(
+        command=estimator,
+        input=source.where,
+        output=target.describe(),
+        format=source.format,
+        layout=source.layout,
+        device=str(dev),
+        backend=_backend_name(backend, dev),
+        dtype=probe.dtype,
+        steps=totals.steps,
+        episodes=totals.episodes,
+        sequences=rows if source.layout != "flat" else 1,
+        params=used,
+        columns=dict(probe.roles),
+        outputs=outputs,
+        stages=clock.stages,
+        counts=totals.counts,
+        notes=probe.notes,
+        dry_run=dry_run,
+        written=written,
+        rltscan_version=_version(),
+        wall_seconds=time.perf_counter() - wall0 + _before(clock),
+        streaming=info,
+    )
+
+
+def _before(clock: _Clock) -> float:
+    """Time spent before this function (detect), which the wall time includes."""
+    return sum(s.seconds for s in clock.stages if s.name == "detect")
+
+
+def _full_shape(source: Any, steps: int, rows: int) -> tuple[int, ...]:
+    return (steps, rows) if source.layout == "time-major" else (rows, steps)
+
+
+def _copies(source: Any, target: wb.Target, dry_run: bool) -> bool:
+    return not dry_run and source.format == "hdf5"
+
+
+def _sink(
+    source: Any,
+    target: wb.Target,
+    dry_run: bool,
+    full_shape: tuple[int, ...],
+    metadata: dict[str, Any],
+    names: list[str],
+    probe: Any,
+    overwrite: bool,
+) -> Any:
+    if dry_run:
+        return NullSink()
+    dst = target.path if target.kind == "file" else source.path
+    if target.kind == "file" and target.path.exists() and not overwrite:
+        raise OutputRefusedError(f"{target.path} already exists; pass --overwrite to replace it")
+    if source.format == "hdf5":
+        return HDF5Sink(
+            source.path,
+            dst,
+            group=source.group,
+            shape=full_shape,
+            time_axis=1 if source.layout == "batch-major" else 0,
+            attrs=wb.hdf5_attrs(metadata),
+            template=probe.template,
+            overwrite=overwrite,
+        )
+    return ParquetSink(
+        source.raw,
+        dst,
+        steps=full_shape[0],
+        metadata=wb.parquet_entry(names, metadata),
+        overwrite=overwrite,
+        where=source.where,
+    )
+
+
+def _peak_rss() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)

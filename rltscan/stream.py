@@ -1,0 +1,363 @@
+"""The streaming engine: a file walked in windows, with the recurrence carried between them.
+
+ALGORITHMS.md §2.4: a chunk of a sequence is processed with the state at its
+boundary, and a chunk boundary is not a cut. Backward estimators walk the time
+axis from its end, forward ones from its start. Three granularities:
+
+* a **block** (``block`` time steps, a fixed grid from step 0) is one estimator
+  call; its carry goes to the next block in scan order. Blocks are the unit of
+  computation, so the result depends on the block grid alone;
+* a **window** (``chunk`` time steps, a whole number of blocks) is one read and
+  one write: what is resident at a time. Any chunk size gives the same estimator
+  calls on the same arrays, hence bit-identical results;
+* a **shard** (a file of a sharded dataset) is a sequence of windows with its own
+  grid; shards are joined by their carries (see :func:`run_windows`'s ``carry``).
+
+Three threads overlap the stages: a reader prepares window k+1 (file read and
+flag derivation), the caller's thread moves window k to the device and computes
+it, a writer stores window k-1. Queues of depth ``depth`` bound what is in flight,
+so peak memory depends on the chunk size, not on the file size.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from rltscan.errors import DataError, MissingBootstrapError, RltscanError
+
+DEFAULT_CHUNK_STEPS = 1 << 22  # steps (time × sequences) per window
+BLOCK_STEPS = 1 << 22  # steps per estimator call; the bit-level result depends on it
+PER_ROW = ("last_value", "init")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The windows and blocks of one sequence axis of ``steps`` time steps."""
+
+    steps: int  # length of the time axis
+    rows: int  # sequences sharing it
+    block: int  # time steps per estimator call
+    chunk: int  # time steps per window (a multiple of ``block``)
+    reverse: bool
+
+    def windows(self) -> list[tuple[int, int]]:
+        """``[start, stop)`` of each window, in scan order."""
+        out = [(s, min(s + self.chunk, self.steps)) for s in range(0, self.steps, self.chunk)]
+        return out[::-1] if self.reverse else out
+
+    def blocks(self, start: int, stop: int) -> list[tuple[int, int]]:
+        """The blocks of window ``[start, stop)`` in scan order (``start`` is on the grid)."""
+        out = [(s, min(s + self.block, stop)) for s in range(start, stop, self.block)]
+        return out[::-1] if self.reverse else out
+
+
+def make_plan(
+    steps: int,
+    rows: int,
+    *,
+    reverse: bool,
+    chunk_steps: int | None = None,
+    block_steps: int | None = None,
+) -> Plan:
+    """Blocks and windows in time steps from budgets in steps (time × sequences)."""
+    rows = max(rows, 1)
+    block = max(1, (block_steps or BLOCK_STEPS) // rows)
+    want = max(1, (chunk_steps or DEFAULT_CHUNK_STEPS) // rows)
+    chunk = max(block, want // block * block)
+    return Plan(steps=steps, rows=rows, block=block, chunk=chunk, reverse=reverse)
+
+
+@dataclass
+class Totals:
+    """What the windows add up to (for the report)."""
+
+    busy: dict[str, float] = field(default_factory=dict)  # stage -> seconds of work
+    bytes: dict[str, int] = field(default_factory=dict)
+    steps: int = 0
+    windows: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    episodes: int = 0
+    id_runs: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    peak_device_bytes: int = 0
+    carry: Any = None  # the carry out of the last block in scan order
+
+    def add(self, stage: str, seconds: float, nbytes: int = 0) -> None:
+        self.busy[stage] = self.busy.get(stage, 0.0) + seconds
+        self.bytes[stage] = self.bytes.get(stage, 0) + nbytes
+
+
+class _Worker(threading.Thread):
+    """A daemon thread; an exception is kept and re-raised by the caller's thread."""
+
+    def __init__(self, target: Callable[[], None], name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self._fn = target
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._fn()
+        except BaseException as err:  # handed to the caller's thread
+            self.error = err
+
+
+_DONE = object()
+
+
+def run_windows(
+    plan: Plan,
+    prepare_window: Callable[[int, int], Any],
+    compute: Callable[[Mapping[str, Any], Any], tuple[dict[str, Any], Any]],
+    write: Callable[[int, int, dict[str, np.ndarray]], None],
+    *,
+    device: torch.device,
+    time_dim: int,
+    carry: Any = None,
+    depth: int = 2,
+    on_window: Callable[[int], None] | None = None,
+) -> Totals:
+    """Walk ``plan``'s windows: read (thread) → compute (here) → write (thread).
+
+    ``prepare_window(start, stop)`` returns a :class:`rltscan.io.Prepared`;
+    ``compute(kwargs, carry)`` runs one block and returns ``(outputs, carry)``;
+    ``write(start, stop, arrays)`` stores a window. ``carry`` is the state entering
+    the first block in scan order (a shard's carry-in); the last one is returned in
+    ``Totals.carry``.
+    """
+    totals = Totals()
+    windows = plan.windows()
+    inbox: queue.Queue = queue.Queue(maxsize=depth)
+    outbox: queue.Queue = queue.Queue(maxsize=depth)
+    stop_flag = threading.Event()
+
+    def put(q: queue.Queue, item: Any) -> bool:
+        while not stop_flag.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def reader() -> None:
+        for start, stop in windows:
+            t0 = time.perf_counter()
+            prepared = prepare_window(start, stop)
+            totals.add("read", time.perf_counter() - t0, prepared.bytes_read)
+            if not put(inbox, (start, stop, prepared)):
+                return
+        put(inbox, _DONE)
+
+    def writer() -> None:
+        while not stop_flag.is_set():
+            try:
+                item = outbox.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if item is _DONE:
+                return
+            start, stop, arrays = item
+            t0 = time.perf_counter()
+            write(start, stop, arrays)
+            nbytes = sum(int(a.nbytes) for a in arrays.values())
+            totals.add("write", time.perf_counter() - t0, nbytes)
+
+    threads = [_Worker(reader, "rltscan-read"), _Worker(writer, "rltscan-write")]
+    for t in threads:
+        t.start()
+    try:
+        while True:
+            item = _get(inbox, threads)
+            if item is _DONE:
+                break
+            start, stop, prepared = item
+            arrays, carry = _compute_window(
+                plan, start, stop, prepared, compute, carry, device, time_dim, totals
+            )
+            _fold(totals, start, prepared)
+            if not _put_checked(outbox, (start, stop, arrays), threads):
+                break
+            if on_window is not None:
+                on_window(stop - start)
+        _put_checked(outbox, _DONE, threads)
+        threads[1].join()
+        if threads[1].error is not None:
+            raise threads[1].error
+    finally:
+        stop_flag.set()
+        for t in threads:
+            t.join(timeout=30)
+    for t in threads:
+        if t.error is not None:
+            raise t.error
+    totals.carry = carry
+    return totals
+
+
+def _get(q: queue.Queue, threads: list[_Worker]) -> Any:
+    while True:
+        try:
+            return q.get(timeout=0.1)
+        except queue.Empty:
+            pass
+        for t in threads:
+            if t.error is not None:
+                raise t.error
+            if not t.is_alive() and t.name == "rltscan-read" and q.empty():
+                raise RuntimeError("the reader thread stopped without finishing")
+
+
+def _put_checked(q: queue.Queue, item: Any, threads: list[_Worker]) -> bool:
+    while True:
+        for t in threads:
+            if t.error is not None:
+                raise t.error
+        try:
+            q.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+
+
+def _fold(totals: Totals, start: int, prepared: Any) -> None:
+    totals.windows += 1
+    totals.steps += prepared.steps
+    totals.episodes += prepared.episodes
+    for key, value in prepared.counts.items():
+        totals.counts[key] = totals.counts.get(key, 0) + value
+    if prepared.id_runs is not None:
+        totals.id_runs.append((start, prepared.id_runs))
+
+
+def _compute_window(
+    plan: Plan,
+    start: int,
+    stop: int,
+    prepared: Any,
+    compute: Callable[[Mapping[str, Any], Any], tuple[dict[str, Any], Any]],
+    carry: Any,
+    device: torch.device,
+    time_dim: int,
+    totals: Totals,
+) -> tuple[dict[str, np.ndarray], Any]:
+    kwargs = prepared.kwargs
+    t0 = time.perf_counter()
+    if device.type == "cuda":
+        kwargs = {k: _to_cuda(v, device) for k, v in kwargs.items()}
+        torch.cuda.synchronize(device)
+        moved = sum(int(v.nbytes) for v in prepared.kwargs.values() if isinstance(v, np.ndarray))
+        totals.add("to device", time.perf_counter() - t0, moved)
+        t0 = time.perf_counter()
+    pieces: dict[str, list[tuple[int, Any]]] = {}
+    for b0, b1 in plan.blocks(start, stop):
+        a, b = b0 - start, b1 - start
+        block = {
+            k: _slice(v, a, b, time_dim) if k not in PER_ROW and _is_steps(v) else v
+            for k, v in kwargs.items()
+        }
+        if b1 != plan.steps:  # only the block that ends the data bootstraps the window end
+            block.pop("last_value", None)
+        if b0 != 0:
+            block.pop("init", None)
+        try:
+            outputs, carry = compute(block, carry)
+        except RltscanError as err:
+            raise _shifted(err, b0, time_dim) from None
+        for name, value in outputs.items():
+            pieces.setdefault(name, []).append((b0, value))
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        totals.peak_device_bytes = max(
+            totals.peak_device_bytes, torch.cuda.max_memory_allocated(device)
+        )
+    totals.add("scan", time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    arrays = {name: _assemble(parts, time_dim) for name, parts in pieces.items()}
+    if device.type == "cuda":
+        nbytes = sum(int(a.nbytes) for a in arrays.values())
+        totals.add("from device", time.perf_counter() - t0, nbytes)
+    return arrays, carry
+
+
+def _is_steps(value: Any) -> bool:
+    return isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim > 0
+
+
+def _slice(value: Any, a: int, b: int, time_dim: int) -> Any:
+    """Steps ``[a, b)`` of a window array, contiguous (so that every block is laid out
+    the same whatever window it came from)."""
+    piece = value[:, a:b] if (time_dim == -1 and value.ndim >= 2) else value[a:b]
+    if isinstance(piece, torch.Tensor):
+        return piece.contiguous()
+    return np.ascontiguousarray(piece)
+
+
+def _to_cuda(value: Any, device: torch.device) -> Any:
+    if not isinstance(value, np.ndarray):
+        return value
+    return torch.from_numpy(np.ascontiguousarray(value)).to(device)
+
+
+def _assemble(parts: list[tuple[int, Any]], time_dim: int) -> np.ndarray:
+    parts = sorted(parts, key=lambda p: p[0])
+    arrays = [p.detach().cpu().numpy() if isinstance(p, torch.Tensor) else p for _, p in parts]
+    if len(arrays) == 1:
+        return np.ascontiguousarray(arrays[0])
+    axis = 1 if (time_dim == -1 and arrays[0].ndim >= 2) else 0
+    return np.concatenate(arrays, axis=axis)
+
+
+_INDEX = re.compile(r"at index (\(?)(\d+)(?:, (\d+))?(\)?)")
+
+
+def _shifted(err: RltscanError, offset: int, time_dim: int) -> RltscanError:
+    """An estimator's error with its step index made absolute (the block starts at
+    ``offset``): "at index 5" in block 3 is "at index 3*block+5" of the file."""
+
+    def fix(text: str) -> str:
+        def sub(m: re.Match) -> str:
+            open_, first, second, close = m.groups()
+            if second is None:
+                return f"at index {open_}{int(first) + offset}{close}"
+            a, b = int(first), int(second)
+            a, b = (a + offset, b) if time_dim == 0 else (a, b + offset)
+            return f"at index {open_}{a}, {b}{close}"
+
+        return _INDEX.sub(sub, text, count=1)
+
+    if offset == 0:
+        return err
+    if isinstance(err, MissingBootstrapError):
+        fix_text = str(err)[len(err.where) + 2 :]
+        return MissingBootstrapError(fix(err.where), fix_text)
+    try:
+        return type(err)(fix(str(err)))
+    except TypeError:
+        return err
+
+
+def check_id_runs(runs: list[tuple[int, np.ndarray]], name: str, where: str) -> None:
+    """Episode ids must form contiguous runs across the whole file (windows in order)."""
+    seen: set[Any] = set()
+    last: Any = object()
+    for _, ids in sorted(runs, key=lambda r: r[0]):
+        for k, value in enumerate(ids.tolist()):
+            if k == 0 and value == last:
+                continue  # the run goes on from the previous window
+            if value in seen:
+                raise DataError(
+                    f'{where}: episode id {value!r} in "{name}" appears in more than one run of '
+                    "rows; sort the table by episode (keeping step order) first"
+                )
+            seen.add(value)
+        if len(ids):
+            last = ids[-1].item()
