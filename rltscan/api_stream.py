@@ -111,7 +111,7 @@ def run_streamed(
     )
     full_shape = (steps,) if source.layout == "flat" else _full_shape(source, steps, rows)
 
-    with clock.stage("copy" if _copies(source, target, dry_run) else "open"):
+    with clock.stage("open"):
         sink = _sink(source, target, dry_run, full_shape, metadata, names, probe, overwrite)
 
     def prepare_window(start: int, stop: int) -> Any:
@@ -138,8 +138,8 @@ def run_streamed(
             )
         if totals.id_runs and "episode_id" in probe.roles:
             stream.check_id_runs(totals.id_runs, probe.roles["episode_id"], source.where)
-    except BaseException:
-        sink.abort()
+    except BaseException as err:
+        sink.abort(err)
         raise
     walk = time.perf_counter() - t0
     for stage in ("read", "to device", "scan", "from device", "write"):
@@ -148,6 +148,9 @@ def run_streamed(
             continue
         nbytes = totals.bytes.get(stage, 0)
         clock.stages.append(Stage(stage, totals.busy[stage], nbytes, totals.steps * rows))
+    if isinstance(sink, HDF5Sink):  # the safety copy of the file, beside the stream
+        sink.wait_copied()
+        clock.stages.append(Stage("copy", sink.copy_seconds, sink.copy_bytes))
     clock.stages.append(Stage("stream (wall)", walk, 0, totals.steps * rows))
     written = False
     if dry_run:
@@ -202,10 +205,6 @@ def _before(clock: _Clock) -> float:
 
 def _full_shape(source: Any, steps: int, rows: int) -> tuple[int, ...]:
     return (steps, rows) if source.layout == "time-major" else (rows, steps)
-
-
-def _copies(source: Any, target: wb.Target, dry_run: bool) -> bool:
-    return not dry_run and source.format == "hdf5"
 
 
 def _sink(

@@ -54,7 +54,7 @@ def test_gae_writes_back_and_prints_the_timing_table(flat: Path) -> None:
     result = invoke("gae", flat, *CPU, "--gamma", "0.99", "--lam", "0.95")
     assert result.exit_code == 0, result.stderr
     assert result.stdout == ""
-    for stage in ("detect", "plan", "copy", "read", "scan", "write", "stream (wall)", "commit"):
+    for stage in ("detect", "plan", "open", "read", "scan", "write", "copy", "stream (wall)"):
         assert stage in result.stderr
     assert "streamed in 1 window(s)" in result.stderr
     assert "steps/s" in result.stderr and "GB/s" in result.stderr
@@ -72,8 +72,8 @@ def test_json_report_has_stable_keys(flat: Path) -> None:
         "outputs", "stages", "total_seconds", "dry_run", "written", "notes",
     }  # fmt: skip
     assert [s["name"] for s in report["stages"]] == [
-        "detect", "plan", "copy", "read", "to device", "scan", "from device", "write",
-        "stream (wall)", "commit",
+        "detect", "plan", "open", "read", "to device", "scan", "from device", "write",
+        "copy", "stream (wall)", "commit",
     ]  # fmt: skip
     assert report["streaming"]["windows"] == 1 and report["streaming"]["peak_rss_bytes"] > 0
     assert report["params"]["lam"] == 0.9

@@ -304,3 +304,51 @@ def test_resident_memory_does_not_grow_with_the_file(tmp_path: Path) -> None:
     grown_mb = (big["peak_kb"] - small["peak_kb"]) / 1024
     file_mb = (1 << 22) * 14 / 2**20
     assert grown_mb < 16, (grown_mb, file_mb, peaks)
+
+
+@pytest.mark.parametrize("layout", ["flat", "batch-major"])
+def test_windows_that_arrive_before_the_safety_copy_is_done(
+    layout: str, tmp_path: Path, monkeypatch
+) -> None:
+    """HDF5 write-back copies the file beside the stream; windows that come first are
+    spilled and moved into the copy at commit, with the same bits as direct writes."""
+    import shutil
+    import time
+
+    import rltscan.io.sinks as sinks
+
+    rng = np.random.default_rng(6)
+    shape = (150,) if layout == "flat" else (50, 3)
+    src = write_file(tmp_path / "in.h5", columns(rng, shape, 0.1), layout)
+    fast = run_to(src, tmp_path / "fast.h5", "vtrace", chunk_steps=24, block_steps=24)
+    real = shutil.copyfile
+
+    def slow(a, b):
+        time.sleep(0.6)
+        return real(a, b)
+
+    monkeypatch.setattr(sinks.shutil, "copyfile", slow)
+    late = run_to(src, tmp_path / "late.h5", "vtrace", chunk_steps=24, block_steps=24)
+    for name in fast:
+        assert np.array_equal(fast[name], late[name])
+
+
+def test_a_failed_safety_copy_changes_nothing(tmp_path: Path, monkeypatch) -> None:
+    import errno
+
+    import rltscan.io.sinks as sinks
+    from rltscan.errors import OutputRefusedError
+
+    rng = np.random.default_rng(7)
+    cols = columns(rng, (64,), 0.1)
+    src = write_file(tmp_path / "in.h5", cols, "flat")
+    before = src.read_bytes()
+
+    def full(a, b):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sinks.shutil, "copyfile", full)
+    with pytest.raises(OutputRefusedError, match="no space left"):
+        api.run("gae", str(src), device="cpu", chunk_steps=16, block_steps=8)
+    assert src.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5"]

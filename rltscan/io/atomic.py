@@ -83,7 +83,7 @@ def check_space(dst: Path, needed: int) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(dst: Path, *, copy_from: Path | None = None) -> Iterator[Path]:
+def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0) -> Iterator[Path]:
     """Yield a temp path to fill; on success fsync it and move it over ``dst``.
 
     With ``copy_from`` the temp file starts as a byte copy of that file. On any
@@ -95,6 +95,8 @@ def atomic_path(dst: Path, *, copy_from: Path | None = None) -> Iterator[Path]:
         raise OutputRefusedError(f"{dst.parent} is not a directory; create it or pick another -o")
     if copy_from is not None:
         check_space(dst, os.path.getsize(copy_from))
+    elif size_hint:
+        check_space(dst, size_hint)
     tmp = temp_name(dst)
     try:
         if copy_from is not None:

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,12 @@ from rltscan.io.atomic import TMP_MARK, atomic_path, check_space
 
 
 class HDF5Sink:
-    """Outputs written window by window into a temp copy of ``src``, moved to ``dst``."""
+    """Outputs written window by window into a temp copy of ``src``, moved to ``dst``.
+
+    The copy runs on its own thread while the file is streamed: windows that arrive
+    before it is done go to an unlinked spill file and are moved into the copy at
+    commit; later windows go straight into the copy.
+    """
 
     def __init__(
         self,
@@ -48,44 +56,144 @@ class HDF5Sink:
         self.attrs = {k: hdf5._attr_value(v) for k, v in attrs.items()}
         self.template, self.overwrite = template, overwrite
         self._stack = contextlib.ExitStack()
-        tmp = self._stack.enter_context(atomic_path(dst, copy_from=src))
-        self._fh = self._stack.enter_context(hdf5.open_file(tmp, "r+"))
-        self._root = self._fh[group]
+        self._tmp = self._stack.enter_context(atomic_path(dst, size_hint=os.path.getsize(src)))
+        self._fh: Any = None
         self._datasets: dict[str, Any] = {}
+        self._spilled: list[tuple[int, int, str, int, tuple[int, ...], np.dtype]] = []
+        self._spill: int | None = None
+        self._spill_end = 0
+        self._copy_error: BaseException | None = None
+        self._copied = threading.Event()
+        self._copier = threading.Thread(
+            target=self._copy, args=(src,), name="rltscan-copy", daemon=True
+        )
+        self._copier.start()
         self.bytes = 0
+        self.copy_seconds = 0.0
+        self.copy_bytes = os.path.getsize(src)
+
+    def wait_copied(self) -> None:
+        self._copier.join()
+
+    def _copy(self, src: Path) -> None:
+        t0 = time.perf_counter()
+        try:
+            shutil.copyfile(src, self._tmp)
+            with contextlib.suppress(OSError):
+                shutil.copymode(src, self._tmp)
+        except BaseException as err:  # re-raised by the writer or at commit
+            self._copy_error = err
+        finally:
+            self.copy_seconds = time.perf_counter() - t0
+            self._copied.set()
+
+    def _open(self) -> Any:
+        if self._fh is None:
+            if self._copy_error is not None:
+                raise self._copy_error
+            self._fh = hdf5.open_file(self._tmp, "r+")
+            self._root = self._fh[self.group]
+        return self._root
 
     def _dataset(self, name: str, arr: np.ndarray) -> Any:
         ds = self._datasets.get(name)
         if ds is not None:
             return ds
-        if name in self._root:
+        root = self._open()
+        if name in root:
             if not self.overwrite:
                 raise OutputRefusedError(
                     f'{self.dst} already has "{name}"; pass --overwrite or --prefix P'
                 )
-            del self._root[name]
-        like = self._root.get(self.template) if self.template else None
+            del root[name]
+        like = root.get(self.template) if self.template else None
         storage = hdf5._storage_like(like)
         full = (*self.shape, *arr.shape[len(self.shape) :])
-        ds = self._root.create_dataset(name, shape=full, dtype=arr.dtype, **storage)
+        ds = root.create_dataset(name, shape=full, dtype=arr.dtype, **storage)
         for key, val in self.attrs.items():
             ds.attrs[key] = val
         self._datasets[name] = ds
         return ds
 
-    def write(self, start: int, stop: int, arrays: Mapping[str, np.ndarray]) -> None:
+    def _put(self, start: int, stop: int, name: str, arr: np.ndarray) -> None:
         index = (slice(None), slice(start, stop)) if self.time_axis == 1 else slice(start, stop)
+        self._dataset(name, arr)[index] = np.ascontiguousarray(arr)
+
+    def write(self, start: int, stop: int, arrays: Mapping[str, np.ndarray]) -> None:
         for name, arr in arrays.items():
-            self._dataset(name, arr)[index] = np.ascontiguousarray(arr)
             self.bytes += int(arr.nbytes)
+            if self._copied.is_set():
+                self._put(start, stop, name, arr)
+                continue
+            if self._spill is None:
+                self._spill = _unlinked(self.dst.absolute().parent, name)
+            data = np.ascontiguousarray(arr)
+            _pwrite_all(self._spill, memoryview(data).cast("B"), self._spill_end)
+            self._spilled.append((start, stop, name, self._spill_end, data.shape, data.dtype))
+            self._spill_end += data.nbytes
 
     def commit(self) -> int:
+        try:
+            self._copier.join()
+            for start, stop, name, offset, shape, dtype in self._spilled:
+                arr = np.empty(shape, dtype)
+                _pread_all(self._spill, memoryview(arr).cast("B"), offset)
+                self._put(start, stop, name, arr)
+            self._open()
+            self._fh.close()
+            self._fh = None
+        except BaseException as err:
+            self._release()
+            # through atomic_path's handler: the temp goes, a full disk says so in one line
+            self._stack.__exit__(type(err), err, err.__traceback__)
+            raise
+        self._close_spill()
         self._stack.close()
         return self.bytes
 
-    def abort(self) -> None:
+    def abort(self, error: BaseException | None = None) -> None:
+        """Drop the temp copy. A full disk (``error``) comes back as one OutputRefusedError."""
+        self._release()
+        if isinstance(error, OSError):
+            self._stack.__exit__(type(error), error, error.__traceback__)
+            return
         with contextlib.suppress(Exception):
             self._stack.__exit__(RuntimeError, RuntimeError("aborted"), None)
+
+    def _release(self) -> None:
+        self._copier.join()
+        if self._fh is not None:
+            with contextlib.suppress(Exception):
+                self._fh.close()
+            self._fh = None
+        self._close_spill()
+
+    def _close_spill(self) -> None:
+        if self._spill is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._spill)
+            self._spill = None
+
+
+def _unlinked(directory: Path, name: str) -> int:
+    """A temp file descriptor with no name: nothing is left behind, even after SIGKILL."""
+    fd, path = tempfile.mkstemp(prefix=f".{name}{TMP_MARK}", suffix=".spill", dir=directory)
+    os.unlink(path)
+    return fd
+
+
+def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
+    while view:
+        done = os.pwrite(fd, view, offset)
+        view, offset = view[done:], offset + done
+
+
+def _pread_all(fd: int, view: memoryview, offset: int) -> None:
+    while view:
+        got = os.preadv(fd, [view], offset)
+        if got == 0:
+            raise OSError("spill file is shorter than expected")
+        view, offset = view[got:], offset + got
 
 
 class SpillColumn:
@@ -93,27 +201,17 @@ class SpillColumn:
 
     def __init__(self, directory: Path, name: str, dtype: np.dtype, length: int) -> None:
         self.dtype, self.length = np.dtype(dtype), length
-        fd, path = tempfile.mkstemp(prefix=f".{name}{TMP_MARK}", suffix=".spill", dir=directory)
-        self.fd, self.path = fd, Path(path)
-        os.unlink(path)  # nothing is left behind, even after SIGKILL
+        self.fd = _unlinked(directory, name)
         self.nbytes = self.dtype.itemsize * length
 
     def write(self, start: int, values: np.ndarray) -> None:
         data = np.ascontiguousarray(values, dtype=self.dtype).reshape(-1)
-        view, offset = memoryview(data).cast("B"), start * self.dtype.itemsize
-        while view:
-            done = os.pwrite(self.fd, view, offset)
-            view, offset = view[done:], offset + done
+        _pwrite_all(self.fd, memoryview(data).cast("B"), start * self.dtype.itemsize)
 
     def __getitem__(self, index: slice) -> np.ndarray:
         start, stop, _ = index.indices(self.length)
         out = np.empty(max(stop - start, 0), self.dtype)
-        view, offset = memoryview(out).cast("B"), start * self.dtype.itemsize
-        while view:
-            got = os.preadv(self.fd, [view], offset)
-            if got == 0:
-                raise OSError("spill file is shorter than expected")
-            view, offset = view[got:], offset + got
+        _pread_all(self.fd, memoryview(out).cast("B"), start * self.dtype.itemsize)
         return out
 
     def __len__(self) -> int:
@@ -168,7 +266,7 @@ class ParquetSink:
         finally:
             self.abort()
 
-    def abort(self) -> None:
+    def abort(self, error: BaseException | None = None) -> None:
         for col in self.columns.values():
             col.close()
 
@@ -184,5 +282,5 @@ class NullSink:
     def commit(self) -> int:
         return 0
 
-    def abort(self) -> None:
+    def abort(self, error: BaseException | None = None) -> None:
         pass
