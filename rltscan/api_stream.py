@@ -110,6 +110,12 @@ def run_streamed(
         steps, rows, reverse=spec.reverse, chunk_steps=chunk_steps, block_steps=block_steps
     )
     full_shape = (steps,) if source.layout == "flat" else _full_shape(source, steps, rows)
+    notes = list(probe.notes)
+    if chunk_steps is not None and plan.chunk * plan.rows > max(chunk_steps, plan.rows):
+        notes.append(
+            f"--chunk-steps {chunk_steps:,} is below one estimator call; raised to "
+            f"{plan.chunk * plan.rows:,} (lower --block-steps too for smaller windows)"
+        )
 
     with clock.stage("open"):
         sink = _sink(source, target, dry_run, full_shape, metadata, names, probe, overwrite)
@@ -130,17 +136,39 @@ def run_streamed(
 
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
+    progress = clock.progress
+    advance = getattr(progress, "advance", None)
+    done = [0]
+
+    def on_window(steps_in_window: int) -> None:
+        done[0] += steps_in_window * rows
+        if advance is not None:
+            advance(done[0], steps * rows)
+
+    if progress is not None:
+        progress("stream", True)
+        if advance is not None:
+            advance(0, steps * rows)
     t0 = time.perf_counter()
     try:
         with _cli_bootstrap_hint():
             totals = stream.run_windows(
-                plan, prepare_window, compute, sink.write, device=dev, time_dim=probe.time_dim
+                plan,
+                prepare_window,
+                compute,
+                sink.write,
+                device=dev,
+                time_dim=probe.time_dim,
+                on_window=on_window,
             )
         if totals.id_runs and "episode_id" in probe.roles:
             stream.check_id_runs(totals.id_runs, probe.roles["episode_id"], source.where)
     except BaseException as err:
         sink.abort(err)
         raise
+    finally:
+        if progress is not None:
+            progress("stream", False)
     walk = time.perf_counter() - t0
     for stage in ("read", "to device", "scan", "from device", "write"):
         if stage not in totals.busy or (dry_run and stage == "write"):
@@ -189,7 +217,7 @@ def run_streamed(
         outputs=outputs,
         stages=clock.stages,
         counts=totals.counts,
-        notes=probe.notes,
+        notes=notes,
         dry_run=dry_run,
         written=written,
         rltscan_version=_version(),

@@ -18,7 +18,14 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from rltscan import api
 from rltscan.errors import OutputRefusedError, ParameterError, RltscanError
@@ -106,7 +113,8 @@ def handled(*, json_out: bool = False, debug: bool = False) -> Iterator[None]:
 
 
 class _LazyProgress:
-    """A transient spinner on stderr for stages that run longer than ``delay`` seconds."""
+    """A transient spinner on stderr for stages that run longer than ``delay`` seconds;
+    a bar counting steps while a file is streamed (``advance``)."""
 
     def __init__(self, console: Console, delay: float = 1.0) -> None:
         self.console = console
@@ -114,9 +122,18 @@ class _LazyProgress:
         self.timer: threading.Timer | None = None
         self.progress: Progress | None = None
         self.lock = threading.Lock()
+        self.done, self.total = 0, 0
+
+    def advance(self, done: int, total: int) -> None:
+        """``done`` of ``total`` steps are written (called from the engine's thread)."""
+        with self.lock:
+            self.done, self.total = done, total
+            if self.progress is not None and self.progress.tasks:
+                self.progress.update(self.progress.tasks[0].id, completed=done, total=total)
 
     def __call__(self, stage: str, started: bool) -> None:
         if started:
+            self.done, self.total = 0, 0
             self.timer = threading.Timer(self.delay, self._show, args=(stage,))
             self.timer.daemon = True
             self.timer.start()
@@ -130,14 +147,13 @@ class _LazyProgress:
 
     def _show(self, stage: str) -> None:
         with self.lock:
+            columns: list[Any] = [SpinnerColumn(), TextColumn(f"{stage}…")]
+            if self.total:
+                columns += [BarColumn(), MofNCompleteColumn(), TextColumn("steps")]
             self.progress = Progress(
-                SpinnerColumn(),
-                TextColumn(f"{stage}…"),
-                TimeElapsedColumn(),
-                console=self.console,
-                transient=True,
+                *columns, TimeElapsedColumn(), console=self.console, transient=True
             )
-            self.progress.add_task(stage, total=None)
+            self.progress.add_task(stage, total=self.total or None, completed=self.done)
             self.progress.start()
 
 
@@ -265,7 +281,15 @@ def _common_parameters(has_bootstrap: bool) -> list[inspect.Parameter]:
             ),
         ]
     spec += [
-        ("output", S, _opt("-o", "--output", help="Write to a new file, or '-' for stdout.")),
+        (
+            "output",
+            S,
+            _opt(
+                "-o",
+                "--output",
+                help="Write to a new file, or '-' for stdout (sharded input: a new directory).",
+            ),
+        ),
         ("to", S, _opt("--to", help="Format for -o: parquet (default) or arrow (IPC).")),
         ("prefix", str, _opt("--prefix", help="Prefix for output names.", default="")),
         (
@@ -297,6 +321,44 @@ def _common_parameters(has_bootstrap: bool) -> list[inspect.Parameter]:
                 "memory grows with it, not with the file). Default 4194304.",
             ),
         ),
+        (
+            "block_steps",
+            Optional[int],  # noqa: UP045 - runtime type for typer
+            _opt(
+                "--block-steps",
+                help="Steps per estimator call (default 4194304); results are bit-identical "
+                "for any --chunk-steps at a given block size. Lower both to cap memory.",
+            ),
+        ),
+        (
+            "engine",
+            S,
+            _opt(
+                "--engine",
+                help="Sharded datasets (a directory or glob of Parquet files, or a Minari "
+                "Parquet dataset): local (default, this process) or ray (Ray Data tasks; "
+                "pip install 'rltscan[ray]'). Both give identical outputs.",
+            ),
+        ),
+        (
+            "ray_address",
+            S,
+            _opt("--ray-address", help="Ray cluster to join (default: start a local one)."),
+        ),
+        (
+            "workers",
+            Optional[int],  # noqa: UP045 - runtime type for typer
+            _opt("--workers", help="Shard tasks running at once on --engine ray."),
+        ),
+        (
+            "order_by",
+            S,
+            _opt(
+                "--order-by",
+                help="Order shards by the first value of this column (default: file names, "
+                "numbers sorted as numbers).",
+            ),
+        ),
         ("debug", B, _opt("--debug", help="Show tracebacks for errors.", default=False)),
     ]
     return [P(name, P.KEYWORD_ONLY, default=d, annotation=t) for name, t, d in spec]
@@ -315,6 +377,7 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
         _check_choice("--to", kw["to"], ("parquet", "arrow"))
         _check_choice("--layout", kw["layout"], ("flat", "episodes", "time-major", "batch-major"))
         _check_choice("--backend", kw["backend"], ("auto", "triton", "torch", "reference"))
+        _check_choice("--engine", kw["engine"], ("local", "ray"))
         missing = kw.pop("missing_bootstrap", None)
         _check_choice("--missing-bootstrap", missing, ("error", "zero"))
         if kw.pop("no_bootstrap", False):
@@ -359,7 +422,11 @@ def _make_command(command: str, spec: Any) -> Callable[..., None]:
         P(
             "input",
             P.POSITIONAL_OR_KEYWORD,
-            default=typer.Argument(..., help="HDF5/Parquet/Arrow file, Minari dir, or '-'."),
+            default=typer.Argument(
+                ...,
+                help="HDF5/Parquet/Arrow file, Minari dir, a directory or glob of Parquet "
+                "shards, or '-'.",
+            ),
             annotation=str,
         )
     ]
