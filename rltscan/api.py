@@ -169,6 +169,10 @@ def run(
     progress: Progress | None = None,
     chunk_steps: int | None = None,
     block_steps: int | None = None,
+    engine: str | None = None,
+    ray_address: str | None = None,
+    workers: int | None = None,
+    order_by: str | None = None,
 ) -> RunReport:
     """Compute ``estimator`` (a CLI command name, e.g. ``"gae"``) over ``input``.
 
@@ -181,6 +185,13 @@ def run(
     carried across (:mod:`rltscan.stream`), so memory does not grow with the file.
     ``block_steps`` is the size of one estimator call; for a given ``block_steps``
     the results are bit-identical whatever ``chunk_steps`` is.
+
+    A directory or glob of Parquet files (or, with ``engine``, a Minari Parquet
+    dataset) is a sharded dataset (:mod:`rltscan.shards`): ``engine="local"`` (the
+    default) runs its shards in this process, ``engine="ray"`` on Ray Data
+    (``ray_address``, ``workers``); both give identical outputs, written to each
+    shard in place or to the directory ``output``. ``order_by`` orders the shards
+    by the first value of a column instead of by file name.
     """
     specs = _estimators()
     if estimator not in specs:
@@ -200,6 +211,43 @@ def run(
     for name, value in (("--chunk-steps", chunk_steps), ("--block-steps", block_steps)):
         if value is not None and value < 1:
             raise ParameterError(f"{name} must be a positive number of steps, got {value}")
+    if engine is not None and engine not in ("local", "ray"):
+        raise ParameterError(f'--engine must be local or ray, got "{engine}"')
+    from rltscan.io.shards import is_sharded
+
+    if is_sharded(input, engine):
+        from rltscan import shards
+
+        reset_committed()
+        return shards.run_sharded(
+            estimator,
+            spec,
+            input,
+            _Clock(torch.device("cpu"), progress),
+            output=output,
+            to=to,
+            prefix=prefix,
+            overwrite=overwrite,
+            dry_run=dry_run,
+            params=params,
+            overrides=dict(columns or {}),
+            dones_mean=dones_mean,
+            ends_are=ends_are,
+            missing_bootstrap=missing_bootstrap,
+            device=device,
+            backend=backend,
+            chunk_steps=chunk_steps,
+            block_steps=block_steps,
+            engine=engine,
+            ray_address=ray_address,
+            workers=workers,
+            order_by=order_by,
+        )
+    if engine == "ray" or workers is not None or ray_address is not None or order_by is not None:
+        raise ParameterError(
+            f"{input} is one file; --engine ray, --workers, --ray-address and --order-by take "
+            "a directory or glob of Parquet shards (or a Minari Parquet dataset)"
+        )
     dev = resolve_device(device)
     clock = _Clock(dev, progress)
     reset_committed()

@@ -1,0 +1,360 @@
+"""Sharded Parquet datasets: which files, in which order, and where outputs are staged.
+
+A *sharded dataset* is one flat table split into Parquet files (ALGORITHMS.md §2.4:
+"shards are chunks too"): a directory of ``*.parquet`` files (searched
+recursively; names starting with ``.`` or ``_`` are skipped, as pyarrow does), a
+glob, or a Minari dataset with the Parquet backend (one episode per shard). The
+order is the natural sort of the paths relative to the dataset root
+(``part-2`` before ``part-10``), or the first value of an index column when the
+user names one. Episodes may cross shard boundaries.
+
+:func:`shard_view` gives a shard as a :class:`Source` that also sees the first row
+of the next shard as one extra step, so that flags derived from the next row
+(episode-start dones, episode-id changes) are right at the shard's last step.
+
+:class:`Staging` keeps every output out of sight until every shard succeeded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import os
+import re
+import secrets
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rltscan.errors import DataError, InputFileError, OutputRefusedError, ParameterError
+from rltscan.io import parquet
+from rltscan.io.atomic import TMP_MARK, _deferred_signals, _fsync_dir
+from rltscan.io.columns import ColumnInfo
+from rltscan.io.source import Source
+
+SUFFIXES = (".parquet", ".pq")
+_GLOB = re.compile(r"[*?\[]")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One file of a sharded dataset. ``rel`` (relative to the root) names its output."""
+
+    path: str
+    rel: str
+    episode: str | None = None  # Minari: the episode id (the directory name)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """The shards of a dataset in data order (the order of its steps)."""
+
+    kind: str  # "parquet" (flat rows, episodes may cross shards) | "minari" (one episode each)
+    root: str  # the directory the shards' ``rel`` paths are relative to
+    where: str  # the input as the user named it
+    shards: tuple[Shard, ...]
+    extra_files: tuple[str, ...] = ()  # other files under a directory input (copied by -o)
+
+    @property
+    def layout(self) -> str:
+        return "episodes" if self.kind == "minari" else "flat"
+
+
+def is_sharded(input: str, engine: str | None) -> bool:
+    """Whether ``input`` is a sharded dataset for the shard engines.
+
+    Directories of Parquet files and globs always are; a Minari dataset is one only
+    when an engine is asked for (otherwise it is read whole, as before).
+    """
+    if input == "-":
+        return False
+    path = Path(input)
+    if not path.exists():
+        return bool(_GLOB.search(input))
+    if not path.is_dir():
+        return False
+    if _minari_format(path) is not None:
+        return engine is not None
+    return True
+
+
+def _minari_format(path: Path) -> str | None:
+    if (path / "data" / "metadata.json").is_file() or (path / "data" / "main_data.hdf5").is_file():
+        from rltscan.io.formats import sniff_path
+
+        return sniff_path(path).backend or "hdf5"
+    return None
+
+
+def natural_key(rel: str) -> list[tuple[int, int, str]]:
+    """Sort key: digit runs compare as numbers (``part-2`` before ``part-10``)."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", rel) if t]
+
+
+def _hidden(rel: str) -> bool:
+    return any(part.startswith((".", "_")) for part in Path(rel).parts)
+
+
+def discover(input: str, *, order_by: str | None = None) -> Dataset:
+    """The shards of a directory, glob or Minari Parquet dataset, in data order."""
+    path = Path(input)
+    if path.is_dir():
+        backend = _minari_format(path)
+        if backend is not None:
+            if order_by is not None:
+                raise ParameterError(
+                    f"{input} is a Minari dataset (one episode per shard, in episode order); "
+                    "drop --order-by"
+                )
+            return _minari(path, backend, input)
+        found = [
+            p
+            for p in path.rglob("*")
+            if p.suffix.lower() in SUFFIXES
+            and p.is_file()
+            and not _hidden(str(p.relative_to(path)))
+        ]
+        if not found:
+            raise InputFileError(
+                f"{input} has no Parquet files (*.parquet); pass a directory of Parquet shards, "
+                "a glob such as 'data/*.parquet', or one file"
+            )
+        root = path.absolute()
+        shard_set = set(found)
+        extra = sorted(
+            str(p.relative_to(path))
+            for p in path.rglob("*")
+            if p.is_file() and p not in shard_set and not _hidden(str(p.relative_to(path)))
+        )
+    else:
+        found = [Path(p) for p in glob.glob(input, recursive=True) if Path(p).is_file()]
+        if not found:
+            raise InputFileError(f"no file matches {input}; check the path or the pattern")
+        parents = [str(p.absolute().parent) for p in found]
+        root = Path(os.path.commonpath(parents))
+        extra = []
+    shards = [Shard(str(p.absolute()), p.absolute().relative_to(root).as_posix()) for p in found]
+    shards.sort(key=lambda s: (natural_key(s.rel), s.rel))
+    if order_by is not None:
+        shards = _ordered_by(shards, order_by)
+    return Dataset("parquet", str(root), input, tuple(shards), tuple(extra))
+
+
+def _minari(root: Path, backend: str, input: str) -> Dataset:
+    if backend != "parquet":
+        raise ParameterError(
+            f"{input} is a Minari dataset with the {backend} backend; the shard engines read "
+            "Parquet shards, so drop --engine (it runs on one machine)"
+        )
+    from rltscan.io.minari import episode_dirs
+
+    shards = []
+    for d in episode_dirs(root):
+        parts = sorted(d.glob("*.parquet"))
+        if len(parts) != 1:
+            raise InputFileError(
+                f"{d} has {len(parts)} .parquet files; rltscan reads one part per episode"
+            )
+        p = parts[0].absolute()
+        shards.append(Shard(str(p), p.relative_to(root.absolute()).as_posix(), episode=d.name))
+    if not shards:
+        raise InputFileError(f"{input} has no episode directories under data/; nothing to read")
+    names = {s.rel for s in shards}
+    extra = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file()
+        and p.relative_to(root).as_posix() not in names
+        and not _hidden(str(p.relative_to(root)))
+    )
+    return Dataset("minari", str(root.absolute()), input, tuple(shards), tuple(extra))
+
+
+def _ordered_by(shards: list[Shard], column: str) -> list[Shard]:
+    """Shards sorted by the first value of ``column`` (empty shards go last)."""
+    keyed = []
+    for shard in shards:
+        src = open_shard(shard)
+        if column not in src.columns:
+            raise DataError(
+                f'{shard.rel} has no column "{column}" (given by --order-by); '
+                "pass a column every shard has"
+            )
+        first = src.read_range(column, 0, 1) if src.steps else np.zeros(0)
+        keyed.append(((1, 0) if first.size == 0 else (0, first[0].item()), shard))
+    keyed.sort(key=lambda ks: (ks[0], natural_key(ks[1].rel)))
+    return [s for _, s in keyed]
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def open_shard(shard: Shard) -> Source:
+    """A shard as a flat Parquet source (its rows are steps); a bad file is an InputFileError."""
+    return parquet.open_parquet(Path(shard.path), display=shard.rel)
+
+
+def shard_view(src: Source, nxt: Source | None) -> Source:
+    """``src`` plus the first row of ``nxt`` as one look-ahead step (``steps + 1``).
+
+    The streaming reader asks for one step past each window to derive flags that
+    depend on the next row; past the shard's last row that step is the next shard's
+    first. The estimator never sees it: windows stop at the shard's own last step.
+    """
+    if nxt is None:
+        return src
+    n = int(src.steps or 0)
+    own = src.read_range
+    assert own is not None and nxt.read_range is not None
+    ahead = nxt.read_range
+    columns = {k: ColumnInfo(k, (n + 1,), v.dtype) for k, v in src.columns.items()}
+
+    def read_range(name: str, start: int, stop: int) -> np.ndarray:
+        parts = [own(name, start, min(stop, n))] if start < n else []
+        if stop > n:
+            if name not in nxt.columns:
+                raise DataError(
+                    f'{nxt.where} has no column "{name}" although {src.where} has it; '
+                    "every shard needs the same columns"
+                )
+            tail = ahead(name, 0, 1)
+            if parts and tail.dtype != parts[0].dtype and tail.dtype.kind == parts[0].dtype.kind:
+                tail = tail.astype(parts[0].dtype)  # a float32 shard next to a float64 one
+            parts.append(tail)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    return dataclasses.replace(src, columns=columns, read_range=read_range, steps=n + 1)
+
+
+def episode_source(shard: Shard) -> Source:
+    """A Minari Parquet episode file as a one-episode ``episodes`` source (T+1 rows)."""
+    src = open_shard(shard)
+
+    def read(name: str) -> list[np.ndarray]:
+        return [np.asarray(src.read(name))]
+
+    return Source(
+        format="minari",
+        layout="episodes",
+        where=shard.rel,
+        path=Path(shard.path),
+        columns=src.columns,
+        read=read,
+        episode_keys=[shard.episode or Path(shard.path).parent.name],
+        padded=True,
+        backend="parquet",
+        raw=src.raw,
+    )
+
+
+def rows(shard: Shard) -> int:
+    """Rows in a shard (from its footer)."""
+    return int(open_shard(shard).steps or 0)
+
+
+def write_empty(
+    shard: Shard,
+    dst: Path,
+    *,
+    outputs: dict[str, np.dtype],
+    metadata: dict,
+    overwrite: bool,
+) -> int:
+    """An empty shard rewritten with empty output columns (so every shard has them)."""
+    src = open_shard(shard)
+    empty = {name: np.zeros(0, dtype) for name, dtype in outputs.items()}
+    return parquet.write_parquet(
+        src.raw, dst, outputs=empty, metadata=metadata, overwrite=overwrite, where=shard.rel
+    )
+
+
+# --------------------------------------------------------------------------- staging
+
+
+class Staging:
+    """Outputs of every shard written under a hidden directory, moved into place at the end.
+
+    In place (``out_dir=None``): ``<root>/.rltscan-stage-<token>/<rel>``; ``commit``
+    replaces each original with ``os.replace`` once every shard is staged, so each
+    shard is replaced whole. With ``-o OUT_DIR``: ``.<OUT_DIR>.rltscan-stage-<token>``
+    next to it, renamed to ``OUT_DIR`` at the end (after the directory input's other
+    files are copied in). ``abort`` removes the staging directory; a killed job can
+    leave it behind (hidden, ignored by shard discovery) but never a partial output.
+    """
+
+    def __init__(self, dataset: Dataset, out_dir: str | None, *, overwrite: bool) -> None:
+        self.dataset = dataset
+        token = secrets.token_hex(4)
+        self.final = self.check(dataset, out_dir, overwrite=overwrite)
+        if self.final is None:
+            self.dir = Path(dataset.root) / f"{TMP_MARK}stage-{token}"
+        else:
+            self.dir = self.final.parent / f".{self.final.name}{TMP_MARK}stage-{token}"
+        self.dir.mkdir()
+
+    @staticmethod
+    def check(dataset: Dataset, out_dir: str | None, *, overwrite: bool) -> Path | None:
+        """The final ``-o`` directory (None in place), refused where it cannot be one."""
+        if out_dir is None:
+            return None
+        final = Path(out_dir).absolute()
+        root = Path(dataset.root)
+        if final == root or root in final.parents:
+            raise ParameterError(
+                f"-o {out_dir} is inside the input dataset {dataset.where}; "
+                "pick a directory outside it, or drop -o to write in place"
+            )
+        if any(final == Path(s.path) or final in Path(s.path).parents for s in dataset.shards):
+            raise ParameterError(f"-o {out_dir} holds input shards; pick a new directory")
+        if final.exists() and not final.is_dir():
+            raise OutputRefusedError(f"{out_dir} exists and is not a directory; pick another -o")
+        if final.exists() and not overwrite:
+            raise OutputRefusedError(f"{out_dir} already exists; pass --overwrite to replace it")
+        if not final.parent.is_dir():
+            raise OutputRefusedError(
+                f"{final.parent} is not a directory; create it or pick another -o"
+            )
+        return final
+
+    def path(self, shard: Shard) -> Path:
+        return self.dir / shard.rel
+
+    def commit(self) -> None:
+        """Move every staged shard to its final name (every shard must be staged)."""
+        missing = [s.rel for s in self.dataset.shards if not self.path(s).is_file()]
+        assert not missing, f"unstaged shards: {missing[:3]}"  # the engine staged them all
+        for shard in self.dataset.shards:  # temp files are 0600; keep the shard's own mode
+            with contextlib.suppress(OSError):
+                shutil.copymode(shard.path, self.path(shard))
+        if self.final is None:
+            from rltscan.io import atomic
+
+            with _deferred_signals():
+                for shard in self.dataset.shards:
+                    os.replace(self.path(shard), shard.path)
+                    atomic._committed.append(Path(shard.path))  # for the interrupt message
+            for parent in {Path(s.path).parent for s in self.dataset.shards}:
+                _fsync_dir(parent)
+            shutil.rmtree(self.dir, ignore_errors=True)
+            return
+        root = Path(self.dataset.root)
+        for rel in self.dataset.extra_files:
+            dst = self.dir / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / rel, dst)
+        trash = None
+        with _deferred_signals():
+            if self.final.exists():
+                trash = self.dir.with_name(self.dir.name + "-old")
+                os.rename(self.final, trash)
+            os.rename(self.dir, self.final)
+        _fsync_dir(self.final.parent)
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
+
+    def abort(self) -> None:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(self.dir)
