@@ -352,3 +352,12 @@ def test_a_failed_safety_copy_changes_nothing(tmp_path: Path, monkeypatch) -> No
         api.run("gae", str(src), device="cpu", chunk_steps=16, block_steps=8)
     assert src.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.h5"]
+
+
+def test_an_empty_file_is_a_data_error_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "empty.h5"
+    with h5py.File(path, "w") as f:
+        f["rewards"] = np.zeros(0, np.float32)
+        f["terminals"] = np.zeros(0, bool)
+    with pytest.raises(DataError, match="no steps"):
+        api.run("returns", str(path), device="cpu")

@@ -215,6 +215,11 @@ def prepare(
             f"needs {ref_ndim} dimension(s); pass --layout or the right {OPTION[reference]} KEY"
         )
     kwargs[reference] = ref
+    if ref.size == 0:
+        raise DataError(
+            f'{source.where}: column "{ref_name}" has no steps (shape {ref.shape}); '
+            "pass a file that holds data"
+        )
     for arg, value in list(kwargs.items()):
         if arg == reference or not isinstance(value, np.ndarray):
             continue

@@ -63,8 +63,8 @@ def plan_target(source: Source, output: str | None, to: str | None) -> Target:
 def streamable(source: Source, target: Target) -> bool:
     """Whether the streaming engine handles this input/output pair: arrays in an HDF5
     file written back as HDF5, or a Parquet file written back as Parquet."""
-    if source.read_range is None or source.steps is None or target.kind == "stdout":
-        return False
+    if source.read_range is None or not source.steps or target.kind == "stdout":
+        return False  # (an empty file goes the whole-file way, which names the problem)
     same = target.kind == "inplace" or target.format == source.format
     return same and source.format in ("hdf5", "parquet") and source.backend is None
 
