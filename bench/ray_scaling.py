@@ -62,13 +62,25 @@ def generate(directory: Path, steps: int, shards: int, extra: int, seed: int = 0
     return sum(p.stat().st_size for p in directory.iterdir())
 
 
-def timed(estimator: str, data: Path, out: Path, **kw) -> dict:
-    shutil.rmtree(out, ignore_errors=True)  # not timed: a new OUT_DIR every run
+def timed(estimator: str, data: Path, out: Path | None, **kw) -> dict:
+    """One run to a new ``out`` (removed first, untimed), or in place with ``out=None``."""
+    if out is not None:
+        shutil.rmtree(out, ignore_errors=True)
+    load = os.getloadavg()[0]  # the machine may be shared: say how busy it was
     t0 = time.perf_counter()
-    report = rltscan.run(estimator, str(data), output=str(out), device="cpu", **kw)
+    report = rltscan.run(
+        estimator, str(data), output=None if out is None else str(out), device="cpu", **kw
+    )
     wall = time.perf_counter() - t0
     stages = {s.name: s.seconds for s in report.stages if not s.skipped}
-    return {"wall_s": wall, "steps": report.steps, "steps_per_s": report.steps / wall, **stages}
+    return {
+        "wall_s": wall,
+        "steps": report.steps,
+        "steps_per_s": report.steps / wall,
+        "load_before": load,
+        "load_after": os.getloadavg()[0],
+        **stages,
+    }
 
 
 def machine() -> dict:
@@ -121,12 +133,14 @@ def markdown(result: dict) -> str:
         "",
         f"`{cfg['estimator']}` over {cfg['steps']:,} steps in {cfg['shards']} Parquet shards "
         f"({cfg['bytes'] / 1e6:,.0f} MB, {cfg['extra']} unread float32 columns besides "
-        "rewards, values, terminals, timeouts), CPU only, written to `-o OUT_DIR`; "
-        f"best of {cfg['repeats']} run(s) per row.",
+        "rewards, values, terminals, timeouts), CPU only, warm page cache, written to a new "
+        "`-o OUT_DIR` (the last row: in place); "
+        f"best of {cfg['repeats']} run(s) per row (in place: one run). The load average "
+        "(1 min) shows whether other jobs shared the machine.",
         "",
         "| engine | workers | wall s | steps/s | efficiency vs 1 worker | pass 1 s | "
-        "pass 2 s | commit s |",
-        "|---|---|---|---|---|---|---|---|",
+        "pass 2 s | commit s | cleanup s | load avg before/after |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["runs"]:
         eff = "-" if r.get("efficiency") is None else f"{r['efficiency']:.2f}"
@@ -134,7 +148,8 @@ def markdown(result: dict) -> str:
             f"| {r['engine']} | {r['workers']} | {r['wall_s']:.2f} | "
             f"{r['steps_per_s'] / 1e6:.2f}M | {eff} | "
             f"{r.get('pass 1 (aggregates)', 0):.2f} | {r.get('pass 2 (outputs)', 0):.2f} | "
-            f"{r.get('commit', 0):.3f} |"
+            f"{r.get('commit', 0):.3f} | {r.get('cleanup', 0):.3f} | "
+            f"{r['load_before']:.1f} / {r['load_after']:.1f} |"
         )
     rates = result["per_shard"]
     lines += [
@@ -198,6 +213,10 @@ def main() -> None:
             print("ray", w, json.dumps(r))
     finally:
         ray.shutdown()
+    # last, as it adds the output columns to the data: in place (one rename per shard)
+    inplace = timed(args.estimator, data, None, engine="local", **params)
+    runs.append({"engine": "local, in place", "workers": 1, **inplace})
+    print("local in place", json.dumps(inplace))
     one = next((r["wall_s"] for r in runs if r["engine"] == "ray" and r["workers"] == 1), None)
     for r in runs:
         if r["engine"] == "ray" and one is not None:

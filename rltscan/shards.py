@@ -639,6 +639,8 @@ def run_sharded(
             box["steps"] = sum(d["steps"] for d in done.values())
         with clock.stage("commit", steps=box["steps"]):
             staging.commit()
+        with clock.stage("cleanup"):
+            staging.cleanup()
     except BaseException:
         if runner is not None:  # stop the tasks first: none may write after the abort
             runner.close()
