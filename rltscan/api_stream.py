@@ -117,9 +117,6 @@ def run_streamed(
             f"{plan.chunk * plan.rows:,} (lower --block-steps too for smaller windows)"
         )
 
-    with clock.stage("open"):
-        sink = _sink(source, target, dry_run, full_shape, metadata, names, probe, overwrite)
-
     def prepare_window(start: int, stop: int) -> Any:
         return prepare(source, dones_mean=decided, window=(start, stop), **options)
 
@@ -145,49 +142,52 @@ def run_streamed(
         if advance is not None:
             advance(done[0], steps * rows)
 
-    if progress is not None:
-        progress("stream", True)
-        if advance is not None:
-            advance(0, steps * rows)
-    t0 = time.perf_counter()
-    try:
-        with _cli_bootstrap_hint():
-            totals = stream.run_windows(
-                plan,
-                prepare_window,
-                compute,
-                sink.write,
-                device=dev,
-                time_dim=probe.time_dim,
-                on_window=on_window,
-            )
-        if totals.id_runs and "episode_id" in probe.roles:
-            stream.check_id_runs(totals.id_runs, probe.roles["episode_id"], source.where)
+    with clock.stage("open"):
+        sink = _sink(source, target, dry_run, full_shape, metadata, names, probe, overwrite)
+    try:  # from here to the commit, any exception (Ctrl-C too) drops the sink's temp files
+        if progress is not None:
+            progress("stream", True)
+            if advance is not None:
+                advance(0, steps * rows)
+        t0 = time.perf_counter()
+        try:
+            with _cli_bootstrap_hint():
+                totals = stream.run_windows(
+                    plan,
+                    prepare_window,
+                    compute,
+                    sink.write,
+                    device=dev,
+                    time_dim=probe.time_dim,
+                    on_window=on_window,
+                )
+            if totals.id_runs and "episode_id" in probe.roles:
+                stream.check_id_runs(totals.id_runs, probe.roles["episode_id"], source.where)
+        finally:
+            if progress is not None:
+                progress("stream", False)
+        walk = time.perf_counter() - t0
+        for stage in ("read", "to device", "scan", "from device", "write"):
+            if stage not in totals.busy or (dry_run and stage == "write"):
+                clock.skip(stage)
+                continue
+            nbytes = totals.bytes.get(stage, 0)
+            clock.stages.append(Stage(stage, totals.busy[stage], nbytes, totals.steps * rows))
+        if isinstance(sink, HDF5Sink):  # the safety copy of the file, beside the stream
+            sink.wait_copied()
+            clock.stages.append(Stage("copy", sink.copy_seconds, sink.copy_bytes))
+        clock.stages.append(Stage("stream (wall)", walk, 0, totals.steps * rows))
+        written = False
+        if dry_run:
+            sink.commit()
+            clock.skip("commit")
+        else:
+            with clock.stage("commit", steps=totals.steps * rows) as box:
+                box["bytes"] = sink.commit()
+            written = True
     except BaseException as err:
         sink.abort(err)
         raise
-    finally:
-        if progress is not None:
-            progress("stream", False)
-    walk = time.perf_counter() - t0
-    for stage in ("read", "to device", "scan", "from device", "write"):
-        if stage not in totals.busy or (dry_run and stage == "write"):
-            clock.skip(stage)
-            continue
-        nbytes = totals.bytes.get(stage, 0)
-        clock.stages.append(Stage(stage, totals.busy[stage], nbytes, totals.steps * rows))
-    if isinstance(sink, HDF5Sink):  # the safety copy of the file, beside the stream
-        sink.wait_copied()
-        clock.stages.append(Stage("copy", sink.copy_seconds, sink.copy_bytes))
-    clock.stages.append(Stage("stream (wall)", walk, 0, totals.steps * rows))
-    written = False
-    if dry_run:
-        sink.commit()
-        clock.skip("commit")
-    else:
-        with clock.stage("commit", steps=totals.steps * rows) as box:
-            box["bytes"] = sink.commit()
-        written = True
 
     outputs = [
         OutputInfo(name, tuple(full_shape), dtypes.get(name, ""), _location(source, target, name))

@@ -82,6 +82,17 @@ def check_space(dst: Path, needed: int) -> None:
         )
 
 
+def is_full_disk(err: BaseException | None) -> bool:
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def no_space(dst: Path) -> OutputRefusedError:
+    """The one-line error for a disk that filled up while ``dst`` was being written."""
+    return OutputRefusedError(
+        f"no space left on device writing {dst}; nothing was changed, free some space"
+    )
+
+
 @contextlib.contextmanager
 def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0) -> Iterator[Path]:
     """Yield a temp path to fill; on success fsync it and move it over ``dst``.
@@ -111,10 +122,8 @@ def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0)
         _fsync_dir(dst.parent)
     except OSError as err:
         _remove(tmp)
-        if err.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise OutputRefusedError(
-                f"no space left on device writing {dst}; nothing was changed, free some space"
-            ) from None
+        if is_full_disk(err):
+            raise no_space(dst) from None
         raise
     except BaseException:
         _remove(tmp)

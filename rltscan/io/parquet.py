@@ -93,7 +93,7 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
             table = pf.read(columns=[name])
         except OSError as err:
             raise InputFileError(
-                f'{where}: column "{name}" cannot be read ({err}); the file is corrupt'
+                f'{where}: column "{name}" cannot be read ({_first_line(err)}); the file is corrupt'
             ) from None
         return to_numpy(table.column(0), where, name)
 
@@ -141,7 +141,8 @@ class RowGroupReader:
             table = self.pf.read_row_group(i, columns=wanted)
         except OSError as err:
             raise InputFileError(
-                f'{self.where}: column "{name}" cannot be read ({err}); the file is corrupt'
+                f'{self.where}: column "{name}" cannot be read ({_first_line(err)}); '
+                "the file is corrupt"
             ) from None
         arrays = {n: to_numpy(table.column(n), self.where, n) for n in wanted}
         with self.lock:
@@ -272,7 +273,8 @@ def _codecs(pf: Any) -> tuple[dict[str, str], str]:
     codecs = {}
     for i in range(rg.num_columns):
         col = rg.column(i)
-        codecs[col.path_in_schema] = col.compression.lower()
+        codec = col.compression.lower()  # the writer calls UNCOMPRESSED "none"
+        codecs[col.path_in_schema] = "none" if codec == "uncompressed" else codec
     common = max(set(codecs.values()), key=list(codecs.values()).count) if codecs else "snappy"
     return codecs, common
 
@@ -313,14 +315,14 @@ def write_parquet(
         with pq.ParquetWriter(
             target, new_schema, compression=compression, version=version, use_dictionary=dictionary
         ) as w:
-            for batch, start in _prefetched(pf):
+            for batch, start in _prefetched(pf, where):
                 table = _with_outputs(batch, outputs, start, order).cast(new_schema)
                 w.write_table(table, row_group_size=max(batch.num_rows, 1))
 
     return _emit(emit, sink, outputs, atomic)
 
 
-def _prefetched(pf: Any) -> Any:
+def _prefetched(pf: Any, where: str) -> Any:
     """``(row group, first row)`` in order, decoding group i+1 while group i is written."""
     starts = np.concatenate(
         [[0], np.cumsum([pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)])]
@@ -328,7 +330,13 @@ def _prefetched(pf: Any) -> Any:
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rltscan-rowgroup") as pool:
         ahead = pool.submit(pf.read_row_group, 0) if pf.num_row_groups else None
         for i in range(pf.num_row_groups):
-            batch = ahead.result()
+            try:
+                batch = ahead.result()
+            except OSError as err:  # a column no estimator reads, met while copying it
+                raise InputFileError(
+                    f"{where}: row group {i} cannot be read ({_first_line(err)}); "
+                    "the file is corrupt"
+                ) from None
             if i + 1 < pf.num_row_groups:
                 ahead = pool.submit(pf.read_row_group, i + 1)
             yield batch, int(starts[i])

@@ -29,7 +29,7 @@ import numpy as np
 
 from rltscan.errors import OutputRefusedError
 from rltscan.io import hdf5, parquet
-from rltscan.io.atomic import TMP_MARK, atomic_path, check_space
+from rltscan.io.atomic import TMP_MARK, atomic_path, check_space, is_full_disk, no_space
 
 
 class HDF5Sink:
@@ -55,8 +55,6 @@ class HDF5Sink:
         self.dst, self.group, self.shape, self.time_axis = dst, group, shape, time_axis
         self.attrs = {k: hdf5._attr_value(v) for k, v in attrs.items()}
         self.template, self.overwrite = template, overwrite
-        self._stack = contextlib.ExitStack()
-        self._tmp = self._stack.enter_context(atomic_path(dst, size_hint=os.path.getsize(src)))
         self._fh: Any = None
         self._datasets: dict[str, Any] = {}
         self._spilled: list[tuple[int, int, str, int, tuple[int, ...], np.dtype]] = []
@@ -67,10 +65,16 @@ class HDF5Sink:
         self._copier = threading.Thread(
             target=self._copy, args=(src,), name="rltscan-copy", daemon=True
         )
-        self._copier.start()
         self.bytes = 0
         self.copy_seconds = 0.0
         self.copy_bytes = os.path.getsize(src)
+        self._stack = contextlib.ExitStack()
+        self._tmp = self._stack.enter_context(atomic_path(dst, size_hint=self.copy_bytes))
+        try:  # no temp copy outlives a failed (or interrupted) start
+            self._copier.start()
+        except BaseException as err:
+            self._stack.__exit__(type(err), err, err.__traceback__)
+            raise
 
     def wait_copied(self) -> None:
         self._copier.join()
@@ -218,8 +222,10 @@ class SpillColumn:
         return self.length
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        if self.fd >= 0:  # once: a second close could hit a reused descriptor
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
 
 
 class ParquetSink:
@@ -267,8 +273,11 @@ class ParquetSink:
             self.abort()
 
     def abort(self, error: BaseException | None = None) -> None:
+        """Drop the spill files. A full disk (``error``) comes back as one OutputRefusedError."""
         for col in self.columns.values():
             col.close()
+        if is_full_disk(error):
+            raise no_space(Path(self.dst)) from None
 
 
 class NullSink:

@@ -47,6 +47,8 @@ def plan_target(source: Source, output: str | None, to: str | None) -> Target:
         assert source.path is not None
         return Target("inplace", source.path, source.format)
     path = Path(output)
+    if path.is_dir():
+        raise OutputRefusedError(f"{path} is a directory; pass a file path to -o")
     fmt = output_format(path, source.format if source.format != "minari" else "parquet")
     if to is not None:
         fmt = "arrow" if to == "arrow" else "parquet"
