@@ -376,3 +376,29 @@ def test_killed_job_leaves_every_shard_readable(tmp_path: Path) -> None:
     rltscan.run("gae", str(root), device="cpu", overwrite=True, **kwargs("gae"))
     rltscan.run("gae", str(clean), device="cpu", **kwargs("gae"))
     assert {k: v for k, v in snapshot(root).items() if not k.startswith(".")} == snapshot(clean)
+
+
+def test_readme_scaling_figures_come_from_the_result_file() -> None:
+    """The README quotes the Ray scaling run; the figures must be the result file's."""
+    import json
+    import re
+
+    result = json.loads(
+        (
+            ROOT / "bench" / "results" / "ray-scaling-cpu-2core-2026-12-02" / "result.json"
+        ).read_text()
+    )
+    ray_runs = {r["workers"]: r for r in result["runs"] if r["engine"] == "ray"}
+    text = " ".join((ROOT / "README.md").read_text().split())
+    found = re.search(
+        r"(\d+)M steps in (\d+) shards, ([\d.]+) s on one Ray worker, ([\d.]+) s on two "
+        r"\(efficiency ([\d.]+)\)",
+        text,
+    )
+    assert found, "the README's scaling sentence moved; update this test"
+    steps, shards, one, two, eff = found.groups()
+    assert int(steps) * 10**6 == result["config"]["steps"]
+    assert int(shards) == result["config"]["shards"]
+    assert float(one) == round(ray_runs[1]["wall_s"], 1)
+    assert float(two) == round(ray_runs[2]["wall_s"], 1)
+    assert float(eff) == round(ray_runs[2]["efficiency"], 2)
