@@ -622,6 +622,7 @@ def run_sharded(
         if engine == "ray":
             with clock.stage("start ray"):
                 runner = _engine(engine, ray_address=ray_address, workers=workers, device=device)
+            dev_name = f"{'cuda' if runner.num_gpus else 'cpu'} (ray workers)"
         else:
             runner = LocalEngine()
         aggregates: dict[int, dict] = {}
