@@ -142,9 +142,10 @@ def run_streamed(
         if advance is not None:
             advance(done[0], steps * rows)
 
-    with clock.stage("open"):
-        sink = _sink(source, target, dry_run, full_shape, metadata, names, probe, overwrite)
-    try:  # from here to the commit, any exception (Ctrl-C too) drops the sink's temp files
+    sink = None
+    try:  # from the sink's start to its commit, any exception (Ctrl-C too) drops its temp files
+        with clock.stage("open"):
+            sink = _sink(source, target, dry_run, full_shape, metadata, names, probe, overwrite)
         if progress is not None:
             progress("stream", True)
             if advance is not None:
@@ -186,7 +187,8 @@ def run_streamed(
                 box["bytes"] = sink.commit()
             written = True
     except BaseException as err:
-        sink.abort(err)
+        if sink is not None:
+            sink.abort(err)
         raise
 
     outputs = [

@@ -86,26 +86,70 @@ def test_ctrl_c_while_waiting_for_the_hdf5_safety_copy_leaves_no_temp(
     assert _engine_threads() == []
 
 
-def test_ctrl_c_while_the_hdf5_sink_opens_leaves_no_temp(tmp_path: Path, monkeypatch) -> None:
-    """SIGINT right after the temp copy is created (test_kill's SIGINT case, which
-    failed now and then): the sink's own setup must clean up."""
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_ctrl_c_while_the_hdf5_sink_opens_leaves_no_temp(
+    when: str, tmp_path: Path, monkeypatch
+) -> None:
+    """SIGINT right after the temp copy is created (test_kill's SIGINT case failed now
+    and then): the sink's own setup must clean up, also when the signal lands inside
+    ``Thread.start`` after the copier was launched (it made the temp again, later)."""
+    import shutil
+    import time
+
     src = _h5(tmp_path / "in.h5")
     before = src.read_bytes()
-    real = threading.Thread.start
+    real_start, real_copy = threading.Thread.start, sinks.shutil.copyfile
 
     def start(thread: threading.Thread) -> None:  # the copier starts once the temp exists
+        if thread.name == "rltscan-copy" and when == "after":
+            real_start(thread)
         if thread.name == "rltscan-copy":
             raise KeyboardInterrupt
-        real(thread)
+        real_start(thread)
+
+    def slow_copy(a, b):
+        time.sleep(0.2)
+        return real_copy(a, b)
 
     monkeypatch.setattr(threading.Thread, "start", start)
+    monkeypatch.setattr(sinks.shutil, "copyfile", slow_copy)
     with pytest.raises(KeyboardInterrupt) as info:  # holds the frames: no cleanup by GC
         api.run("gae", str(src), device="cpu", chunk_steps=16, block_steps=8)
-    monkeypatch.undo()
     assert info.value is not None
+    for thread in threading.enumerate():  # a copier left running would show up later
+        if thread.name == "rltscan-copy":
+            thread.join()
+    monkeypatch.undo()
+    assert shutil.copyfile is real_copy
     assert src.read_bytes() == before
     assert _leftovers(tmp_path, src) == []
     assert _engine_threads() == []
+
+
+def test_ctrl_c_inside_mkstemp_of_the_temp_copy_leaves_no_temp(tmp_path: Path, monkeypatch) -> None:
+    """test_kill's SIGINT lands as the temp file appears: the signal arrived after
+    ``mkstemp`` had made the file and before its name was returned, so no one could
+    remove it. The signal is now held until the name is known."""
+    import signal
+    import tempfile
+
+    src = _h5(tmp_path / "in.h5")
+    before = src.read_bytes()
+    real = tempfile.mkstemp
+
+    def mkstemp(*args, **kwargs):
+        made = real(*args, **kwargs)
+        if kwargs.get("suffix") == ".tmp":
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C, as the file appears
+        return made
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    with pytest.raises(KeyboardInterrupt) as info:
+        api.run("gae", str(src), device="cpu", chunk_steps=16, block_steps=8)
+    assert info.value is not None
+    monkeypatch.undo()
+    assert src.read_bytes() == before
+    assert _leftovers(tmp_path, src) == []
 
 
 # ---------------------------------------------------------------- one-line errors

@@ -108,8 +108,10 @@ def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0)
         check_space(dst, os.path.getsize(copy_from))
     elif size_hint:
         check_space(dst, size_hint)
-    tmp = temp_name(dst)
+    tmp: Path | None = None
     try:
+        with _deferred_signals():  # a Ctrl-C inside mkstemp would lose the temp's name
+            tmp = temp_name(dst)
         if copy_from is not None:
             shutil.copyfile(copy_from, tmp)
             with contextlib.suppress(OSError):
@@ -130,6 +132,7 @@ def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0)
         raise
 
 
-def _remove(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink()
+def _remove(path: Path | None) -> None:
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink()

@@ -29,7 +29,14 @@ import numpy as np
 
 from rltscan.errors import OutputRefusedError
 from rltscan.io import hdf5, parquet
-from rltscan.io.atomic import TMP_MARK, atomic_path, check_space, is_full_disk, no_space
+from rltscan.io.atomic import (
+    TMP_MARK,
+    _deferred_signals,
+    atomic_path,
+    check_space,
+    is_full_disk,
+    no_space,
+)
 
 
 class HDF5Sink:
@@ -62,6 +69,7 @@ class HDF5Sink:
         self._spill_end = 0
         self._copy_error: BaseException | None = None
         self._copied = threading.Event()
+        self._cancelled = threading.Event()
         self._copier = threading.Thread(
             target=self._copy, args=(src,), name="rltscan-copy", daemon=True
         )
@@ -69,10 +77,14 @@ class HDF5Sink:
         self.copy_seconds = 0.0
         self.copy_bytes = os.path.getsize(src)
         self._stack = contextlib.ExitStack()
-        self._tmp = self._stack.enter_context(atomic_path(dst, size_hint=self.copy_bytes))
         try:  # no temp copy outlives a failed (or interrupted) start
-            self._copier.start()
+            with _deferred_signals():  # a Ctrl-C waits until the temp and its copier are owned
+                self._tmp = self._stack.enter_context(atomic_path(dst, size_hint=self.copy_bytes))
+                self._copier.start()
         except BaseException as err:
+            self._cancelled.set()  # a copier that has not begun never will
+            if self._copier.is_alive():  # one that has would write the temp again
+                self._copier.join()
             self._stack.__exit__(type(err), err, err.__traceback__)
             raise
 
@@ -82,6 +94,8 @@ class HDF5Sink:
     def _copy(self, src: Path) -> None:
         t0 = time.perf_counter()
         try:
+            if self._cancelled.is_set():
+                return
             shutil.copyfile(src, self._tmp)
             with contextlib.suppress(OSError):
                 shutil.copymode(src, self._tmp)
