@@ -245,3 +245,26 @@ def test_an_uncompressed_parquet_file_is_written_back(tmp_path: Path) -> None:
     table = pf.read()
     assert table.column_names == [*cols.column_names, "advantages", "value_targets"]
     assert table.select(cols.column_names).equals(cols)
+
+
+@pytest.mark.parametrize("fmt", ["h5", "parquet"])
+def test_writing_back_keeps_the_file_mode_and_new_files_follow_the_umask(
+    fmt: str, tmp_path: Path
+) -> None:
+    """A shared dataset (0o644) came back 0o600 after a Parquet write-back (the temp
+    file's mkstemp mode), unreadable by the rest of the group; ``-o`` files too."""
+    import os
+
+    src = _h5(tmp_path / "in.h5") if fmt == "h5" else _parquet(tmp_path / "in.parquet")
+    os.chmod(src, 0o644)
+    api.run("gae", str(src), device="cpu", chunk_steps=16, block_steps=8)
+    assert os.stat(src).st_mode & 0o777 == 0o644
+    if fmt == "h5":
+        return  # -o copies an HDF5 file, mode included
+    mask = os.umask(0o027)
+    try:
+        out = tmp_path / "out.parquet"
+        api.run("gae", str(src), output=str(out), device="cpu", overwrite=True)
+    finally:
+        os.umask(mask)
+    assert os.stat(out).st_mode & 0o777 == 0o640

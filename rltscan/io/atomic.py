@@ -12,6 +12,7 @@ import errno
 import os
 import shutil
 import signal
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -57,6 +58,24 @@ def temp_name(dst: Path) -> Path:
     fd, name = tempfile.mkstemp(prefix=f".{dst.name}{TMP_MARK}", suffix=".tmp", dir=dst.parent)
     os.close(fd)
     return Path(name)
+
+
+def file_mode(dst: Path) -> int:
+    """The mode ``dst`` has (a file replaced keeps it), or the one a new file gets."""
+    try:
+        return stat.S_IMODE(os.stat(dst).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    with contextlib.suppress(OSError, ValueError):  # Linux: read it without changing it
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_path(path: Path) -> None:
@@ -112,6 +131,7 @@ def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0)
     try:
         with _deferred_signals():  # a Ctrl-C inside mkstemp would lose the temp's name
             tmp = temp_name(dst)
+        os.chmod(tmp, file_mode(dst))  # mkstemp's 0o600 would replace the file's own mode
         if copy_from is not None:
             shutil.copyfile(copy_from, tmp)
             with contextlib.suppress(OSError):
