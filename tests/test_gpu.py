@@ -76,13 +76,17 @@ def test_triton_large(kind, shape, layout, ep):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("tiles", [(1, 16, 1), (4, 64, 2), (2, 1024, 4), (32, 128, 4)])
 def test_tile_shape_invariance(kind, tiles):
+    """Any tile shape gives the float64 result within the §2.6 tolerance. Tiles change the
+    order of the float32 sums (and the look-back's order depends on timing), so two tile
+    shapes agree up to rounding, not bit for bit: 16-step tiles on prefix sums of 300-step
+    episodes differed by 1.3e-5 once, which a fixed 1e-5 between the two did not allow."""
     inputs = bench.make_inputs(kind, (7, 5003), ep_len=300.0, device="cuda", seed=3)
-    default = _run(kind, inputs, backend="triton")
+    want = _run(kind, _f64(inputs), backend="torch")
+    _check(_run(kind, inputs, backend="triton"), want)
     rows, chunk, warps = tiles
     with triton_scan.tile_override(rows=rows, chunk=chunk, num_warps=warps):
         forced = _run(kind, inputs, backend="triton")
-    for k in default:
-        torch.testing.assert_close(forced[k], default[k], rtol=1e-5, atol=1e-5)
+    _check(forced, want)
 
 
 @pytest.mark.parametrize("kind", KINDS)
