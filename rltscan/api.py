@@ -140,6 +140,61 @@ def _params_used(
     return used
 
 
+def refuse_reading_outputs(
+    names: list[str] | tuple[str, ...], roles: Mapping[str, str], estimator: str
+) -> None:
+    """An output may never replace a column the estimator reads, even with --overwrite."""
+    read_columns = set(roles.values())
+    for name in names:
+        if name in read_columns:
+            raise OutputRefusedError(
+                f'output "{name}" would overwrite input column "{name}" that {estimator} reads, '
+                "even with --overwrite; pass --prefix P"
+            )
+
+
+def refuse_clash(source: Any, target: wb.Target, names: list[str]) -> None:
+    """Outputs that already exist at the target need --overwrite (or a --prefix)."""
+    clash = wb.existing(source, target, names)
+    if clash:
+        raise OutputRefusedError(
+            f'{target.describe()} already has "{clash[0]}"; pass --overwrite or --prefix P'
+            if target.kind != "file"
+            else f"{clash[0]} already exists; pass --overwrite to replace it"
+        )
+
+
+def call_options(
+    spec: Any, params: Mapping[str, float], missing_bootstrap: str | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(keyword arguments for every call, the parameters as used)`` (defaults filled)."""
+    call: dict[str, Any] = dict(params)
+    signature = _inspect.signature(spec.function).parameters
+    if missing_bootstrap is not None and "missing_bootstrap" in signature:
+        call["missing_bootstrap"] = missing_bootstrap
+    used = _params_used(spec.function, spec.params, params)
+    if "missing_bootstrap" in signature:
+        used["missing_bootstrap"] = call.get(
+            "missing_bootstrap", signature["missing_bootstrap"].default
+        )
+    return call, used
+
+
+def provenance(
+    spec: Any, estimator: str, used: Mapping[str, Any], roles: Mapping[str, str], layout: str
+) -> dict[str, Any]:
+    """What is recorded beside the outputs (HDF5 attributes, Parquet metadata)."""
+    return {
+        "estimator": spec.name,
+        "command": estimator,
+        "params": dict(used),
+        "source_columns": dict(roles),
+        "rltscan_version": _version(),
+        "terminal_rule": TERMINAL_RULE,
+        "layout": layout,
+    }
+
+
 def _backend_name(backend: str, device: torch.device) -> str:
     if backend != "auto":
         return backend
@@ -344,36 +399,14 @@ def _run(
         box["bytes"], box["steps"] = prepared.bytes_read, prepared.steps
 
     names = [prefix + n for n in _output_names(spec, prepared)]
-    if not dry_run:
-        clash = wb.existing(source, target, names)
-        if clash and not overwrite:
-            what = f'"{clash[0]}"' if target.kind != "file" else "the output file"
-            raise OutputRefusedError(
-                f"{target.describe()} already has {what}; pass --overwrite or --prefix P"
-                if target.kind != "file"
-                else f"{clash[0]} already exists; pass --overwrite to replace it"
-            )
+    if not dry_run and not overwrite:
+        refuse_clash(source, target, names)
+    refuse_reading_outputs(names, prepared.roles, estimator)
 
-    read_columns = set(prepared.roles.values())
-    for name in names:
-        if name in read_columns:
-            raise OutputRefusedError(
-                f'output "{name}" would overwrite input column "{name}" that {estimator} reads, '
-                "even with --overwrite; pass --prefix P"
-            )
-
-    call: dict[str, Any] = dict(prepared.kwargs)
-    call.update(params)
-    signature = _inspect.signature(spec.function).parameters
-    if missing_bootstrap is not None and "missing_bootstrap" in signature:
-        call["missing_bootstrap"] = missing_bootstrap
+    options, used = call_options(spec, params, missing_bootstrap)
+    call: dict[str, Any] = {**prepared.kwargs, **options}
     call["time_dim"] = prepared.time_dim
     call["backend"] = backend
-    used = _params_used(spec.function, spec.params, params)
-    if "missing_bootstrap" in signature:
-        used["missing_bootstrap"] = call.get(
-            "missing_bootstrap", signature["missing_bootstrap"].default
-        )
     in_bytes = sum(v.nbytes for v in prepared.kwargs.values() if isinstance(v, np.ndarray))
 
     with clock.stage("to device", bytes=in_bytes, steps=prepared.steps):
@@ -392,15 +425,7 @@ def _run(
     with clock.stage("from device", bytes=out_bytes, steps=prepared.steps):
         arrays = {k: v.detach().cpu().numpy() for k, v in produced.items()}
 
-    metadata = {
-        "estimator": spec.name,
-        "command": estimator,
-        "params": used,
-        "source_columns": dict(prepared.roles),
-        "rltscan_version": _version(),
-        "terminal_rule": TERMINAL_RULE,
-        "layout": source.layout,
-    }
+    metadata = provenance(spec, estimator, used, prepared.roles, source.layout)
     written = False
     if dry_run:
         clock.skip("write")

@@ -7,7 +7,6 @@ overlap, so they add up to more than the wall time, which is reported apart).
 
 from __future__ import annotations
 
-import inspect as _inspect
 import resource
 import sys
 import time
@@ -18,14 +17,16 @@ import torch
 
 from rltscan import stream
 from rltscan.api import (
-    TERMINAL_RULE,
     _backend_name,
     _cli_bootstrap_hint,
     _Clock,
     _location,
     _output_names,
-    _params_used,
     _version,
+    call_options,
+    provenance,
+    refuse_clash,
+    refuse_reading_outputs,
 )
 from rltscan.errors import OutputRefusedError
 from rltscan.io import writeback as wb
@@ -67,42 +68,13 @@ def run_streamed(
         probe = prepare(source, dones_mean=dones_mean, window=(steps - 1, steps), **options)
     decided = probe.dones_mean
     names = [prefix + n for n in _output_names(spec, probe)]
-    if not dry_run:
-        clash = wb.existing(source, target, names)
-        if clash and not overwrite:
-            raise OutputRefusedError(
-                f'{target.describe()} already has "{clash[0]}"; pass --overwrite or --prefix P'
-                if target.kind != "file"
-                else f"{clash[0]} already exists; pass --overwrite to replace it"
-            )
-    read_columns = set(probe.roles.values())
-    for name in names:
-        if name in read_columns:
-            raise OutputRefusedError(
-                f'output "{name}" would overwrite input column "{name}" that {estimator} reads, '
-                "even with --overwrite; pass --prefix P"
-            )
-
-    call: dict[str, Any] = dict(params)
-    signature = _inspect.signature(spec.function).parameters
-    if missing_bootstrap is not None and "missing_bootstrap" in signature:
-        call["missing_bootstrap"] = missing_bootstrap
+    if not dry_run and not overwrite:
+        refuse_clash(source, target, names)
+    refuse_reading_outputs(names, probe.roles, estimator)
+    call, used = call_options(spec, params, missing_bootstrap)
     call["time_dim"] = probe.time_dim
     call["backend"] = backend
-    used = _params_used(spec.function, spec.params, params)
-    if "missing_bootstrap" in signature:
-        used["missing_bootstrap"] = call.get(
-            "missing_bootstrap", signature["missing_bootstrap"].default
-        )
-    metadata = {
-        "estimator": spec.name,
-        "command": estimator,
-        "params": used,
-        "source_columns": dict(probe.roles),
-        "rltscan_version": _version(),
-        "terminal_rule": TERMINAL_RULE,
-        "layout": source.layout,
-    }
+    metadata = provenance(spec, estimator, used, probe.roles, source.layout)
 
     ref = next(v for v in probe.kwargs.values() if hasattr(v, "ndim") and v.ndim > 0)
     rows = 1 if ref.ndim == 1 or source.layout == "flat" else int(ref.size)

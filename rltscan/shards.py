@@ -508,11 +508,12 @@ def run_sharded(
     """``rltscan.run`` on a sharded dataset (a directory or glob of Parquet files, or a
     Minari Parquet dataset): the protocol of this module on the chosen engine."""
     from rltscan.api import (
-        TERMINAL_RULE,
         _backend_name,
         _output_names,
-        _params_used,
         _version,
+        call_options,
+        provenance,
+        refuse_reading_outputs,
         resolve_device,
     )
 
@@ -555,30 +556,13 @@ def run_sharded(
     with clock.stage("plan"):
         probe, probe_src = _probe(job)
         names = tuple(prefix + n for n in _output_names(spec, probe))
-        read_columns = set(probe.roles.values())
-        for name in names:
-            if name in read_columns:
-                raise OutputRefusedError(
-                    f'output "{name}" would overwrite input column "{name}" that {estimator} '
-                    "reads, even with --overwrite; pass --prefix P"
-                )
+        refuse_reading_outputs(names, probe.roles, estimator)
         job = dataclasses.replace(job, names=names, dones_mean=probe.dones_mean or dones_mean)
         if not dry_run:
             _check_existing(job, probe_src, probe_src.where)
         dtypes = _output_dtypes(job, probe)
-        signature = _inspect.signature(spec.function).parameters
-        used = _params_used(spec.function, spec.params, params)
-        if "missing_bootstrap" in signature:
-            used["missing_bootstrap"] = missing_bootstrap or signature["missing_bootstrap"].default
-        metadata = {
-            "estimator": spec.name,
-            "command": estimator,
-            "params": used,
-            "source_columns": dict(probe.roles),
-            "rltscan_version": _version(),
-            "terminal_rule": TERMINAL_RULE,
-            "layout": dataset.layout,
-        }
+        _, used = call_options(spec, params, missing_bootstrap)
+        metadata = provenance(spec, estimator, used, probe.roles, dataset.layout)
         job = dataclasses.replace(job, dtypes=dtypes, entry=wb.parquet_entry(list(names), metadata))
 
     count = len(dataset.shards)
