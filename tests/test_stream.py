@@ -27,26 +27,7 @@ import pytest
 from rltscan import api
 from rltscan.errors import DataError, MissingBootstrapError
 from tests.io_helpers import ROOT
-
-COMMANDS = ["gae", "td-lambda", "returns", "vtrace", "retrace", "traces", "prefix-sum"]
-OUTPUTS = {
-    "gae": ("advantages", "value_targets"),
-    "td-lambda": ("lambda_returns",),
-    "returns": ("returns",),
-    "vtrace": ("vs", "pg_advantages"),
-    "retrace": ("retrace_targets", "advantages"),
-    "traces": ("eligibility_traces",),
-    "prefix-sum": ("prefix_sums",),
-}
-PARAMS = {
-    "gae": {"gamma": 0.97, "lam": 0.9},
-    "td-lambda": {"gamma": 0.97, "lam": 0.9},
-    "returns": {"gamma": 0.97},
-    "vtrace": {"gamma": 0.97, "rho_clip": 1.3, "c_clip": 0.9},
-    "retrace": {"gamma": 0.97, "lam": 0.9},
-    "traces": {"gamma": 0.97, "lam": 0.9},
-    "prefix-sum": {},
-}
+from tests.shard_helpers import COMMANDS, OUTPUTS, PARAMS  # the seven commands' names, params
 
 
 def columns(rng: np.random.Generator, shape: tuple[int, ...], p_done: float) -> dict:
