@@ -162,6 +162,7 @@ def _open(
         episodes = _episode_groups(root)
     datasets = _datasets(root)
     rewards_name = _rewards_name(datasets, rewards)
+    notes: list[str] = []
 
     if layout is None:
         declared = _layout_attr(root)
@@ -175,15 +176,88 @@ def _open(
         elif episodes:
             layout = "episodes"
         elif rewards_name is not None:
-            ndim = len([d for d in datasets[rewards_name].shape])
-            shape = datasets[rewards_name].shape
-            layout = "time-major" if ndim == 2 and shape[1] != 1 else "flat"
+            shape = tuple(int(d) for d in datasets[rewards_name].shape)
+            if len(shape) == 2 and shape[1] != 1:  # (N, 1) is an old D4RL flat column
+                layout, note = _derive_axes(datasets, rewards_name, shape, where, declared)
+                notes.append(note)
+            else:
+                layout = "flat"
         else:
             layout = "flat"
 
     if layout == "episodes":
-        return _episodes_source(fh, root, path, where, gpath, episodes)
-    return _array_source(fh, path, where, gpath, datasets, rewards_name, layout)
+        source = _episodes_source(fh, root, path, where, gpath, episodes)
+    else:
+        source = _array_source(fh, path, where, gpath, datasets, rewards_name, layout)
+    source.notes.extend(notes)
+    return source
+
+
+# Datasets of one value per sequence ([B] or [B, 1]) that a [T, B] / [B, T] buffer
+# carries: the bootstrap values and final dones (CleanRL ``next_value``/``next_done``,
+# SB3 ``last_values``, IMPALA ``bootstrap_value``). Their length names the batch axis.
+PER_SEQUENCE = tuple(dict.fromkeys((*ALIASES["last_values"], *ALIASES["last_dones"])))
+
+
+def _derive_axes(
+    datasets: Mapping[str, Any],
+    rewards_name: str,
+    shape: tuple[int, ...],
+    where: str,
+    declared: str | None,
+) -> tuple[Layout, str]:
+    """Which axis of a 2-D rewards array is time, proved by the file, or refuse.
+
+    Without a ``layout`` attribute or ``--layout`` the only proof is a per-sequence
+    dataset (``last_values`` & co., shape ``(B,)`` or ``(B, 1)``) whose length is one
+    of the two dimensions and not the other. A square array proves nothing.
+    """
+    first, second = shape
+    votes: dict[str, list[str]] = {}
+    square: list[str] = []
+    for name in PER_SEQUENCE:
+        ds = datasets.get(name)
+        if ds is None:
+            continue
+        dims = tuple(int(d) for d in ds.shape)
+        if len(dims) == 2 and dims[1] == 1:
+            dims = dims[:1]
+        if len(dims) != 1 or dims[0] not in shape:
+            continue
+        if first == second:
+            square.append(name)
+        elif dims[0] == second:
+            votes.setdefault("time-major", []).append(name)
+        else:
+            votes.setdefault("batch-major", []).append(name)
+    fix = "pass --layout time-major ([T, B]) or --layout batch-major ([B, T])"
+    said = f'"{rewards_name}" has shape {shape}'
+    if len(votes) == 1:
+        layout, names = next(iter(votes.items()))
+        batch = second if layout == "time-major" else first
+        axis = "second" if layout == "time-major" else "first"
+        shown = ", ".join(f'"{n}"' for n in names)
+        kind = "[T, B]" if layout == "time-major" else "[B, T]"
+        note = (
+            f"layout {layout}: {shown} holds {batch} values (one per sequence), the {axis} "
+            f'axis of "{rewards_name}" {shape}, so it is {kind} (no layout attribute; '
+            "--layout overrides)"
+        )
+        return layout, note  # type: ignore[return-value]
+    if len(votes) == 2:
+        why = (
+            f"{quoted(votes['time-major'])} say [T, B] but {quoted(votes['batch-major'])} "
+            "say [B, T]"
+        )
+    elif square:
+        why = f"it is square, so {quoted(square)} cannot tell the axes apart"
+    elif declared is not None:
+        why = f'its layout attribute "{declared}" is not one rltscan knows'
+    else:
+        why = 'no "layout" attribute and no per-sequence "last_values"/"next_done" dataset'
+    raise AmbiguousInputError(
+        f"{where}: {said} and the file does not say which axis is time ({why}); {fix}"
+    )
 
 
 def _array_source(

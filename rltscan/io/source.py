@@ -49,6 +49,9 @@ class Source:
     read_range: Callable[[str, int, int], np.ndarray] | None = None
     steps: int | None = None  # length of the time axis when known without reading
     steps_column: str | None = None  # the column ``steps`` comes from (the rewards)
+    # What the reader derived rather than read (e.g. how a [T, B] layout was proved);
+    # the report copies these into its notes.
+    notes: list[str] = field(default_factory=list)
 
     def describe_columns(self) -> list[ColumnInfo]:
         return [*self.columns.values(), *self.extra.values()]
