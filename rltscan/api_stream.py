@@ -7,6 +7,7 @@ overlap, so they add up to more than the wall time, which is reported apart).
 
 from __future__ import annotations
 
+import dataclasses
 import resource
 import sys
 import time
@@ -23,7 +24,9 @@ from rltscan.api import (
     _location,
     _output_names,
     _version,
+    assumption_notes,
     call_options,
+    plan_report,
     provenance,
     refuse_clash,
     refuse_reading_outputs,
@@ -54,14 +57,18 @@ def run_streamed(
     backend: str,
     chunk_steps: int | None,
     block_steps: int | None,
+    ignore: tuple[str, ...] = (),
 ) -> RunReport:
     wall0 = time.perf_counter()
     steps = int(source.steps)
+    call, used = call_options(spec, params, missing_bootstrap)
     options = dict(
         arguments=spec.inputs,
         required=spec.required,
         overrides=overrides,
         ends_are=ends_are,
+        ignore=ignore,
+        bootstrap=used.get("missing_bootstrap"),
     )
     with clock.stage("plan"):
         # the last step alone: roles, flag meanings and errors before any real work
@@ -71,7 +78,10 @@ def run_streamed(
     if not dry_run and not overwrite:
         refuse_clash(source, target, names)
     refuse_reading_outputs(names, probe.roles, estimator)
-    call, used = call_options(spec, params, missing_bootstrap)
+    if dry_run:
+        return _plan_streamed(
+            estimator, spec, source, target, names, used, clock, dev, options, decided, steps
+        )
     call["time_dim"] = probe.time_dim
     call["backend"] = backend
     metadata = provenance(spec, estimator, used, probe.roles, source.layout)
@@ -191,13 +201,51 @@ def run_streamed(
         outputs=outputs,
         stages=clock.stages,
         counts=totals.counts,
-        notes=notes,
+        notes=[*notes, *assumption_notes(totals.counts, used, source.layout)],
         dry_run=dry_run,
         written=written,
         rltscan_version=_version(),
         wall_seconds=time.perf_counter() - wall0 + _before(clock),
         streaming=info,
     )
+
+
+def _plan_streamed(
+    estimator: str,
+    spec: Any,
+    source: Any,
+    target: wb.Target,
+    names: list[str],
+    used: dict[str, Any],
+    clock: _Clock,
+    dev: torch.device,
+    options: dict[str, Any],
+    decided: Any,
+    steps: int,
+) -> RunReport:
+    """``--dry-run`` of a streamed file: the same resolver over every window, reading
+    only the flag columns and the reference column; nothing is computed or written."""
+    counts: dict[str, int] = {}
+    runs: list[tuple[int, Any]] = []
+    episodes = 0
+    window = stream.DEFAULT_CHUNK_STEPS  # steps of the time axis per window (flags only)
+    with clock.stage("plan (flags)") as box:
+        for start in range(0, steps, window):
+            stop = min(start + window, steps)
+            part = prepare(
+                source, dones_mean=decided, window=(start, stop), flags_only=True, **options
+            )
+            for key, value in part.counts.items():
+                counts[key] = counts.get(key, 0) + value
+            episodes += part.episodes
+            if part.id_runs is not None:
+                runs.append((start, part.id_runs))
+            box["bytes"] += part.bytes_read
+        if runs and "episode_id" in part.roles:
+            stream.check_id_runs(runs, part.roles["episode_id"], source.where)
+    total = steps * max(part.sequences, 1) if source.layout != "flat" else steps
+    planned = dataclasses.replace(part, steps=total, counts=counts, episodes=episodes)
+    return plan_report(estimator, spec, source, target, planned, names, used, clock, dev)
 
 
 def _before(clock: _Clock) -> float:

@@ -81,6 +81,7 @@ class Job:
     prefix: str
     overwrite: bool
     names: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
     dtypes: dict[str, str] = field(default_factory=dict)
     entry: dict[str, Any] = field(default_factory=dict)  # Parquet key-value metadata
     stage_dir: str | None = None
@@ -107,6 +108,7 @@ class Job:
             overrides=self.overrides,
             dones_mean=self.dones_mean,
             ends_are=self.ends_are,
+            ignore=self.ignore,
         )
 
     def call(self, time_dim: int = -1) -> dict[str, Any]:
@@ -504,6 +506,7 @@ def run_sharded(
     ray_address: str | None,
     workers: int | None,
     order_by: str | None,
+    ignore: tuple[str, ...] = (),
 ) -> RunReport:
     """``rltscan.run`` on a sharded dataset (a directory or glob of Parquet files, or a
     Minari Parquet dataset): the protocol of this module on the chosen engine."""
@@ -552,6 +555,7 @@ def run_sharded(
         block_steps=block_steps,
         prefix=prefix,
         overwrite=overwrite,
+        ignore=tuple(ignore),
     )
     with clock.stage("plan"):
         probe, probe_src = _probe(job)

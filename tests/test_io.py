@@ -46,6 +46,8 @@ RTOL, ATOL = 1e-5, 1e-5  # float32 outputs vs float64 (Minari rewards are float6
 def run(command: str, path: Path, **kw: object) -> api.RunReport:
     kw.setdefault("device", "cpu")
     kw.setdefault("backend", "torch")
+    if Path(path).name == PARQUET.name:  # its stream cuts are unflagged eps_id changes
+        kw.setdefault("ends_are", "truncated")
     return api.run(command, str(path), **kw)  # type: ignore[arg-type]
 
 
@@ -77,15 +79,26 @@ def test_sniff_bytes(head: bytes, fmt: str | None) -> None:
     ids=["flat", "time-major", "parquet", "minari"],
 )
 def test_layout_detected(path: Path, fmt: str, layout: str, steps: int, sequences: int) -> None:
-    info = api.inspect(str(path))
+    # the Parquet sample's stream cuts are eps_id changes with no flag: the user says what
+    # they are (--ends-are), see test_parquet_sample_unflagged_ends_need_ends_are
+    ends_are = "truncated" if path == PARQUET else None
+    info = api.inspect(str(path), ends_are=ends_are)
     assert (info["format"].split("/")[0], info["layout"], info["steps"]) == (fmt, layout, steps)
     if sequences is not None:
         assert info["sequences"] == sequences
     assert all(state["ready"] for state in info["estimators"].values()), info["estimators"]
 
 
-def test_aliases_resolved_in_parquet() -> None:
+def test_parquet_sample_unflagged_ends_need_ends_are() -> None:
     info = api.inspect(str(PARQUET))
+    assert info["steps"] == B * T
+    for state in info["estimators"].values():
+        assert not state["ready"]
+        assert "--ends-are truncated" in state["needs"]
+
+
+def test_aliases_resolved_in_parquet() -> None:
+    info = api.inspect(str(PARQUET), ends_are="truncated")
     roles = info["roles"]
     assert roles["rewards"] == "reward"
     assert roles["values"] == "vf_preds"
@@ -145,6 +158,7 @@ def test_bare_dones_is_never_guessed(tmp_path: Path) -> None:
     with h5py.File(path, "w") as f:
         f["rewards"] = np.ones((5, 2), np.float32)
         f["dones"] = np.zeros((5, 2), bool)
+        f.attrs["layout"] = "time_major"
     source = open_input(str(path))
     with pytest.raises(AmbiguousInputError, match="pass --dones-mean ended or --dones-mean starts"):
         prepare(source, arguments=("rewards",), required=("rewards", "terminated"), overrides={})

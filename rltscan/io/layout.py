@@ -9,19 +9,19 @@ END of step ``t``; forced cuts are truncations and are never written back.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
-from rltscan.errors import AmbiguousInputError, DataError
+from rltscan.errors import AmbiguousInputError, DataError, MissingBootstrapError, ParameterError
 from rltscan.io.columns import (
     ALIASES,
     ARGUMENT_ROLE,
     OPTION,
     ColumnInfo,
-    find_role,
     missing_column_error,
     quoted,
     resolve_override,
@@ -76,13 +76,39 @@ class _Reader:
 def find_column(
     source: Source, role: str, overrides: Mapping[str, str | None], *, extra: bool = False
 ) -> str | None:
-    """The column for ``role``: the override if given (must exist), else the first alias."""
+    """The column for ``role``: the override if given (must exist), else the one alias
+    present. Two aliases present are two readings of the file: refused, never guessed."""
     pool: dict[str, ColumnInfo] = dict(source.extra if extra else source.columns)
     name = overrides.get(role)
     if name:
         everything = {**source.columns, **source.extra}
         return resolve_override(role, name, everything, source.where)
-    return find_role(role, pool)
+    found = [n for n in ALIASES.get(role, ()) if n in pool]
+    taken = {v for k, v in overrides.items() if v and k != role}
+    found = [n for n in found if n not in taken]
+    if len(found) > 1:
+        option = OPTION.get(role, "--" + role.replace("_", "-"))
+        raise AmbiguousInputError(
+            f'{source.where}: both "{found[0]}" and "{found[1]}" could be the {role} column; '
+            f"pass {option} KEY (or --ignore the other)"
+        )
+    return found[0] if found else None
+
+
+def _without(source: Source, ignore: tuple[str, ...]) -> Source:
+    """``source`` with the ``--ignore`` columns out of every role."""
+    everything = {**source.columns, **source.extra}
+    for name in ignore:
+        if name not in everything:
+            raise ParameterError(
+                f'{source.where} has no column "{name}" (given by --ignore); '
+                f"pass one of: {quoted(everything)}"
+            )
+    return dataclasses.replace(
+        source,
+        columns={k: v for k, v in source.columns.items() if k not in ignore},
+        extra={k: v for k, v in source.extra.items() if k not in ignore},
+    )
 
 
 def _squeeze(arr: np.ndarray, ndim: int) -> np.ndarray:
@@ -132,6 +158,10 @@ def prepare(
     dones_mean: DonesMean | None = None,
     ends_are: EndsAre | None = None,
     window: tuple[int, int] | None = None,
+    ignore: tuple[str, ...] = (),
+    bootstrap: str | None = None,
+    strict: bool = True,
+    flags_only: bool = False,
 ) -> Prepared:
     """Read the columns an estimator takes (only those) and build its arguments.
 
@@ -139,7 +169,16 @@ def prepare(
     after, which decides flags derived from the next row: episode-start dones and
     episode-id changes) and the arguments describe that window alone; the streaming
     engine walks a file this way. Counts and notes are the window's.
+
+    ``ignore`` names columns to leave out of every role (``--ignore``). ``bootstrap``
+    (``"error"``/``"zero"``, None for estimators that read no V(s_{t+1})) applies the
+    missing-bootstrap rule here, before any computing, so ``inspect``, ``--dry-run``
+    and the run agree. ``strict`` refuses column overrides that nothing uses.
+    ``flags_only`` (a plan, ``--dry-run``) reads the reference column and the flag
+    columns only; the other columns are checked to exist with the right shape.
     """
+    if ignore:
+        source = _without(source, ignore)
     keep: int | None = None
     final = True
     whole = source
@@ -162,6 +201,7 @@ def prepare(
         raise missing_column_error("rewards", source.columns, source.where)
 
     raw: dict[str, np.ndarray | list[np.ndarray]] = {}
+    skipped: dict[str, str] = {}  # flags_only: argument -> column, not read
     for arg in arguments:
         role = ARGUMENT_ROLE.get(arg)
         if role is None or role == "last_values":
@@ -178,19 +218,23 @@ def prepare(
             if arg in required:
                 raise missing_column_error(role, source.columns, source.where)
             continue
+        if flags_only and not episodes and arg not in ("rewards", "x"):
+            skipped[arg] = name  # a plan checks it exists (and its shape) without reading
+            reader.roles[role] = name
+            continue
         raw[arg] = reader.column(role, name)
 
     reference = "x" if "x" in raw and "rewards" not in raw else "rewards"
     if reference not in raw:
         raise missing_column_error("rewards", source.columns, source.where)
     ref_name = reader.roles.get(reference, rewards_name or "")
-    if window is not None:
+    if window is not None or skipped:
         _check_whole_shapes(whole, reader.roles, ref_name)  # before slices disagree
 
     lengths = _episode_lengths(raw[reference], source) if episodes else []
 
     kwargs: dict[str, np.ndarray | float] = {}
-    notes: list[str] = []
+    notes: list[str] = list(source.notes)  # how the layout was decided
     for arg, data in raw.items():
         role = ARGUMENT_ROLE[arg]
         name = reader.roles[role]
@@ -233,7 +277,8 @@ def prepare(
         kwargs[arg] = value
 
     # bootstrap at the end of [T, B] / [B, T] buffers (and a flat file's scalar)
-    if "last_value" in arguments and "next_values" not in kwargs and not episodes:
+    has_next = "next_values" in kwargs or "next_values" in skipped
+    if "last_value" in arguments and not has_next and not episodes:
         name = find_column(source, "last_values", overrides, extra=True)
         if name is not None:
             last = _squeeze(np.asarray(reader.column("last_values", name)), 1)
@@ -266,6 +311,7 @@ def prepare(
         notes,
         needed="terminated" in required,
         meaning=meaning,
+        offset=window[0] if window is not None else 0,
     )
     id_runs = None
     if keep is not None:
@@ -289,14 +335,31 @@ def prepare(
     sequences = 1 if ref.ndim == 1 else int(ref.shape[1] if time_dim == 0 else ref.shape[0])
     term = terminated if terminated is not None else np.zeros(ref.shape, bool)
     trunc = truncated if truncated is not None else np.zeros(ref.shape, bool)
+    forced_term = int((forced_mask & term).sum())
     counts = {
-        "terminated": int(term.sum()),
-        "truncated": int((trunc & ~term).sum()) - forced,
+        "terminated": int(term.sum()) - forced_term,
+        "truncated": int((trunc & ~term).sum()) - (forced - forced_term),
         "both": int((trunc & term).sum()),
         "forced_cuts": forced,
     }
     ends = int((term | trunc).sum())
     last_open = _open_tails(term | trunc, time_dim) if final else 0
+    counts["open_ends"] = last_open
+    if bootstrap is not None:
+        gaps = _bootstrap_gaps({**kwargs, **skipped}, term, trunc, time_dim, final)
+        if gaps.any():
+            if bootstrap == "error":
+                at = _at(gaps, source, lengths, window[0] if window is not None else 0)
+                end = "the data ends" if _is_last(gaps, time_dim) else "an episode is truncated"
+                raise MissingBootstrapError(
+                    f"{source.where}: {end} at {at} without termination but no bootstrap "
+                    "value V(s_t+1) was given",
+                    "pass --next-values KEY (or --last-values KEY for a [T, B] buffer), or "
+                    "--missing-bootstrap zero to treat it as 0",
+                )
+            counts["zero_bootstraps"] = int(gaps.sum())
+    if final and strict:
+        _check_overrides_used(overrides, reader.roles, source.where)
     return Prepared(
         kwargs=kwargs,
         time_dim=time_dim,
@@ -313,6 +376,46 @@ def prepare(
         dones_mean=meaning[0] if meaning else dones_mean,
         id_runs=id_runs,
     )
+
+
+def _bootstrap_gaps(
+    kwargs: Mapping[str, object],
+    term: np.ndarray,
+    trunc: np.ndarray,
+    time_dim: int,
+    final: bool,
+) -> np.ndarray:
+    """Steps whose V(s_{t+1}) is read (a truncation, or the end of the data when it does
+    not terminate) but that no column gives: the estimators' missing-bootstrap rule."""
+    if "next_values" in kwargs or "bootstrap_values" in kwargs:
+        return np.zeros(term.shape, bool)
+    gaps = trunc & ~term
+    if final:
+        last = np.moveaxis(gaps, time_dim, 0)  # a view: writes go to gaps
+        if "last_value" in kwargs:
+            last[-1] = False
+        else:
+            last[-1] |= ~np.moveaxis(term, time_dim, 0)[-1]
+    return gaps
+
+
+def _is_last(gaps: np.ndarray, time_dim: int) -> bool:
+    """Whether the first gap is at the end of the data (the last step of its sequence)."""
+    index = np.argwhere(gaps)[0]
+    axis = time_dim % gaps.ndim
+    return int(index[axis]) == gaps.shape[axis] - 1
+
+
+def _check_overrides_used(
+    overrides: Mapping[str, str | None], roles: Mapping[str, str], where: str
+) -> None:
+    """A column the user named is used, or the run stops: never silently ignored."""
+    for role, name in overrides.items():
+        if name and role not in roles and role in OPTION:
+            raise ParameterError(
+                f'{where}: {OPTION[role]} "{name}" is not used by this command here; '
+                f"drop {OPTION[role]}"
+            )
 
 
 def _check_whole_shapes(source: Source, roles: Mapping[str, str], ref_name: str) -> None:
@@ -435,9 +538,16 @@ def _flags(
     *,
     needed: bool,
     meaning: list[DonesMean] | None = None,
+    offset: int = 0,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
-    """``(terminated, truncated, forced)`` from whichever flag columns exist; ``forced``
-    marks the cuts added at episode-id changes and episode ends (no flag there)."""
+    """``(terminated, truncated, unflagged)`` from whichever flag columns exist.
+
+    ``unflagged`` marks episode ends that no flag explains (an episode-id change, the
+    end of an episode group, a ``dones`` end beside both flag columns): they take the
+    meaning ``--ends-are`` gives them, and without it the run stops (never guessed).
+    A ``dones`` column beside ``terminals``/``timeouts`` is used only as the user says
+    (``--dones-mean``) or when it provably repeats them; otherwise the run stops.
+    """
     where = source.where
     ndim = len(shape)
 
@@ -456,9 +566,10 @@ def _flags(
         return check(_read_flag(reader, role, name, lengths, ndim), name), name
 
     term, term_name = load("terminated")
-    trunc, _ = load("truncated")
+    trunc, trunc_name = load("truncated")
     dones_name = find_column(source, "dones", overrides)
     starts_name = find_column(source, "episode_starts", overrides)
+    unflagged = np.zeros(shape, bool)
 
     if term is None and trunc is None:
         ended: np.ndarray | None = None
@@ -482,51 +593,116 @@ def _flags(
             ended = np.zeros(shape, bool)
         if ended is None:
             if not needed:
-                return None, None, np.zeros(shape, bool)
+                return None, None, unflagged
             raise DataError(
                 f'{where} has no "terminals" or "timeouts" column (nor dones or episode ids); '
                 f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)})"
             )
-        if ends_are is None:
-            what = dones_name or starts_name or "episode boundaries"
-            raise AmbiguousInputError(
-                f'{where}: "{what}" does not say whether episodes ended by termination or '
-                "truncation; pass --ends-are terminal or --ends-are truncated"
-            )
-        zeros = np.zeros(shape, bool)
-        term, trunc = (ended, zeros) if ends_are == "terminal" else (zeros, ended)
-        notes.append(f"episode ends are {ends_are} (--ends-are)")
+        term, trunc = np.zeros(shape, bool), np.zeros(shape, bool)
+        unflagged = ended
     else:
+        names = " and ".join(f'"{n}"' for n in (term_name, trunc_name) if n)
         if term is None:
             term = np.zeros(shape, bool)
         if trunc is None:
             trunc = np.zeros(shape, bool)
-            if dones_name is not None and term_name is not None:
-                if source.layout in ("time-major", "batch-major") and dones_mean is None:
+        other = dones_name or starts_name
+        if other is not None:
+            if dones_mean is None and dones_name is not None and starts_name is None:
+                dones = check(_read_flag(reader, "dones", dones_name, lengths, ndim), dones_name)
+                same_as_term = bool(np.array_equal(dones, term)) and term_name is not None
+                if not (same_as_term or np.array_equal(dones, term | trunc)):
+                    bad = dones != (term | trunc)
+                    at = _at(bad, source, lengths, offset)
                     raise AmbiguousInputError(
-                        f'{where}: "{dones_name}" next to "{term_name}" in a rollout buffer may '
-                        "mark episode starts (CleanRL) or ends; pass --dones-mean ended|starts"
+                        f'{where}: "{dones_name}" disagrees with {names} ({at}), so it is '
+                        f"not a copy of them; pass --terminals {dones_name} if it marks "
+                        "terminations, --dones-mean ended if it means terminated or truncated, "
+                        f"--dones-mean starts if it marks episode starts, or --ignore {dones_name}"
                     )
-                if dones_mean != "starts":
-                    dones = _read_flag(reader, "dones", dones_name, lengths, ndim)
-                    trunc = check(dones, dones_name) & ~term
-                    notes.append(f'truncated = "{dones_name}" and not "{term_name}"')
+                what = "terminations" if same_as_term else "terminations or truncations"
+                notes.append(f'"{dones_name}" repeats {names} ({what}); checked, not used')
+            else:
+                ended = _ended_from_dones(
+                    source,
+                    reader,
+                    overrides,
+                    dones_name,
+                    starts_name,
+                    shape,
+                    time_dim,
+                    lengths,
+                    dones_mean,
+                    notes,
+                    meaning,
+                )
+                extra = ended & ~term & ~trunc
+                decided = meaning[-1] if meaning else dones_mean
+                if decided == "ended" and trunc_name is None:
+                    trunc = trunc | extra  # old gym beside terminals: ended and not terminal
+                    notes.append(f'truncated = "{other}" and not {names}')
+                elif decided == "ended" and term_name is None:
+                    term = term | extra  # old gym beside TimeLimit.truncated
+                    notes.append(f'terminated = "{other}" and not {names}')
+                else:
+                    unflagged = extra
 
-    forced = np.zeros(shape, bool)
     if source.layout == "flat":
         id_name = find_column(source, "episode_id", overrides)
         if id_name is not None:
             ids = np.asarray(reader.column("episode_id", id_name))
-            cut = _id_boundaries(ids, id_name, where)
-            forced = cut & ~term & ~trunc
-            trunc = trunc | forced
+            unflagged = unflagged | _id_boundaries(ids, id_name, where)
     elif source.layout == "episodes":
-        ends = np.cumsum(lengths) - 1
         cut = np.zeros(shape, bool)
-        cut[ends] = True
-        forced = cut & ~term & ~trunc
-        trunc = trunc | forced
-    return term, trunc, forced
+        cut[np.cumsum(lengths) - 1] = True
+        unflagged = unflagged | cut
+    unflagged = unflagged & ~term & ~trunc
+    if unflagged.any():
+        if ends_are is None:
+            raise AmbiguousInputError(
+                f"{where}: {_why_unflagged(source, dones_name or starts_name, overrides)} "
+                f"({_at(unflagged, source, lengths, offset)}) but no flag says whether the "
+                "episode terminated or was truncated; pass --ends-are terminal or "
+                "--ends-are truncated"
+            )
+        if ends_are == "terminal":
+            term = term | unflagged
+        else:
+            trunc = trunc | unflagged
+    if ends_are is not None:
+        notes.append(f"episode ends that no flag explains are {ends_are} (--ends-are)")
+    return term, trunc, unflagged
+
+
+def _why_unflagged(source: Source, dones: str | None, overrides: Mapping[str, str | None]) -> str:
+    """What marks the unexplained episode ends, for the error message."""
+    if source.layout == "episodes":
+        return "an episode ends with no terminated or truncated flag"
+    id_name = find_column(source, "episode_id", overrides) if source.layout == "flat" else None
+    if id_name is not None:
+        return f'an episode ends where "{id_name}" changes'
+    return f'"{dones}" ends an episode' if dones else "an episode ends"
+
+
+def _at(mask: np.ndarray, source: Source, lengths: list[int], offset: int = 0) -> str:
+    """Where the first set entry of ``mask`` is, in the user's terms."""
+    return where_is(np.argwhere(mask)[0], source, lengths, offset)
+
+
+def where_is(index: np.ndarray, source: Source, lengths: list[int], offset: int = 0) -> str:
+    """``row 12`` / ``step 5 of env 2`` / ``step 3 of episode_7`` for a flat/2-D index."""
+    if source.layout == "episodes" and lengths:
+        i = int(index[0])
+        starts = np.cumsum([0, *lengths])
+        e = int(np.searchsorted(starts, i, side="right") - 1)
+        key = source.episode_keys[e] if e < len(source.episode_keys) else f"episode {e}"
+        return f"step {i - int(starts[e])} of {key}"
+    if len(index) == 1:
+        return f"row {int(index[0]) + offset}"
+    t, b = (int(index[0]), int(index[1]))
+    if source.layout == "batch-major":
+        t, b = b, t
+    return f"step {t + offset} of env {b}"
 
 
 def _id_boundaries(ids: np.ndarray, name: str, where: str) -> np.ndarray:
