@@ -6,13 +6,15 @@ become ``error: <message>`` on stderr and an exit code (CLI.md).
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import inspect
 import json
 import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Optional
 
@@ -26,6 +28,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from typer.core import TyperGroup
 
 from rltscan import api
 from rltscan.errors import OutputRefusedError, ParameterError, RltscanError
@@ -66,7 +69,42 @@ COMMAND_HELP = {
     "prefix-sum": "Episodic prefix sums of --x (default: the rewards).",
 }
 
+# click's exceptions, from wherever this typer takes click (typer >= 0.2x vendors a copy)
+_clickx = importlib.import_module(typer.BadParameter.__module__)
+
+
+class _Group(TyperGroup):
+    """The root command: usage errors (unknown option, bad value, missing INPUT) become
+    ``error: <what>; <fix>`` first on stderr, at most one ``hint:`` line, exit 2, and
+    under ``--json`` an error object on stdout, instead of click's usage box."""
+
+    def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        self._argv = argv
+        return super().main(list(argv), *a, **kw)
+
+    def make_context(self, *a: Any, **kw: Any) -> Any:
+        try:
+            return super().make_context(*a, **kw)
+        except _clickx.UsageError as err:
+            self._usage_error(err)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _clickx.UsageError as err:
+            self._usage_error(err)
+
+    def _usage_error(self, err: Any) -> None:
+        if isinstance(err, getattr(_clickx, "NoArgsIsHelpError", ())):
+            raise err  # bare `rltscan`: the help, as before
+        argv = getattr(self, "_argv", [])
+        message, hint = usage_message(err, argv, self)
+        _fail(2, message, "UsageError", _json_requested(argv, self), hint=hint)
+
+
 app = typer.Typer(
+    cls=_Group,
     help=HELP,
     no_args_is_help=True,
     add_completion=False,
@@ -83,11 +121,114 @@ def _stderr_console() -> Console:
     return Console(file=sys.stderr, highlight=False, soft_wrap=False)
 
 
-def _fail(code: int, message: str, kind: str, json_out: bool) -> None:
+def error_object(code: int, kind: str, message: str) -> dict[str, Any]:
+    """What ``--json`` prints on stdout for every error: usage, library (by class) or bug."""
+    return {"error": {"code": code, "kind": kind, "message": message}}
+
+
+def _fail(code: int, message: str, kind: str, json_out: bool, hint: str | None = None) -> None:
     typer.echo(f"error: {message}", err=True)
+    if hint:
+        typer.echo(f"hint: {hint}", err=True)
     if json_out:
-        typer.echo(json.dumps({"error": {"type": kind, "message": message, "exit_code": code}}))
+        typer.echo(json.dumps(error_object(code, kind, message)))
     raise typer.Exit(code)
+
+
+def _json_requested(argv: list[str], group: Any) -> bool:
+    """``--json`` anywhere before ``--`` on a command where it is a flag (not bench's PATH)."""
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    command = next((group.commands[w] for w in words if w in group.commands), None)
+    if command is None or "--json" not in words:
+        return "--json" in words  # (no command to ask: the user asked for JSON)
+    return any("--json" in p.opts and getattr(p, "is_flag", False) for p in command.params)
+
+
+def _given(argv: list[str], opts: Sequence[str]) -> tuple[str, str | None]:
+    """``(the spelling used, the value)`` last given to one of ``opts`` on the command line."""
+    used, value = opts[0], None
+    for i, word in enumerate(argv):
+        for opt in opts:
+            if word == opt and i + 1 < len(argv):
+                used, value = opt, argv[i + 1]
+            elif word.startswith(opt + "="):
+                used, value = opt, word[len(opt) + 1 :]
+    return used, value
+
+
+def _example(command: str | None, option: str, spelled: str | None = None) -> str:
+    """``--gamma 0.99``: the option with this command's default, or a placeholder."""
+    default = command_defaults(command).get(option) if command else None
+    spelled = spelled or option
+    return f"{spelled} {default}" if default not in (None, "") else f"{spelled} VALUE"
+
+
+def usage_message(err: Any, argv: list[str], group: Any) -> tuple[str, str | None]:
+    """``(error line without "error: ", hint or None)`` for a click usage error."""
+    ctx = getattr(err, "ctx", None)
+    if ctx is not None:
+        command = ctx.info_name if ctx.parent is not None else None
+        params = ctx.command.params
+    else:  # some parser errors carry no context: the command is the first command word
+        command = next((w for w in argv if w in group.commands), None)
+        params = group.commands[command].params if command else group.params
+    where = "rltscan" if command is None else f"rltscan {command}"
+    options = [o for p in params for o in p.opts if o[:1] == "-"]
+    text = " ".join(err.format_message().split()).rstrip(".")
+    if isinstance(err, _clickx.NoSuchOption):
+        opt = err.option_name
+        message = f'{where} has no option "{opt}"; see "{where} --help" for its options'
+        close = difflib.get_close_matches(opt, options, n=1, cutoff=0.6)
+        elsewhere = sorted(
+            name
+            for name, cmd in group.commands.items()
+            if name != command and any(opt in p.opts for p in cmd.params)
+        )
+        if elsewhere:
+            return message, f"{opt} is an option of {', '.join(elsewhere)}"
+        return message, (f"did you mean {close[0]}?" if close else None)
+    if isinstance(err, _clickx.BadOptionUsage) and "requires an argument" in text:
+        opt = err.option_name
+        return f"{opt} needs a value; pass it as {_example(command, opt)}", None
+    param = getattr(err, "param", None)
+    if isinstance(err, _clickx.MissingParameter) and param is not None and param.opts[0][:1] != "-":
+        return (
+            f"{where} needs an INPUT (a file, a directory or '-'); "
+            f'pass one, e.g. "{where} rollouts.h5"',
+            None,
+        )
+    if isinstance(err, _clickx.BadParameter) and param is not None and param.opts:
+        # click names the type (param.type.name); typer's own coercion only says it in words
+        kind = getattr(getattr(param, "type", None), "name", "") or text.lower()
+        wanted = (
+            "a whole number"
+            if "int" in kind
+            else "a number"
+            if "float" in kind or ("number" in kind)
+            else None
+        )
+        opt, value = _given(argv, param.opts)
+        if wanted is None:
+            return f'{opt}: {text[:1].lower()}{text[1:]}; see "{where} --help"', None
+        got = f', got "{value}"' if value is not None else ""
+        return (
+            f"{opt} must be {wanted}{got}; pass e.g. {_example(command, param.opts[0], opt)}",
+            None,
+        )
+    if command is None and text.startswith("No such command"):
+        words = [w for w in argv if not w.startswith("-")]
+        name = words[0] if words else ""
+        close = difflib.get_close_matches(name, list(group.commands), n=1, cutoff=0.5)
+        message = f'rltscan has no command "{name}"; see "rltscan --help" for the commands'
+        return message, (f"did you mean {close[0]}?" if close else None)
+    if text.startswith("Got unexpected extra argument"):
+        extra = text[text.rfind("(") + 1 : text.rfind(")")]
+        return (
+            f'{where} takes one INPUT, got more ("{extra}" too); '
+            "pass one input per run, quoted if it has spaces",
+            None,
+        )
+    return f'{text[:1].lower()}{text[1:]}; see "{where} --help"', None
 
 
 @contextmanager
@@ -110,6 +251,12 @@ def handled(*, json_out: bool = False, debug: bool = False) -> Iterator[None]:
             else "interrupted; nothing was written and the input is unchanged"
         )
         _fail(130, message, "Interrupted", json_out)
+    except (typer.Exit, typer.Abort, _clickx.ClickException):
+        raise
+    except Exception as err:  # a bug: the traceback follows; --json still gets an object
+        if json_out:
+            typer.echo(json.dumps(error_object(1, "InternalError", f"{type(err).__name__}: {err}")))
+        raise
 
 
 class _LazyProgress:
@@ -194,15 +341,47 @@ def _root(
 
 P = inspect.Parameter
 
-PARAM_OPTIONS: dict[str, Any] = {
-    "gamma": typer.Option(None, "--gamma", help="Discount γ in [0, 1] (default 0.99)."),
-    "lam": typer.Option(None, "--lam", "--lambda", help="λ in [0, 1]."),
-    "rho_clip": typer.Option(None, "--rho-clip", help="ρ̄, clip of the importance ratio (> 0)."),
-    "c_clip": typer.Option(None, "--c-clip", help="c̄, clip of the trace coefficient (> 0)."),
-    "pg_rho_clip": typer.Option(
-        None, "--pg-rho-clip", help="ρ̄ of the policy-gradient advantage (default: --rho-clip)."
-    ),
+# Estimator parameters: option names and help. The default shown in each command's help
+# is the one its estimator function uses (``api_defaults``), never typed here.
+PARAM_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "gamma": (("--gamma",), "Discount γ in [0, 1]."),
+    "lam": (("--lam", "--lambda"), "λ in [0, 1]."),
+    "rho_clip": (("--rho-clip",), "ρ̄, clip of the importance ratio (> 0)."),
+    "c_clip": (("--c-clip",), "c̄, clip of the trace coefficient (> 0)."),
+    "pg_rho_clip": (("--pg-rho-clip",), "ρ̄ of the policy-gradient advantage (> 0)."),
 }
+# What a parameter whose function default is None falls back to, in the help's words.
+NONE_DEFAULTS = {"pg_rho_clip": "the --rho-clip value"}
+
+
+def api_defaults(command: str) -> dict[str, Any]:
+    """Option (Python name) → the value the API uses when the option is not given.
+
+    Read from the estimator's function signature (parameters, ``missing_bootstrap``),
+    ``api.run``'s signature and the streaming engine's constants: the one source of the
+    defaults shown in each command's help (a test checks them against real runs).
+    """
+    from rltscan import stream
+
+    spec = ESTIMATORS[command]
+    own = inspect.signature(spec.function).parameters
+    run = inspect.signature(api.run).parameters
+    names = [n for n in spec.params if n in PARAM_OPTIONS]
+    if "missing_bootstrap" in own:
+        names.append("missing_bootstrap")
+    out: dict[str, Any] = {n: own[n].default for n in names}
+    out |= {n: run[n].default for n in ("prefix", "device", "backend")}
+    out |= {"chunk_steps": stream.DEFAULT_CHUNK_STEPS, "block_steps": stream.BLOCK_STEPS}
+    return out
+
+
+def command_defaults(command: str) -> dict[str, Any]:
+    """Option flag (``--gamma``) → this command's default, as its help shows it."""
+    if command not in ESTIMATORS:
+        return {}
+    decls = {n: d[0] for n, (d, _) in PARAM_OPTIONS.items()}
+    return {decls.get(n, "--" + n.replace("_", "-")): v for n, v in api_defaults(command).items()}
+
 
 # CLI option -> (role for io, help). Shown on a command when its role is an estimator input.
 COLUMN_OPTIONS: dict[str, tuple[str, str, str]] = {
@@ -239,11 +418,21 @@ INPUT_OF_OPTION = {
 }
 
 
-def _opt(*decls: str, help: str, default: Any = None) -> Any:
-    return typer.Option(default, *decls, help=help)
+def _opt(*decls: str, help: str, default: Any = None, shown: str | None = None) -> Any:
+    """An option. A ``default`` is shown in the help; ``shown`` is what the help says
+    instead when ``default`` is None because the API derives it (``--pg-rho-clip``)."""
+    if shown is None:
+        return typer.Option(default, *decls, help=help)
+    return typer.Option(default, *decls, help=help, show_default=str(shown))
 
 
-def _common_parameters(has_bootstrap: bool) -> list[inspect.Parameter]:
+def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
+    """The options every estimator command takes, after its parameters and columns.
+
+    ``defaults`` is :func:`api_defaults` of the command: an option the API has a default
+    for takes ``default=defaults[name]`` (so its help shows the API's value); add that
+    default to ``api_defaults``, never a literal here. Add a new option here, once.
+    """
     S, B = Optional[str], bool  # noqa: UP045 - runtime types for typer
     spec: list[tuple[str, Any, Any]] = [
         ("terminals", S, _opt("--terminals", help="Terminal flags column (terminated_t).")),
@@ -264,14 +453,16 @@ def _common_parameters(has_bootstrap: bool) -> list[inspect.Parameter]:
         ),
         ("episode_id", S, _opt("--episode-id", help="Episode id column (Parquet).")),
     ]
-    if has_bootstrap:
+    if "missing_bootstrap" in defaults:
         spec += [
             (
                 "missing_bootstrap",
                 S,
                 _opt(
                     "--missing-bootstrap",
-                    help="error (default) or zero: what to do where a bootstrap value is missing.",
+                    help="Where a truncation or the end of the data has no bootstrap value: "
+                    "error, or zero (count V(s_t+1) as 0; the report notes it).",
+                    default=defaults["missing_bootstrap"],
                 ),
             ),
             (
@@ -290,21 +481,46 @@ def _common_parameters(has_bootstrap: bool) -> list[inspect.Parameter]:
                 help="Write to a new file, or '-' for stdout (sharded input: a new directory).",
             ),
         ),
-        ("to", S, _opt("--to", help="Format for -o: parquet (default) or arrow (IPC).")),
-        ("prefix", str, _opt("--prefix", help="Prefix for output names.", default="")),
+        (
+            "to",
+            S,
+            _opt(
+                "--to",
+                help="Format for -o -: parquet (default) or arrow (IPC stream); "
+                "for -o PATH it beats the suffix.",
+            ),
+        ),
+        (
+            "prefix",
+            str,
+            _opt("--prefix", help="Prefix for output names.", default=defaults["prefix"]),
+        ),
         (
             "overwrite",
             B,
             _opt("--overwrite", help="Replace existing outputs (never inputs).", default=False),
         ),
+        (
+            "break_links",
+            B,
+            _opt(
+                "--break-links",
+                help="Write back into a hard-linked file: only this name gets the outputs.",
+                default=False,
+            ),
+        ),
         ("dry_run", B, _opt("--dry-run", help="Detect and plan; write nothing.", default=False)),
         ("json_out", B, _opt("--json", help="Print the report as JSON on stdout.", default=False)),
         ("quiet", B, _opt("-q", "--quiet", help="Print nothing but errors.", default=False)),
-        ("device", str, _opt("--device", help="auto, cpu or cuda.", default="auto")),
+        ("device", str, _opt("--device", help="auto, cpu or cuda.", default=defaults["device"])),
         (
             "backend",
             str,
-            _opt("--backend", help="auto, triton, torch or reference.", default="auto"),
+            _opt(
+                "--backend",
+                help="auto, triton, torch or reference.",
+                default=defaults["backend"],
+            ),
         ),
         (
             "layout",
@@ -318,7 +534,8 @@ def _common_parameters(has_bootstrap: bool) -> list[inspect.Parameter]:
             _opt(
                 "--chunk-steps",
                 help="Steps read, computed and written at a time (HDF5/Parquet streaming; "
-                "memory grows with it, not with the file). Default 4194304.",
+                "memory grows with it, not with the file).",
+                default=defaults["chunk_steps"],
             ),
         ),
         (
@@ -326,8 +543,9 @@ def _common_parameters(has_bootstrap: bool) -> list[inspect.Parameter]:
             Optional[int],  # noqa: UP045 - runtime type for typer
             _opt(
                 "--block-steps",
-                help="Steps per estimator call (default 4194304); results are bit-identical "
-                "for any --chunk-steps at a given block size. Lower both to cap memory.",
+                help="Steps per estimator call; results are bit-identical for any "
+                "--chunk-steps at a given block size. Lower both to cap memory.",
+                default=defaults["block_steps"],
             ),
         ),
         (
@@ -337,7 +555,7 @@ def _common_parameters(has_bootstrap: bool) -> list[inspect.Parameter]:
                 "--engine",
                 help="Sharded datasets (a directory or glob of Parquet files, or a Minari "
                 "Parquet dataset): local (default, this process) or ray (Ray Data tasks; "
-                "pip install 'rltscan[ray]'). Both give identical outputs.",
+                "pip install 'rltscan\\[ray]'). Both give identical outputs.",
             ),
         ),
         (
@@ -366,7 +584,9 @@ def _common_parameters(has_bootstrap: bool) -> list[inspect.Parameter]:
 
 def _check_choice(option: str, value: str | None, choices: tuple[str, ...]) -> None:
     if value is not None and value not in choices:
-        raise ParameterError(f'{option} must be one of {", ".join(choices)}, got "{value}"')
+        close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
+        fix = f"; pass {option} {close[0]}" if close else ""
+        raise ParameterError(f'{option} must be one of {", ".join(choices)}, got "{value}"{fix}')
 
 
 def _estimate(command: str, input: str, **kw: Any) -> None:
@@ -417,7 +637,7 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
 
 
 def _make_command(command: str, spec: Any) -> Callable[..., None]:
-    has_bootstrap = "missing_bootstrap" in inspect.signature(spec.function).parameters
+    defaults = api_defaults(command)
     params = [
         P(
             "input",
@@ -430,11 +650,15 @@ def _make_command(command: str, spec: Any) -> Callable[..., None]:
             annotation=str,
         )
     ]
-    params += [
-        P(name, P.KEYWORD_ONLY, default=PARAM_OPTIONS[name], annotation=Optional[float])  # noqa: UP045
-        for name in spec.params
-        if name in PARAM_OPTIONS
-    ]
+    for name in spec.params:
+        if name not in PARAM_OPTIONS:
+            continue
+        decls, help_text = PARAM_OPTIONS[name]
+        if defaults[name] is None:  # the function decides from other parameters
+            option = _opt(*decls, help=help_text, shown=NONE_DEFAULTS[name])
+        else:
+            option = _opt(*decls, help=help_text, default=defaults[name])
+        params.append(P(name, P.KEYWORD_ONLY, default=option, annotation=Optional[float]))  # noqa: UP045
     for name, (_, decl, help_text) in COLUMN_OPTIONS.items():
         wanted = INPUT_OF_OPTION[name] in spec.inputs or (name == "rewards")
         if wanted:
@@ -446,7 +670,7 @@ def _make_command(command: str, spec: Any) -> Callable[..., None]:
                     annotation=Optional[str],  # noqa: UP045
                 )
             )
-    params += _common_parameters(has_bootstrap)
+    params += _common_parameters(defaults)
 
     def command_fn(**kwargs: Any) -> None:
         _estimate(command, kwargs.pop("input"), **kwargs)

@@ -319,7 +319,11 @@ def test_error_as_json_on_stdout(tmp_path: Path) -> None:
     result = invoke("gae", tmp_path / "nope.h5", *CPU, "--json")
     assert result.exit_code == 3
     error = json.loads(result.stdout)["error"]
-    assert error["exit_code"] == 3 and error["type"] == "InputFileError"
+    assert error == {
+        "code": 3,
+        "kind": "InputFileError",
+        "message": f"{tmp_path / 'nope.h5'} does not exist; check the path",
+    }
     assert first_err(result).startswith("error: ")
 
 
