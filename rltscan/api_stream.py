@@ -155,17 +155,17 @@ def run_streamed(
                 clock.skip(stage)
                 continue
             nbytes = totals.bytes.get(stage, 0)
-            clock.stages.append(Stage(stage, totals.busy[stage], nbytes, totals.steps * rows))
+            clock.stages.append(Stage(stage, totals.busy[stage], nbytes, totals.steps))
         if isinstance(sink, HDF5Sink):  # the safety copy of the file, beside the stream
             sink.wait_copied()
             clock.stages.append(Stage("copy", sink.copy_seconds, sink.copy_bytes))
-        clock.stages.append(Stage("stream (wall)", walk, 0, totals.steps * rows))
+        clock.stages.append(Stage("stream (wall)", walk, 0, totals.steps))
         written = False
         if dry_run:
             sink.commit()
             clock.skip("commit")
         else:
-            with clock.stage("commit", steps=totals.steps * rows) as box:
+            with clock.stage("commit", steps=totals.steps) as box:
                 box["bytes"] = sink.commit()
             written = True
     except BaseException as err:

@@ -36,7 +36,9 @@ from rltscan.estimators import ESTIMATORS
 from rltscan.report import (
     RunReport,
     columns_table,
+    done_line,
     inspect_tables,
+    note_lines,
     outputs_table,
     summary_line,
     timing_table,
@@ -310,14 +312,14 @@ def _render(report: RunReport, *, json_out: bool, quiet: bool) -> None:
     if quiet:
         return
     console = _stderr_console()
-    names = ", ".join(o.name for o in report.outputs)
     if report.dry_run:
-        console.print(columns_table(report.columns, report.notes))
+        console.print(columns_table(report.columns))
         console.print(outputs_table(report))
-    console.print(summary_line(report))
+    console.print(summary_line(report), soft_wrap=True)
     console.print(timing_table(report))
-    done = "dry run: nothing written" if report.dry_run else f"wrote {names} to {report.output}"
-    console.print(done)
+    for line in note_lines(report.notes):  # every note, dry run or not
+        console.print(line, soft_wrap=True)
+    console.print(done_line(report), soft_wrap=True)
 
 
 def _version_callback(value: bool) -> None:

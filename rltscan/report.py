@@ -43,6 +43,7 @@ class Stage:
             "name": self.name,
             "seconds": self.seconds,
             "bytes": self.bytes,
+            "steps": self.steps,
             "steps_per_s": self.steps_per_s,
             "gb_per_s": self.gb_per_s,
             "skipped": self.skipped,
@@ -144,13 +145,35 @@ def _rate(value: float | None) -> str:
     return f"{value:.0f}"
 
 
-def summary_line(report: RunReport) -> str:
-    """``gae on rollouts.h5: flat, 1,024 steps, 17 episodes, cpu/torch float32``."""
-    return (
+def _t(value: Any) -> Text:
+    """A cell or line shown as is: paths and column names may hold ``[``/``]``, which
+    rich would otherwise read as markup (or fail on, e.g. ``run[/]a.h5``)."""
+    return Text(str(value))
+
+
+def summary_line(report: RunReport) -> Text:
+    """``gae on rollouts.h5: flat, 1,024 steps, 17 episodes, cpu/torch float32``.
+
+    ``steps`` counts every step of every sequence (T × B for a ``[T, B]`` buffer), the
+    same count each stage's steps/s divides.
+    """
+    return _t(
         f"{report.command} on {report.input}: {report.layout} ({report.format}), "
         f"{report.steps:,} steps, {report.episodes:,} episodes, {report.sequences:,} sequence(s), "
         f"{report.device}/{report.backend} {report.dtype}"
     )
+
+
+def note_lines(notes: list[str]) -> list[Text]:
+    """``note: <text>``, one line per note (every default that changed numbers)."""
+    return [_t(f"note: {note}") for note in notes]
+
+
+def done_line(report: RunReport) -> Text:
+    """``wrote advantages, value_targets to rollouts.h5 (hdf5)`` or the dry-run line."""
+    if report.dry_run:
+        return _t("dry run: nothing written")
+    return _t(f"wrote {', '.join(o.name for o in report.outputs)} to {report.output}")
 
 
 def timing_table(report: RunReport) -> Table:
@@ -193,18 +216,17 @@ def outputs_table(report: RunReport) -> Table:
     for col in ("name", "shape", "dtype", "location"):
         table.add_column(col)
     for out in report.outputs:
-        table.add_row(out.name, str(tuple(out.shape)), out.dtype, out.location)
+        table.add_row(_t(out.name), str(tuple(out.shape)), out.dtype, _t(out.location))
     return table
 
 
-def columns_table(columns: Mapping[str, str], notes: list[str]) -> Table:
+def columns_table(columns: Mapping[str, str]) -> Table:
+    """Each role and the column that fills it (the notes are :func:`note_lines`)."""
     table = Table(title="columns", title_justify="left")
     table.add_column("role")
     table.add_column("column")
     for role, name in columns.items():
-        table.add_row(role, name)
-    for note in notes:
-        table.add_row("note", note, style="dim")
+        table.add_row(_t(role), _t(name))
     return table
 
 
@@ -215,22 +237,24 @@ def inspect_tables(info: Mapping[str, Any]) -> list[Table]:
     head.add_column("value", overflow="fold")
     for key in ("input", "format", "layout", "group", "steps", "episodes", "sequences"):
         if info.get(key) is not None:
-            head.add_row(key, str(info[key]))
+            head.add_row(key, _t(info[key]))
     for key, value in (info.get("counts") or {}).items():
-        head.add_row(key, str(value))
+        head.add_row(_t(key), _t(value))
     for note in info.get("notes", []):
-        head.add_row("note", note)
+        head.add_row("note", _t(note))
 
     cols = Table(title="columns", title_justify="left")
     for col in ("name", "shape", "dtype", "role"):
         cols.add_column(col)
     for col in info["columns"]:
-        cols.add_row(col["name"], str(tuple(col["shape"])), col["dtype"], col.get("role") or "")
+        cols.add_row(
+            _t(col["name"]), str(tuple(col["shape"])), _t(col["dtype"]), _t(col.get("role") or "")
+        )
 
     est = Table(title="estimators", title_justify="left")
     est.add_column("command")
     est.add_column("ready")
     est.add_column("what it still needs")
     for name, state in info["estimators"].items():
-        est.add_row(name, "yes" if state["ready"] else "no", state.get("needs") or "")
+        est.add_row(name, "yes" if state["ready"] else "no", _t(state.get("needs") or ""))
     return [head, cols, est]
