@@ -310,3 +310,20 @@ def test_parquet_sample_runs_with_ends_are(tmp_path: Path) -> None:
     report = api.run("gae", str(PARQUET), output=str(out), ends_are="truncated", device="cpu")
     assert report.counts["forced_cuts"] == 2  # eps_id changes with no flag (one is terminal)
     assert report.written
+
+
+def test_step_counter_restart_without_a_flag_needs_ends_are(tmp_path: Path) -> None:
+    """A hidden episode end: the step column starts again where no flag is set."""
+    path = _write_parquet(
+        tmp_path / "steps.parquet",
+        {
+            "step": [0, 1, 2, 0, 1, 2, 3],
+            "reward": np.ones(7),
+            "terminated": [False, False, False, False, False, False, True],
+            "truncated": np.zeros(7, bool),
+        },
+    )
+    with pytest.raises(AmbiguousInputError, match=r'"step" starts again \(row 2\)'):
+        api.run("returns", str(path), dry_run=True)
+    report = api.run("returns", str(path), dry_run=True, ends_are="terminal")
+    assert report.counts["forced_cuts"] == 1 and report.columns["step"] == "step"

@@ -42,6 +42,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
         "trajectory_id",
         "ep_id",
     ),
+    # step within the episode: a jump (not +1) starts an episode, so it must meet an end
+    "step": ("step", "frame_index", "timestep", "episode_step", "t"),
     "values": ("values", "value", "vf_preds", "state_value", "v", "infos/value"),
     "next_values": ("next_values", "next_value", "next_state_value", "next/state_value"),
     "last_values": ("last_values", "last_value", "next_value", "bootstrap_value"),

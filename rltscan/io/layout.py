@@ -652,6 +652,9 @@ def _flags(
         if id_name is not None:
             ids = np.asarray(reader.column("episode_id", id_name))
             unflagged = unflagged | _id_boundaries(ids, id_name, where)
+        step_name = find_column(source, "step", overrides)
+        if step_name is not None:
+            unflagged = unflagged | _step_resets(reader, step_name, shape)
     elif source.layout == "episodes":
         cut = np.zeros(shape, bool)
         cut[np.cumsum(lengths) - 1] = True
@@ -681,6 +684,9 @@ def _why_unflagged(source: Source, dones: str | None, overrides: Mapping[str, st
     id_name = find_column(source, "episode_id", overrides) if source.layout == "flat" else None
     if id_name is not None:
         return f'an episode ends where "{id_name}" changes'
+    step = find_column(source, "step", overrides) if source.layout == "flat" else None
+    if step is not None:
+        return f'an episode ends where "{step}" starts again'
     return f'"{dones}" ends an episode' if dones else "an episode ends"
 
 
@@ -703,6 +709,18 @@ def where_is(index: np.ndarray, source: Source, lengths: list[int], offset: int 
     if source.layout == "batch-major":
         t, b = b, t
     return f"step {t + offset} of env {b}"
+
+
+def _step_resets(reader: _Reader, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """``reset[t]`` where the step counter does not go on by one after ``t`` (an episode
+    starts at ``t+1``); a column that is not an integer counter proves nothing."""
+    steps = np.asarray(reader.column("step", name)).reshape(-1)
+    reset = np.zeros(shape, bool)
+    if steps.size != reset.size or not np.issubdtype(steps.dtype, np.integer):
+        del reader.roles["step"]
+        return reset
+    reset.reshape(-1)[:-1] = steps[1:] != steps[:-1] + 1
+    return reset
 
 
 def _id_boundaries(ids: np.ndarray, name: str, where: str) -> np.ndarray:
