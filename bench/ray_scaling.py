@@ -1,29 +1,45 @@
-"""Scaling of the sharded engines (issue 6, item 5): ``--engine ray`` with 1, 2, 4, ... workers.
+"""Scaling of ``--engine ray`` (issues 6 and 15): 1, 2, 4, ... CPU workers, then GPU workers.
 
-Generates a sharded Parquet dataset of ``--steps`` steps in ``--shards`` files
-(rewards, values, terminals, timeouts, plus ``--extra`` float32 columns nothing
-reads, so the rewrite moves realistic bytes), then times, each in a fresh run
-writing to ``-o OUT_DIR`` (the input stays as generated):
+One call does the whole experiment, so that it fits one lease of the GPU machine:
 
-* the local engine (the same shard tasks, serially, in this process), and
-* the Ray engine on a local Ray cluster of ``max(workers)`` CPUs, capped at
-  ``w`` concurrent shard tasks for each ``w`` of ``--workers``.
+1. **Data.** ``--shards`` Parquet files of ``--shard-steps`` steps each (rewards,
+   values, terminals, timeouts, plus ``--extra`` float32 columns nothing reads;
+   episodes of about 1000 steps crossing every file edge), written by
+   ``--gen-procs`` processes at once.
+2. **CPU workers.** For each ``w`` of ``--workers``: GAE with ``--engine ray
+   --workers w --device cpu`` on a local Ray cluster of ``max(workers)`` CPUs, over
+   ``min(shards, --shards-per-worker * w)`` of the shards (hard links to the first
+   files, so every worker count runs the same number of waves of equal tasks: the
+   largest worker count reads the whole dataset), written to a new ``-o OUT_DIR``.
+   ``--full W,...`` also runs those worker counts over the whole dataset.
+3. **GPU workers** (if CUDA and ``--gpu-workers``): the whole dataset with
+   ``--device cuda``, ``w`` tasks sharing the GPU (``1/w`` of it each); the output
+   files are compared byte for byte with the CPU run's over the same data (the
+   ``--full`` run, else the largest CPU run), and where they differ, the output
+   columns are compared numerically and the input columns for identity.
 
-Reports wall seconds, steps/s and the efficiency against one Ray worker
-(``t_1 / (w * t_w)``), the stage times (pass 1, carries, pass 2, commit), and the
-per-shard task rates the model in docs/SCALING.md starts from. Writes JSON and a
-markdown table, with the machine, date and versions.
+For every run: wall seconds, steps/s, efficiency against one worker (steps/s over
+``w`` times one worker's), and where the time goes: per pass (1 = aggregates,
+2 = outputs) the wall time, the tasks' summed seconds and process CPU seconds
+(so cores used per task), the mean number of tasks running at once, the time from
+the pass's start to its first task and from its last task to its end (driver and
+Ray Data overhead), the driver's carry scan, the commit, and pass 2's read / scan
+/ write busy times summed over shards. ``result.json`` (a ``rows`` list) and
+``result.md`` are rewritten after every run, so a run cut short still leaves what
+it measured.
 
-    python bench/ray_scaling.py --steps 60000000 --shards 16 --workers 1,2 \\
-        --out bench/results/ray-scaling-cpu-2core
+    python bench/ray_scaling.py --shards 64 --shard-steps 16000000 --workers 1,2,4,8,16 \\
+        --gpu-workers 16 --out $OUT
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import logging
+import multiprocessing as mp
 import os
 import platform
 import shutil
@@ -40,58 +56,194 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import rltscan  # noqa: E402
+from rltscan import ray_engine  # noqa: E402
+
+PARAMS = {"params": {"gamma": 0.99, "lam": 0.95}, "missing_bootstrap": "zero"}
+OUTPUTS = ("advantages", "value_targets")
 
 
-def generate(directory: Path, steps: int, shards: int, extra: int, seed: int = 0) -> int:
-    """``shards`` Parquet files, episodes of ~1000 steps crossing file edges; bytes on disk."""
+# --------------------------------------------------------------------------- data
+
+
+def _write_shard(args: tuple[str, int, int, int, int]) -> int:
+    path, i, n, extra, seed = args
+    rng = np.random.default_rng([seed, i])
+    u = rng.random(n, dtype=np.float32)
+    cols = {
+        "rewards": rng.standard_normal(n, dtype=np.float32),
+        "values": rng.standard_normal(n, dtype=np.float32),
+        "terminals": u < 5e-4,
+        "timeouts": (u >= 5e-4) & (u < 1e-3),
+    }
+    for j in range(extra):
+        cols[f"obs_{j}"] = rng.standard_normal(n, dtype=np.float32)
+    pq.write_table(pa.table(cols), path, row_group_size=1 << 20)
+    return os.path.getsize(path)
+
+
+def generate(directory: Path, shards: int, shard_steps: int, extra: int, procs: int) -> int:
+    """``shards`` files of ``shard_steps`` steps, ``procs`` at a time; bytes on disk."""
     directory.mkdir(parents=True)
-    rng = np.random.default_rng(seed)
-    edges = np.linspace(0, steps, shards + 1).astype(np.int64)
-    for i in range(shards):
-        n = int(edges[i + 1] - edges[i])
-        u = rng.random(n, dtype=np.float32)
-        cols = {
-            "rewards": rng.standard_normal(n, dtype=np.float32),
-            "values": rng.standard_normal(n, dtype=np.float32),
-            "terminals": u < 5e-4,
-            "timeouts": (u >= 5e-4) & (u < 1e-3),
-        }
-        for j in range(extra):
-            cols[f"obs_{j}"] = rng.standard_normal(n, dtype=np.float32)
-        pq.write_table(pa.table(cols), directory / f"part-{i:05d}.parquet", row_group_size=1 << 20)
-    return sum(p.stat().st_size for p in directory.iterdir())
+    jobs = [
+        (str(directory / f"part-{i:05d}.parquet"), i, shard_steps, extra, 0) for i in range(shards)
+    ]
+    with mp.get_context("spawn").Pool(procs) as pool:
+        return sum(pool.imap_unordered(_write_shard, jobs))
 
 
-def timed(estimator: str, data: Path, out: Path | None, **kw) -> dict:
-    """One run to a new ``out`` (removed first, untimed), or in place with ``out=None``."""
-    if out is not None:
-        shutil.rmtree(out, ignore_errors=True)
-    load = os.getloadavg()[0]  # the machine may be shared: say how busy it was
-    t0 = time.perf_counter()
-    report = rltscan.run(
-        estimator, str(data), output=None if out is None else str(out), device="cpu", **kw
-    )
-    wall = time.perf_counter() - t0
-    stages = {s.name: s.seconds for s in report.stages if not s.skipped}
+def subset(data: Path, dest: Path, count: int) -> Path:
+    """A directory of hard links to the first ``count`` shards (no bytes copied)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for p in sorted(data.iterdir())[:count]:
+        os.link(p, dest / p.name)
+    return dest
+
+
+# --------------------------------------------------------------------------- runs
+
+PASSES: list[dict] = []  # (start, end, rows) of every RayEngine.map call, in order
+_map = ray_engine.RayEngine.map
+
+
+def _logged_map(self, job, items):
+    t0 = time.time()
+    rows = _map(self, job, items)
+    PASSES.append({"t0": t0, "t1": time.time(), "rows": rows})
+    return rows
+
+
+ray_engine.RayEngine.map = _logged_map
+
+
+def _pass_summary(p: dict) -> dict:
+    rows = p["rows"]
+    if not rows:
+        return {}
+    starts = [r["t0"] for r in rows]
+    ends = [r["t1"] for r in rows]
+    task_s = [r["t1"] - r["t0"] for r in rows]
+    inner = [json.loads(r["result"]).get("seconds", 0.0) for r in rows]
+    steps = sum(json.loads(r["result"]).get("steps", 0) for r in rows)
+    span = max(ends) - min(starts)
+    # the most tasks running at one moment
+    events = sorted([(t, 1) for t in starts] + [(t, -1) for t in ends])
+    running = peak = 0
+    for _, d in events:
+        running += d
+        peak = max(peak, running)
     return {
-        "wall_s": wall,
-        "steps": report.steps,
-        "steps_per_s": report.steps / wall,
-        "load_before": load,
-        "load_after": os.getloadavg()[0],
-        **stages,
+        "tasks": len(rows),
+        "steps": steps,
+        "wall_s": p["t1"] - p["t0"],
+        "to_first_task_s": min(starts) - p["t0"],
+        "after_last_task_s": p["t1"] - max(ends),
+        "span_s": span,
+        "task_s_sum": sum(task_s),
+        "task_s_mean": sum(task_s) / len(rows),
+        "task_s_max": max(task_s),
+        "task_inner_s_sum": sum(inner),
+        "task_cpu_s_sum": sum(r["cpu"] for r in rows),
+        "cores_per_task": sum(r["cpu"] for r in rows) / max(sum(task_s), 1e-9),
+        "mean_running": sum(task_s) / max(span, 1e-9),
+        "peak_running": peak,
+        "processes": len({r["pid"] for r in rows}),
+        "steps_per_task_s": steps / max(sum(task_s), 1e-9),
     }
 
 
+def timed(data: Path, out: Path, **kw) -> dict:
+    """One run of GAE over ``data`` to a new ``out`` (removed first, untimed)."""
+    shutil.rmtree(out, ignore_errors=True)
+    before = len(PASSES)
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    report = rltscan.run("gae", str(data), output=str(out), **PARAMS, **kw)
+    wall = time.perf_counter() - t0
+    stages = {s.name: s.seconds for s in report.stages if not s.skipped}
+    passes = [_pass_summary(p) for p in PASSES[before:]]
+    for p in PASSES[before:]:
+        p["rows"] = []  # keep memory flat
+    return {
+        "seconds": wall,
+        "steps": report.steps,
+        "steps_per_s": report.steps / wall,
+        "report_device": report.device,
+        "backend": report.backend,
+        "load_before": load,
+        "load_after": os.getloadavg()[0],
+        "stages": stages,
+        "pass1": passes[0] if len(passes) == 2 else None,
+        "pass2": passes[-1] if passes else None,
+    }
+
+
+# --------------------------------------------------------------------------- identity
+
+
+def _digest(path: str) -> str:
+    h = hashlib.blake2b(digest_size=20)
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _column_diff(args: tuple[str, str]) -> dict:
+    a, b = pq.read_table(args[0]), pq.read_table(args[1])
+    out: dict = {"inputs_equal": True, "max_abs": 0.0, "max_rel": 0.0, "differing": 0}
+    for name in a.column_names:
+        x, y = a.column(name).to_numpy(), b.column(name).to_numpy()
+        if name not in OUTPUTS:
+            out["inputs_equal"] &= bool(np.array_equal(x, y))
+            continue
+        d = np.abs(x.astype(np.float64) - y.astype(np.float64))
+        out["differing"] += int(np.count_nonzero(d))
+        out["max_abs"] = max(out["max_abs"], float(d.max()))
+        scale = np.maximum(1.0, np.abs(x.astype(np.float64)))
+        out["max_rel"] = max(out["max_rel"], float((d / scale).max()))
+    out["metadata_equal"] = a.schema.metadata == b.schema.metadata
+    return out
+
+
+def compare(ref: Path, other: Path, procs: int) -> dict:
+    names = sorted(p.name for p in ref.iterdir())
+    if names != sorted(p.name for p in other.iterdir()):
+        return {"same_files": False}
+    t0 = time.perf_counter()
+    with mp.get_context("spawn").Pool(procs) as pool:
+        da = pool.map(_digest, [str(ref / n) for n in names])
+        db = pool.map(_digest, [str(other / n) for n in names])
+        same = [n for n, x, y in zip(names, da, db, strict=True) if x == y]
+        result: dict = {
+            "files": len(names),
+            "byte_identical_files": len(same),
+            "byte_identical": len(same) == len(names),
+        }
+        differ = [n for n in names if n not in same]
+        if differ:
+            diffs = pool.map(_column_diff, [(str(ref / n), str(other / n)) for n in differ])
+            result.update(
+                {
+                    "differing_files": len(differ),
+                    "input_columns_equal": all(d["inputs_equal"] for d in diffs),
+                    "metadata_equal": all(d["metadata_equal"] for d in diffs),
+                    "output_values_differing": sum(d["differing"] for d in diffs),
+                    "output_max_abs_diff": max(d["max_abs"] for d in diffs),
+                    "output_max_diff_over_max1_abs": max(d["max_rel"] for d in diffs),
+                }
+            )
+    result["seconds"] = time.perf_counter() - t0
+    return result
+
+
+# --------------------------------------------------------------------------- record
+
+
 def machine() -> dict:
+    import ray
     import torch
 
-    try:
-        import ray
-
-        ray_version = ray.__version__
-    except ImportError:
-        ray_version = None
     cpu = platform.processor()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -107,148 +259,293 @@ def machine() -> dict:
     commit = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
+    gpu = driver = None
+    if torch.cuda.is_available():
+        gpu = torch.cuda.get_device_name(0)
+        q = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+        )
+        driver = q.stdout.strip() or None
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
     return {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
         "cpu": cpu,
         "cores": os.cpu_count(),
         "memory_gb": None if mem is None else round(mem / 1e9, 1),
+        "gpu": gpu,
+        "driver": driver,
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "ray": ray_version,
+        "triton": triton_version,
+        "ray": ray.__version__,
         "pyarrow": pa.__version__,
+        "numpy": np.__version__,
         "rltscan": rltscan.__version__,
-        "commit": commit,
+        "commit": commit or os.environ.get("RLTSCAN_COMMIT"),
     }
+
+
+def _f(x: float | None, fmt: str = ".2f") -> str:
+    return "-" if x is None else format(x, fmt)
 
 
 def markdown(result: dict) -> str:
     m, cfg = result["machine"], result["config"]
     lines = [
-        f"# Sharded engines: scaling on {m['cores']} cores ({m['cpu']})",
+        f"# `--engine ray` scaling on {m['cores']} cores ({m['cpu']}), GPU {m['gpu']}",
         "",
-        f"{m['date']}; python {m['python']}, torch {m['torch']}, ray {m['ray']}, "
-        f"pyarrow {m['pyarrow']}, rltscan {m['rltscan']} ({m['commit']}); "
-        f"{m['memory_gb']} GB RAM.",
+        f"{m['date']}; python {m['python']}, torch {m['torch']}, triton {m['triton']}, "
+        f"ray {m['ray']}, pyarrow {m['pyarrow']}, numpy {m['numpy']}, rltscan {m['rltscan']} "
+        f"({m['commit']}); {m['memory_gb']} GB RAM; driver {m['driver']}.",
         "",
-        f"`{cfg['estimator']}` over {cfg['steps']:,} steps in {cfg['shards']} Parquet shards "
-        f"({cfg['bytes'] / 1e6:,.0f} MB, {cfg['extra']} unread float32 columns besides "
-        "rewards, values, terminals, timeouts), CPU only, warm page cache, written to a new "
-        "`-o OUT_DIR` (the last row: in place); "
-        f"best of {cfg['repeats']} run(s) per row (in place: one run). The load average "
-        "(1 min) shows whether other jobs shared the machine.",
+        f"GAE over a Parquet dataset of {cfg['shards']} shards x {cfg['shard_steps']:,} steps "
+        f"= {cfg['shards'] * cfg['shard_steps']:,} steps ({cfg['bytes'] / 1e9:.1f} GB; "
+        f"rewards, values, terminals, timeouts + {cfg['extra']} unread float32 columns; "
+        f"generated in {cfg['generate_s']:.0f} s by {cfg['gen_procs']} processes), warm page "
+        "cache, written to a new `-o OUT_DIR`. Each CPU row runs over "
+        f"min({cfg['shards']}, {cfg['shards_per_worker']} x workers) shards (the same "
+        "number of waves of equal tasks per worker); `full` rows run over all of them. "
+        "Efficiency = steps/s / (workers x steps/s of 1 worker). Pass columns: wall s / "
+        "tasks' mean s / cores per task (process CPU s over task s) / mean tasks running.",
         "",
-        "| engine | workers | wall s | steps/s | efficiency vs 1 worker | pass 1 s | "
-        "pass 2 s | commit s | cleanup s | load avg before/after |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| run | scheduler | device | workers | shards | steps | seconds | steps/s | efficiency | "
+        "pass 1 | driver carries s | pass 2 | commit s | pass 2 read / scan / write s (sum) "
+        "| to first task / after last task s (p1, p2) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in result["runs"]:
-        eff = "-" if r.get("efficiency") is None else f"{r['efficiency']:.2f}"
-        lines.append(
-            f"| {r['engine']} | {r['workers']} | {r['wall_s']:.2f} | "
-            f"{r['steps_per_s'] / 1e6:.2f}M | {eff} | "
-            f"{r.get('pass 1 (aggregates)', 0):.2f} | {r.get('pass 2 (outputs)', 0):.2f} | "
-            f"{r.get('commit', 0):.3f} | {r.get('cleanup', 0):.3f} | "
-            f"{r['load_before']:.1f} / {r['load_after']:.1f} |"
+
+    def pas(p: dict | None) -> str:
+        if not p:
+            return "-"
+        return (
+            f"{p['wall_s']:.1f} / {p['task_s_mean']:.2f} / {p['cores_per_task']:.2f} / "
+            f"{p['mean_running']:.1f}"
         )
-    rates = result["per_shard"]
-    lines += [
-        "",
-        "Per-shard task rates (local engine, one shard at a time, so a task has the "
-        f"machine): pass 1 {rates['pass1_steps_per_s'] / 1e6:.2f}M steps/s, pass 2 "
-        f"{rates['pass2_steps_per_s'] / 1e6:.2f}M steps/s, "
-        f"{rates['seconds_per_shard']:.2f} s per shard of {rates['steps_per_shard']:,} steps.",
-        "",
-    ]
+
+    def lat(r: dict) -> str:
+        out = []
+        for p in (r.get("pass1"), r.get("pass2")):
+            out.append("-" if not p else f"{p['to_first_task_s']:.2f}/{p['after_last_task_s']:.2f}")
+        return ", ".join(out)
+
+    for r in result["rows"]:
+        s = r["stages"]
+        lines.append(
+            f"| {r['run']} | {r['scheduler']} | {r['device']} | {r['workers']} | "
+            f"{r['shards']} | {r['steps']:,} | "
+            f"{r['seconds']:.1f} | {r['steps_per_s'] / 1e6:.1f}M | {_f(r.get('efficiency'))} | "
+            f"{pas(r.get('pass1'))} | {s.get('carries', 0):.4f} | {pas(r.get('pass2'))} | "
+            f"{s.get('commit', 0):.3f} | "
+            f"{s.get('read (pass 2, sum over shards)', 0):.1f} / "
+            f"{s.get('scan (pass 2, sum over shards)', 0):.1f} / "
+            f"{s.get('write (pass 2, sum over shards)', 0):.1f} | {lat(r)} |"
+        )
+    if result.get("identity"):
+        lines += ["", "GPU vs CPU outputs: `" + json.dumps(result["identity"]) + "`"]
+    if result.get("per_task"):
+        t = result["per_task"]
+        lines += [
+            "",
+            f"Per-task rates at 1 worker (steps over task seconds): pass 1 "
+            f"{t['pass1_steps_per_s'] / 1e6:.1f}M steps/s, pass 2 "
+            f"{t['pass2_steps_per_s'] / 1e6:.1f}M steps/s; at {t['workers_max']} workers: "
+            f"pass 1 {t['pass1_steps_per_s_max'] / 1e6:.1f}M, pass 2 "
+            f"{t['pass2_steps_per_s_max'] / 1e6:.1f}M.",
+        ]
+    for note in result.get("notes", []):
+        lines += ["", note]
+    lines.append("")
     return "\n".join(lines)
+
+
+def save(result: dict, dest: Path | None) -> None:
+    one = next((r for r in result["rows"] if r["run"] == "cpu" and r["workers"] == 1), None)
+    for r in result["rows"]:
+        base = next(
+            (
+                x
+                for x in result["rows"]
+                if x["workers"] == 1 and x["device"] == "cpu" and x["scheduler"] == r["scheduler"]
+            ),
+            one,
+        )
+        if base is not None:
+            r["efficiency"] = r["steps_per_s"] / (r["workers"] * base["steps_per_s"])
+    cpu = [r for r in result["rows"] if r["run"] == "cpu" and r.get("pass2")]
+    if one is not None and one.get("pass1") and cpu:
+        top = max(cpu, key=lambda r: r["workers"])
+        result["per_task"] = {
+            "pass1_steps_per_s": one["pass1"]["steps_per_task_s"],
+            "pass2_steps_per_s": one["pass2"]["steps_per_task_s"],
+            "workers_max": top["workers"],
+            "pass1_steps_per_s_max": top["pass1"]["steps_per_task_s"],
+            "pass2_steps_per_s_max": top["pass2"]["steps_per_task_s"],
+        }
+    if dest is not None:
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+        (dest / "result.md").write_text(markdown(result))
+
+
+# --------------------------------------------------------------------------- main
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=20_000_000)
     ap.add_argument("--shards", type=int, default=16)
+    ap.add_argument("--shard-steps", type=int, default=1_000_000)
+    ap.add_argument("--extra", type=int, default=0, help="unread float32 columns per row")
     ap.add_argument("--workers", default="1,2", help="comma-separated, e.g. 1,2,4,8,16")
-    ap.add_argument("--extra", type=int, default=4, help="unread float32 columns per row")
-    ap.add_argument("--estimator", default="gae")
-    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--shards-per-worker", type=int, default=4)
+    ap.add_argument("--full", default="", help="worker counts to run over the whole dataset too")
+    ap.add_argument("--gpu-workers", default="", help="e.g. 16,8: tasks sharing the GPU")
+    ap.add_argument(
+        "--tasks-workers",
+        default="",
+        help="worker counts to run again with plain Ray tasks instead of Ray Data",
+    )
+    ap.add_argument("--scheduler", default="data", choices=["data", "tasks"])
+    ap.add_argument("--gen-procs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--deadline-s", type=float, default=1e9, help="start no run after this")
     ap.add_argument("--scratch", default=None, help="where the data goes (default: a temp dir)")
     ap.add_argument("--out", default=None, help="directory for result.json / result.md")
     args = ap.parse_args()
-    workers = [int(w) for w in args.workers.split(",")]
+    t_start = time.perf_counter()
+    workers = [int(w) for w in args.workers.split(",") if w]
+    full = [int(w) for w in args.full.split(",") if w]
+    gpu_workers = [int(w) for w in args.gpu_workers.split(",") if w]
+    tasks_workers = [int(w) for w in args.tasks_workers.split(",") if w]
+    other = "tasks" if args.scheduler == "data" else "data"
+    ray_engine.RayEngine.scheduler = args.scheduler
+    dest = Path(args.out) if args.out else None
 
     import tempfile
 
     import ray
+    import torch
 
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="rltscan-ray-scaling-"))
-    data, out = scratch / "data", scratch / "out"
+    data = scratch / "data"
     shutil.rmtree(data, ignore_errors=True)
     t0 = time.perf_counter()
-    size = generate(data, args.steps, args.shards, args.extra)
-    print(
-        f"generated {args.steps:,} steps, {size / 1e6:,.0f} MB in {time.perf_counter() - t0:.1f} s"
-    )
-    params = {"params": {"gamma": 0.99, "lam": 0.95}, "missing_bootstrap": "zero"}
-
-    def best(fn) -> dict:
-        runs = [fn() for _ in range(args.repeats)]
-        return min(runs, key=lambda r: r["wall_s"])
-
-    runs = []
-    local = best(lambda: timed(args.estimator, data, out, engine="local", **params))
-    runs.append({"engine": "local", "workers": 1, **local})
-    print("local", json.dumps(local))
-    ray.init(num_cpus=max(workers), include_dashboard=False, logging_level=logging.ERROR)
-    try:
-        small = scratch / "warm"
-        shutil.rmtree(small, ignore_errors=True)
-        generate(small, 20_000 * max(workers), max(workers), 0)
-        # start and warm every worker process (imports) before timing anything
-        timed(args.estimator, small, scratch / "warm_out", engine="ray", **params)
-        for w in workers:
-            r = best(
-                lambda w=w: timed(args.estimator, data, out, engine="ray", workers=w, **params)
-            )
-            runs.append({"engine": "ray", "workers": w, **r})
-            print("ray", w, json.dumps(r))
-    finally:
-        ray.shutdown()
-    # last, as it adds the output columns to the data: in place (one rename per shard)
-    inplace = timed(args.estimator, data, None, engine="local", **params)
-    runs.append({"engine": "local, in place", "workers": 1, **inplace})
-    print("local in place", json.dumps(inplace))
-    one = next((r["wall_s"] for r in runs if r["engine"] == "ray" and r["workers"] == 1), None)
-    for r in runs:
-        if r["engine"] == "ray" and one is not None:
-            r["efficiency"] = one / (r["workers"] * r["wall_s"])
-    per_shard = args.steps / args.shards
-    result = {
+    size = generate(data, args.shards, args.shard_steps, args.extra, args.gen_procs)
+    gen_s = time.perf_counter() - t0
+    total = args.shards * args.shard_steps
+    print(f"generated {total:,} steps, {size / 1e9:.2f} GB in {gen_s:.1f} s", flush=True)
+    result: dict = {
         "machine": machine(),
         "config": {
-            "steps": args.steps,
+            "estimator": "gae",
             "shards": args.shards,
+            "shard_steps": args.shard_steps,
+            "steps": total,
             "extra": args.extra,
-            "estimator": args.estimator,
             "bytes": size,
-            "repeats": args.repeats,
+            "generate_s": gen_s,
+            "gen_procs": args.gen_procs,
+            "shards_per_worker": args.shards_per_worker,
+            "ray_cpus": max(workers + gpu_workers + full),
+            "scheduler": args.scheduler,
         },
-        "runs": runs,
-        "per_shard": {
-            "steps_per_shard": int(per_shard),
-            # the local engine runs K-1 pass-1 tasks and K pass-2 tasks one after another
-            "pass1_steps_per_s": per_shard * (args.shards - 1) / local["pass 1 (aggregates)"],
-            "pass2_steps_per_s": per_shard * args.shards / local["pass 2 (outputs)"],
-            "seconds_per_shard": (local["pass 1 (aggregates)"] + local["pass 2 (outputs)"])
-            / args.shards,
-        },
+        "rows": [],
+        "notes": [],
     }
-    text = markdown(result)
-    print(text)
-    if args.out:
-        dest = Path(args.out)
-        dest.mkdir(parents=True, exist_ok=True)
-        (dest / "result.json").write_text(json.dumps(result, indent=2) + "\n")
-        (dest / "result.md").write_text(text)
+    cuda = torch.cuda.is_available() and bool(gpu_workers)
+    init = dict(include_dashboard=False, logging_level=logging.ERROR)
+    ray.init(num_cpus=result["config"]["ray_cpus"], num_gpus=1 if cuda else 0, **init)
+    print("ray resources", ray.cluster_resources(), flush=True)
+
+    def late() -> bool:
+        if time.perf_counter() - t_start > args.deadline_s:
+            result["notes"].append("stopped early: deadline reached before the next run")
+            return True
+        return False
+
+    try:
+        warm = scratch / "warm"
+        shutil.rmtree(warm, ignore_errors=True)
+        n_warm = max(workers + gpu_workers + full)
+        generate(warm, n_warm, 50_000, 0, args.gen_procs)
+        # start and warm every worker process (imports, CUDA, Triton) before timing
+        timed(warm, scratch / "warm_out", engine="ray", workers=n_warm, device="cpu")
+        if cuda:
+            timed(warm, scratch / "warm_out", engine="ray", workers=n_warm, device="cuda")
+        out = scratch / "out"
+        ref = None  # the CPU run over the whole dataset, for the GPU comparison
+        plan = [("cpu", w, min(args.shards, args.shards_per_worker * w)) for w in workers]
+        plan += [("cpu full", w, args.shards) for w in full]
+        for run, w, count in plan:
+            if late():
+                break
+            src = data if count == args.shards else subset(data, scratch / f"sub{count}", count)
+            r = timed(src, out, engine="ray", workers=w, device="cpu")
+            row = {
+                "run": run,
+                "scheduler": args.scheduler,
+                "device": "cpu",
+                "workers": w,
+                "shards": count,
+                **r,
+            }
+            result["rows"].append(row)
+            print(run, w, json.dumps({k: v for k, v in r.items() if k != "stages"}), flush=True)
+            if count == args.shards:
+                shutil.rmtree(scratch / "out_cpu", ignore_errors=True)
+                out.rename(scratch / "out_cpu")
+                ref = scratch / "out_cpu"
+            save(result, dest)
+        for w in gpu_workers if cuda else []:
+            if late():
+                break
+            r = timed(data, out, engine="ray", workers=w, device="cuda")
+            share = ray_engine.gpu_share(1.0, w)
+            row = {
+                "run": "gpu",
+                "scheduler": args.scheduler,
+                "device": f"cuda ({share:g} GPU per task)",
+                "gpu_per_task": share,
+                "workers": w,
+                "shards": args.shards,
+                **r,
+            }
+            if ref is not None:
+                row["identity_vs_cpu"] = compare(ref, out, args.gen_procs)
+                result["identity"] = row["identity_vs_cpu"]
+            result["rows"].append(row)
+            print("gpu", w, json.dumps({k: v for k, v in row.items() if k != "stages"}), flush=True)
+            save(result, dest)
+        # the same CPU runs with the other scheduler, for comparison
+        ray_engine.RayEngine.scheduler = other
+        for w in tasks_workers:
+            if late():
+                break
+            count = min(args.shards, args.shards_per_worker * w)
+            src = data if count == args.shards else subset(data, scratch / f"sub{count}", count)
+            r = timed(src, out, engine="ray", workers=w, device="cpu")
+            row = {
+                "run": f"cpu {other}",
+                "scheduler": other,
+                "device": "cpu",
+                "workers": w,
+                "shards": count,
+                **r,
+            }
+            result["rows"].append(row)
+            print(row["run"], w, json.dumps({k: v for k, v in r.items() if k != "stages"}))
+            save(result, dest)
+        ray_engine.RayEngine.scheduler = args.scheduler
+    finally:
+        ray.shutdown()
+        save(result, dest)
+        print(markdown(result), flush=True)
     if args.scratch is None:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -4,10 +4,19 @@ The only module that imports ray (lazily, so ``import rltscan`` and the
 single-machine path never do). Each pass is one Ray Data pipeline,
 ``from_items(one row per shard).map(run_task)``, one block (hence one task) per
 shard; the task is :func:`rltscan.shards.run_task`, the function the local engine
-calls, so the outputs are the same bit for bit. Tasks ask Ray for one GPU each
-when the cluster has GPUs (unless ``--device cpu``), one CPU otherwise; ``workers``
-caps how many run at once. Every node must have rltscan installed and see the
-dataset (and its staging directory) at the same path, e.g. on a shared filesystem.
+calls, so the outputs are the same bit for bit. Every task asks Ray for one CPU;
+when the cluster has GPUs (unless ``--device cpu``) it also asks for a share of a
+GPU, ``GPUs / concurrent tasks`` (at most 1), so that several tasks share one GPU:
+on a node of 16 CPUs and one GPU, ``--workers 16`` runs 16 tasks at 1/16 GPU each
+(a shard task is bound by Parquet decoding and the rewrite on the host, not by the
+scan, so one task per GPU would leave the GPU idle and the node's cores unused).
+``workers`` caps how many tasks run at once. Every node must have rltscan installed
+and see the dataset (and its staging directory) at the same path, e.g. on a shared
+filesystem.
+
+Each result row also carries the task's wall-clock start and end, its process CPU
+seconds and the worker's pid (``RayEngine.last_rows`` keeps the last pass's rows),
+which is what ``bench/ray_scaling.py`` reads to place the time of a pass.
 """
 
 from __future__ import annotations
@@ -16,6 +25,9 @@ import dataclasses
 import inspect
 import json
 import logging
+import math
+import os
+import time
 import warnings
 from typing import Any
 
@@ -27,7 +39,21 @@ INSTALL = "pip install 'rltscan[ray]'"
 def _task(row: dict[str, Any], job: Any) -> dict[str, Any]:
     from rltscan.shards import run_task
 
-    return run_task(job, json.loads(row["item"]))
+    t0, cpu0 = time.time(), time.process_time()
+    out = run_task(job, json.loads(row["item"]))
+    # one task at a time per worker process, so the process's CPU time is the task's
+    out["t0"], out["t1"] = t0, time.time()
+    out["cpu"], out["pid"] = time.process_time() - cpu0, os.getpid()
+    return out
+
+
+def gpu_share(gpus: float, concurrent: int) -> float:
+    """The GPU a task asks for: an even share of the cluster's GPUs among the tasks
+    that run at once, at most one GPU, rounded down to Ray's 1e-4 resolution."""
+    if gpus <= 0:
+        return 0.0
+    share = gpus / max(1, concurrent)
+    return 1.0 if share >= 1 else max(1e-4, math.floor(share * 1e4) / 1e4)
 
 
 def _first_line(err: BaseException) -> str:
@@ -39,6 +65,9 @@ class RayEngine:
     """Connects to (or starts) a Ray cluster; ``map`` runs one task per item."""
 
     name = "ray"
+    # "data": one Ray Data pipeline per pass; "tasks": plain Ray tasks, at most
+    # ``workers`` in flight (bench/ray_scaling.py measures both)
+    scheduler = "data"
 
     def __init__(self, *, address: str | None, workers: int | None, device: str) -> None:
         try:
@@ -72,7 +101,11 @@ class RayEngine:
                 f"--device {device} with --engine ray but the Ray cluster has no GPU; "
                 "pass --device cpu"
             )
-        self.num_gpus = 1 if gpus >= 1 and device != "cpu" else 0
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        use_gpu = gpus >= 1 and device != "cpu"
+        # several tasks share a GPU: each asks for GPUs / (tasks at once), at most 1
+        self.num_gpus = gpu_share(gpus, min(workers or cpus, cpus)) if use_gpu else 0.0
+        self.last_rows: list[dict[str, Any]] = []
         # a task without a GPU computes on the CPU, whatever the node has
         self.device = device if self.num_gpus else "cpu"
         self.workers = workers
@@ -89,6 +122,9 @@ class RayEngine:
         if job.device != self.device:
             job = dataclasses.replace(job, device=self.device)
         rows = [{"item": json.dumps(item)} for item in items]
+        if self.scheduler == "tasks":
+            self.last_rows = self._map_tasks(job, rows)
+            return self.last_rows
         blocks = len(rows)
         if "override_num_blocks" in inspect.signature(ray.data.from_items).parameters:
             ds = ray.data.from_items(rows, override_num_blocks=blocks)
@@ -104,7 +140,30 @@ class RayEngine:
                 kwargs["concurrency"] = self.workers
         with warnings.catch_warnings():  # Ray Data's own deprecations, not the user's
             warnings.simplefilter("ignore", DeprecationWarning)
-            return list(ds.map(_task, **kwargs).take_all())
+            rows = list(ds.map(_task, **kwargs).take_all())
+        self.last_rows = rows
+        return rows
+
+    def _map_tasks(self, job: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One plain Ray task per row, at most ``workers`` in flight (all, without)."""
+        ray = self.ray
+        remote = ray.remote(_task).options(num_cpus=1, num_gpus=self.num_gpus or 0)
+        ref = ray.put(job)
+        cap = self.workers or len(rows)
+        pending: list[Any] = []
+        out: list[dict[str, Any]] = []
+        try:
+            for row in rows:
+                if len(pending) >= cap:
+                    done, pending = ray.wait(pending, num_returns=1)
+                    out.extend(ray.get(done))
+                pending.append(remote.remote(row, ref))
+            out.extend(ray.get(pending))
+            pending = []
+        finally:
+            for left in pending:  # an error: stop what has not finished
+                ray.cancel(left)
+        return out
 
     def close(self) -> None:
         if self.started:
