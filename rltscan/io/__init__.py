@@ -48,8 +48,9 @@ def open_input(
         return parquet.open_parquet(Path(path))
     if fmt == "arrow":
         return parquet.open_arrow(Path(path))
-    data = Path(path).read_bytes()
-    return parquet.open_bytes(data, fmt, where=path)
+    # An IPC stream in a file (.arrows, or stream bytes under any name): a file source
+    # like the others, so results go back into it (as a stream), never to stdout.
+    return parquet.open_ipc(Path(path), "arrow-stream")
 
 
 def _refuse_layout(layout: Layout | None, fmt: str, where: str) -> None:

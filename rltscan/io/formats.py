@@ -1,4 +1,4 @@
-"""Which file format is this? Magic bytes first, then the suffix (FORMATS.md §7).
+"""Which file format is this? Magic bytes first, then the suffix (docs/CONVENTIONS.md §7.3).
 
 ``sniff_path`` for paths, ``sniff_bytes`` for stdin. Pure Python: no h5py/pyarrow.
 """
@@ -59,15 +59,22 @@ def sniff_bytes(head: bytes) -> Format | None:
 def _minari_backend(root: Path) -> Format:
     meta = root / "data" / "metadata.json"
     try:
-        data_format = json.loads(meta.read_text()).get("data_format", "hdf5")
-    except (OSError, ValueError) as err:
+        record = json.loads(meta.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
         raise InputFileError(
             f"{meta} is not readable JSON ({err.__class__.__name__}); "
             "repair the Minari metadata or pass the main_data.hdf5 file"
         ) from None
-    if data_format not in ("hdf5", "parquet", "arrow"):
+    if not isinstance(record, dict):
         raise InputFileError(
-            f'{meta} has data_format "{data_format}"; rltscan reads "hdf5", "parquet", "arrow"'
+            f"{meta} holds a JSON {type(record).__name__}, not an object; "
+            "repair the Minari metadata or pass the main_data.hdf5 file"
+        )
+    data_format = record.get("data_format", "hdf5")
+    if not isinstance(data_format, str) or data_format not in ("hdf5", "parquet", "arrow"):
+        shown = json.dumps(data_format)[:40]
+        raise InputFileError(
+            f'{meta} has data_format {shown}; rltscan reads "hdf5", "parquet", "arrow"'
         )
     return data_format  # type: ignore[return-value]
 

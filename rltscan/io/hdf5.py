@@ -1,6 +1,6 @@
 """HDF5: open, detect the layout, read columns lazily, and write results back safely.
 
-Layouts (FORMATS.md §6.2): per-episode groups (``episode_<id>``, ``demo_<id>``,
+Layouts (docs/CONVENTIONS.md §7.1): per-episode groups (``episode_<id>``, ``demo_<id>``,
 ``traj_<id>``; Minari ``main_data.hdf5``), time-major ``[T, B]`` and batch-major
 ``[B, T]`` rollout buffers, and flat D4RL-style files (``N`` rows, under a group).
 
@@ -17,13 +17,22 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rltscan.errors import AmbiguousInputError, DataError, InputFileError, OutputRefusedError
+from rltscan.errors import (
+    AmbiguousInputError,
+    DataError,
+    DTypeError,
+    InputFileError,
+    OutputRefusedError,
+    ParameterError,
+    RltscanError,
+)
 from rltscan.io.atomic import atomic_path
 from rltscan.io.columns import ALIASES, ColumnInfo, quoted
 from rltscan.io.source import Layout, Source
@@ -61,8 +70,47 @@ def open_file(path: Path, mode: str = "r") -> Any:
 
 
 def _short(text: str) -> str:
+    text = text.strip().strip("'\"")
     text = text.split("(", 1)[-1].rstrip(")") if "(" in text else text
     return text.strip().splitlines()[0][:120] if text.strip() else "unknown error"
+
+
+# What h5py raises for a file whose metadata (object headers, heaps, B-trees, datatypes)
+# is damaged: OSError, but also KeyError ("Unable to open object"), RuntimeError ("Link
+# iteration failed"), ValueError, TypeError ("No NumPy equivalent") and friends.
+H5_ERRORS = (
+    OSError,
+    RuntimeError,
+    KeyError,
+    ValueError,
+    TypeError,
+    IndexError,
+    OverflowError,
+    UnicodeError,
+    SystemError,
+    MemoryError,
+)
+
+
+@contextmanager
+def _structure(where: str, what: str = "its HDF5 metadata") -> Iterator[None]:
+    """Turn h5py's failures while walking a file into one-line InputFileErrors (exit 3)."""
+    try:
+        yield
+    except RltscanError:
+        raise
+    except H5_ERRORS as err:
+        text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+        raise InputFileError(
+            f"{where}: {what} cannot be read ({_short(text)}); "
+            "the file is corrupt, fetch or write it again"
+        ) from None
+
+
+def _close_quietly(fh: Any) -> None:
+    """Close ``fh``; a damaged file may fail even that, which must not hide the real error."""
+    with suppress(Exception):  # nothing more can be done with a broken handle
+        fh.close()
 
 
 def _datasets(group: Any, prefix: str = "") -> dict[str, Any]:
@@ -74,14 +122,25 @@ def _datasets(group: Any, prefix: str = "") -> dict[str, Any]:
             continue
         try:
             item = group[key]
-        except KeyError:  # a dangling external link
-            continue
+        except KeyError:
+            if _is_link(group, key):  # a dangling soft or external link: nothing there
+                continue
+            raise
         name = f"{prefix}{key}"
         if isinstance(item, h5py.Dataset):
             found[name] = item
         elif isinstance(item, h5py.Group) and not EPISODE_GROUP.match(key):
             found.update(_datasets(item, f"{name}/"))
     return found
+
+
+def _is_link(group: Any, key: str) -> bool:
+    h5py = _h5py()
+    try:
+        link = group.get(key, getlink=True)
+    except H5_ERRORS:
+        return False
+    return isinstance(link, (h5py.SoftLink, h5py.ExternalLink))
 
 
 def _info(name: str, ds: Any) -> ColumnInfo:
@@ -127,10 +186,13 @@ def open_source(
     """Open ``path`` read-only and detect its layout (``layout`` overrides detection)."""
     fh = open_file(path)
     try:
-        return _open(fh, path, group=group, layout=layout, rewards=rewards, display=display)
+        with _structure(display or str(path)):
+            source = _open(fh, path, group=group, layout=layout, rewards=rewards, display=display)
     except BaseException:
-        fh.close()
+        _close_quietly(fh)
         raise
+    source.close = lambda: _close_quietly(fh)
+    return source
 
 
 def _open(
@@ -273,6 +335,11 @@ def _array_source(
     extra: dict[str, ColumnInfo] = {}
     if rewards_name is not None:
         rshape = tuple(datasets[rewards_name].shape)
+        if not rshape:
+            raise DataError(
+                f'{where}: "{rewards_name}" is a scalar, not one reward per step; '
+                "pass the right --rewards KEY"
+            )
         if layout == "flat":
             step_shape = rshape[:1]
         else:
@@ -338,13 +405,22 @@ def _episodes_source(
     def read(column: str) -> list[np.ndarray]:
         out = []
         for key in keys:
-            group = root[key]
-            if column not in group:
+            with _structure(where, f'episode group "{key}"'):
+                group = root[key]
+                found = column in group
+                ds = group[column] if found else None
+            if ds is None:
                 raise DataError(
                     f'{where}: episode group "{key}" has no dataset "{column}" although '
                     f'"{keys[0]}" has it; every episode needs the same columns'
                 )
-            out.append(_read(group[column], where, f"{key}/{column}"))
+            arr = _read(ds, where, f"{key}/{column}")
+            if arr.ndim == 0:
+                raise DataError(
+                    f'{where}: "{key}/{column}" is a scalar, not one row per step; '
+                    "pass another column with its option (see rltscan inspect)"
+                )
+            out.append(arr)
         return out
 
     return Source(
@@ -363,12 +439,21 @@ def _episodes_source(
 
 
 def _read(ds: Any, where: str, key: str, index: Any = ()) -> np.ndarray:
-    try:
+    with _structure(where, f'dataset "{key}"'):
+        dtype = ds.dtype
+        check_dtype(dtype, where, key)
         return np.asarray(ds[index])
-    except OSError as err:
-        raise InputFileError(
-            f'{where}: dataset "{key}" cannot be read ({_short(str(err))}); the file is corrupt'
-        ) from None
+
+
+def check_dtype(dtype: Any, where: str, key: str) -> None:
+    """Bool, integer and float (up to 64-bit) columns only: strings, compound, complex
+    and float128 would fail later as tracebacks (or be cast silently)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "biuf" or dtype.itemsize > 8:
+        raise DTypeError(
+            f'{where}: dataset "{key}" has dtype {dtype}, not bool, integer or float (at most '
+            "64-bit); pass another column with its option (see rltscan inspect)"
+        )
 
 
 def _attr(value: Any) -> Any:
@@ -382,12 +467,58 @@ def _attr(value: Any) -> Any:
 
 
 def existing_names(path: Path, group: str, names: list[str], episode_keys: list[str]) -> list[str]:
-    """Which of ``names`` already exist where they would be written."""
+    """Which of ``names`` already exist where they would be written (a group is exit 2)."""
     with open_file(path) as fh:
         root = fh[group]
-        if episode_keys:
-            return [n for n in names if any(n in root[k] for k in episode_keys)]
-        return [n for n in names if n in root]
+        parents = [root[k] for k in episode_keys] if episode_keys else [root]
+        found = []
+        for name in names:
+            for parent in parents:
+                kind = _link_kind(parent, name)
+                if kind == "group":
+                    check_replaceable(parent, name, path, overwrite=True)  # raises: exit 2
+                if kind is not None:
+                    found.append(name)
+                    break
+        return found
+
+
+def _link_kind(parent: Any, name: str) -> str | None:
+    """``None`` (absent), "group", "dataset", "soft link" or "external link"."""
+    h5py = _h5py()
+    link = parent.get(name, getlink=True)
+    if link is None:
+        return None
+    if isinstance(link, h5py.SoftLink):
+        return "soft link"
+    if isinstance(link, h5py.ExternalLink):
+        return "external link"
+    return "group" if isinstance(parent.get(name), h5py.Group) else "dataset"
+
+
+def check_replaceable(parent: Any, name: str, where: Any, *, overwrite: bool) -> bool:
+    """Whether ``parent[name]`` exists and may be replaced; refusals are one line.
+
+    A group is never an output (exit 2); without ``--overwrite`` any object refuses
+    (exit 5); with it, only a dataset that rltscan wrote (its provenance attribute
+    ``rltscan_version``) is replaced, never a foreign dataset or a link (exit 5).
+    """
+    kind = _link_kind(parent, name)
+    if kind is None:
+        return False
+    if kind == "group":
+        raise ParameterError(
+            f'output name "{name}" is a group in {where}; pass --prefix P so the outputs get '
+            "other names"
+        )
+    if not overwrite:
+        raise OutputRefusedError(f'{where} already has "{name}"; pass --overwrite or --prefix P')
+    if kind != "dataset" or "rltscan_version" not in parent[name].attrs:
+        raise OutputRefusedError(
+            f'{where}: "{name}" is a {kind} that rltscan did not write (no provenance '
+            "attributes); --overwrite replaces only rltscan outputs, pass --prefix P"
+        )
+    return True
 
 
 def _storage_like(template: Any) -> dict[str, Any]:
@@ -417,35 +548,98 @@ def write_outputs(
 
     ``outputs[name]`` is one array (flat / time-major / batch-major, written at
     ``group/name``) or one array per episode (written at ``group/<episode>/name``).
-    Returns the bytes of output data written.
+    Returns the bytes of output data written. A full disk is one OutputRefusedError
+    (the HDF5 file is closed before the temp file goes, so nothing crashes later).
     """
     written = 0
-    with atomic_path(dst, copy_from=src) as tmp, open_file(tmp, "r+") as fh:
-        root = fh[group]
-        like = root[template] if template and template in root else None
-        if episode_keys and like is None:
-            first = root[episode_keys[0]]
-            like = first[template] if template and template in first else None
-        storage = _storage_like(like)
-        attr_values = {k: _attr_value(v) for k, v in attrs.items()}
-        for name, value in outputs.items():
-            targets = (
-                [(root[k], arr) for k, arr in zip(episode_keys, value, strict=True)]
-                if episode_keys
-                else [(root, value)]
-            )
-            for parent, arr in targets:
-                if name in parent:
-                    if not overwrite:
-                        raise OutputRefusedError(
-                            f'{dst} already has "{name}"; pass --overwrite or --prefix P'
-                        )
-                    del parent[name]
-                ds = parent.create_dataset(name, data=np.ascontiguousarray(arr), **storage)
-                for key, val in attr_values.items():
-                    ds.attrs[key] = val
-                written += int(np.asarray(arr).nbytes)
+    with atomic_path(dst, copy_from=src) as tmp:
+        fh = open_file(tmp, "r+")
+        try:
+            materialize_links(fh, src, dst)
+            root = fh[group]
+            like = root[template] if template and template in root else None
+            if episode_keys and like is None:
+                first = root[episode_keys[0]]
+                like = first[template] if template and template in first else None
+            storage = _storage_like(like)
+            attr_values = {k: _attr_value(v) for k, v in attrs.items()}
+            for name, value in outputs.items():
+                targets = (
+                    [(root[k], arr) for k, arr in zip(episode_keys, value, strict=True)]
+                    if episode_keys
+                    else [(root, value)]
+                )
+                for parent, arr in targets:
+                    if check_replaceable(parent, name, dst, overwrite=overwrite):
+                        del parent[name]
+                    ds = parent.create_dataset(name, data=np.ascontiguousarray(arr), **storage)
+                    for key, val in attr_values.items():
+                        ds.attrs[key] = val
+                    written += int(np.asarray(arr).nbytes)
+            fh.flush()
+        except BaseException:
+            close_after_error(fh)
+            raise
+        fh.close()
     return written
+
+
+def close_after_error(fh: Any) -> None:
+    """Close an HDF5 file whose write failed (full disk): never flush it again, never
+    leave it for the interpreter's exit (where HDF5 would flush into a deleted file)."""
+    with suppress(Exception):
+        fh.close()
+    with suppress(Exception):
+        fh.id.close()
+
+
+def materialize_links(fh: Any, src: Path, dst: Path) -> None:
+    """In a copy of ``src`` going to another directory, virtual datasets and external
+    links (whose file names are relative to ``src``'s directory) become real datasets
+    holding the data they show, read through ``src``."""
+    from rltscan.io.atomic import real
+
+    if real(Path(src)).parent == real(Path(dst)).parent:
+        return
+    h5py = _h5py()
+    found: list[str] = []
+
+    def visit(group: Any, prefix: str) -> None:
+        for key in list(group.keys()):
+            link = group.get(key, getlink=True)
+            path = f"{prefix}{key}"
+            if isinstance(link, h5py.ExternalLink):
+                found.append(path)
+            elif isinstance(link, h5py.HardLink):
+                obj = group.get(key)
+                if isinstance(obj, h5py.Group):
+                    visit(obj, path + "/")
+                elif isinstance(obj, h5py.Dataset) and obj.is_virtual:
+                    found.append(path)
+
+    visit(fh, "/")
+    if not found:
+        return
+    with open_file(src) as original:
+        for path in found:
+            try:
+                obj = original[path]
+                data = obj[()] if isinstance(obj, h5py.Dataset) else None
+            except (KeyError, OSError) as err:
+                raise InputFileError(
+                    f"{src}: {path} is a virtual dataset or external link whose data cannot be "
+                    f"read ({_short(str(err))}); write in place, or fix the link"
+                ) from None
+            if data is None:
+                raise OutputRefusedError(
+                    f"{src}: {path} is an external link to a group, which a copy in another "
+                    "directory cannot keep; write in place or next to the input"
+                )
+            attrs = {k: v for k, v in obj.attrs.items()}
+            del fh[path]
+            ds = fh.create_dataset(path, data=data)
+            for key, val in attrs.items():
+                ds.attrs[key] = val
 
 
 def _attr_value(value: Any) -> Any:

@@ -9,18 +9,21 @@ whole through :func:`rltscan.io.atomic.atomic_path`.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from rltscan.errors import DataError, InputFileError, OutputRefusedError
-from rltscan.io.atomic import atomic_path
+from rltscan.errors import DataError, InputFileError, OutputRefusedError, RltscanError
+from rltscan.io.atomic import atomic_path, is_full_disk
 from rltscan.io.columns import ColumnInfo
 from rltscan.io.source import Source
 
@@ -39,11 +42,55 @@ def _column_info(name: str, arrow_type: Any, rows: int) -> ColumnInfo:
     return ColumnInfo(name, (rows,), str(arrow_type))
 
 
+def _errors() -> tuple[type[BaseException], ...]:
+    """What pyarrow raises on a damaged file: OSError and ArrowException (ArrowInvalid,
+    ArrowNotImplementedError, ...), and from Python code under it ValueError, KeyError,
+    UnicodeDecodeError (non-UTF-8 names in a footer) and the like."""
+    pa, _, _ = _pa()
+    return (
+        OSError,
+        pa.ArrowException,
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        OverflowError,
+        UnicodeError,
+        RuntimeError,
+        MemoryError,
+        NotImplementedError,
+    )
+
+
+@contextmanager
+def _structure(where: str, what: str) -> Iterator[None]:
+    """Turn pyarrow's failures while reading a file into one-line InputFileErrors (exit 3)."""
+    try:
+        yield
+    except RltscanError:
+        raise
+    except _errors() as err:
+        raise InputFileError(f"{where}: {what} ({_first_line(err)}); the file is corrupt") from None
+
+
+def _check_names(names: list[str], where: str) -> None:
+    """Two columns of one name would make every read by name pick one of them silently."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise InputFileError(
+                f'{where} has two columns named "{name}"; rename one (rltscan reads columns by '
+                "name)"
+            )
+        seen.add(name)
+
+
 def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
     """An Arrow column as a numpy array; nulls become NaN (floats) or an error."""
     pa, _, _ = _pa()
     if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
+        with _structure(where, f'column "{name}" cannot be read'):
+            column = column.combine_chunks()
     kind = column.type
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         raise DataError(
@@ -55,28 +102,41 @@ def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
             f'{where}: column "{name}" has type {kind}, not numbers or booleans; '
             "pass the right column with its option (see rltscan inspect)"
         )
-    if column.null_count:
-        if pa.types.is_floating(kind):
+    with _structure(where, f'column "{name}" cannot be read'):
+        nulls = column.null_count
+        if nulls and pa.types.is_floating(kind):
             column = column.fill_null(float("nan"))
-        else:
-            raise DataError(
-                f'{where}: column "{name}" has {column.null_count} null entries; '
-                "fill them or pass another column"
-            )
-    return column.to_numpy(zero_copy_only=False)
+        elif not nulls:
+            return column.to_numpy(zero_copy_only=False)
+    if nulls and not pa.types.is_floating(kind):
+        raise DataError(
+            f'{where}: column "{name}" has {nulls} null entries; fill them or pass another column'
+        )
+    with _structure(where, f'column "{name}" cannot be read'):
+        return column.to_numpy(zero_copy_only=False)
 
 
 def _table_source(table: Any, fmt: str, where: str, path: Path | None, raw: Any) -> Source:
+    _check_names(table.column_names, where)
     columns = {
-        name: _column_info(name, table.schema.field(name).type, table.num_rows)
-        for name in table.column_names
+        name: _column_info(name, field.type, table.num_rows)
+        for name, field in zip(table.column_names, table.schema, strict=True)
     }
 
     def read(name: str) -> np.ndarray:
         return to_numpy(table.column(name), where, name)
 
+    meta = table.schema.metadata or {}
+    attrs = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in meta.items()}
     return Source(
-        format=fmt, layout="flat", where=where, path=path, columns=columns, read=read, raw=raw
+        format=fmt,
+        layout="flat",
+        where=where,
+        path=path,
+        columns=columns,
+        read=read,
+        attrs=attrs,
+        raw=raw,
     )
 
 
@@ -84,21 +144,21 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
     """A Parquet file as a flat source; columns are read on demand."""
     where = display or str(path)
     pf = _parquet_file(path, where)
-    schema = pf.schema_arrow
-    rows = pf.metadata.num_rows
-    columns = {f.name: _column_info(f.name, f.type, rows) for f in schema}
+    with _structure(where, "its Parquet footer cannot be read"):
+        schema = pf.schema_arrow
+        rows = pf.metadata.num_rows
+        names = list(schema.names)
+        columns = {f.name: _column_info(f.name, f.type, rows) for f in schema}
+        meta = schema.metadata or {}
+        attrs = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in meta.items()}
+        reader = RowGroupReader(pf, where)
+    _check_names(names, where)
 
     def read(name: str) -> np.ndarray:
-        try:
+        with _structure(where, f'column "{name}" cannot be read'):
             table = pf.read(columns=[name])
-        except OSError as err:
-            raise InputFileError(
-                f'{where}: column "{name}" cannot be read ({_first_line(err)}); the file is corrupt'
-            ) from None
         return to_numpy(table.column(0), where, name)
 
-    meta = schema.metadata or {}
-    attrs = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in meta.items()}
     return Source(
         format="parquet",
         layout="flat",
@@ -108,7 +168,7 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
         read=read,
         attrs=attrs,
         raw=pf,
-        read_range=RowGroupReader(pf, where).read,
+        read_range=reader.read,
         steps=rows,
     )
 
@@ -137,13 +197,8 @@ class RowGroupReader:
             wanted = list(self.wanted)
         if hit is not None:
             return hit
-        try:
+        with _structure(self.where, f'column "{name}" cannot be read'):
             table = self.pf.read_row_group(i, columns=wanted)
-        except OSError as err:
-            raise InputFileError(
-                f'{self.where}: column "{name}" cannot be read ({_first_line(err)}); '
-                "the file is corrupt"
-            ) from None
         arrays = {n: to_numpy(table.column(n), self.where, n) for n in wanted}
         with self.lock:
             self.cache[i] = arrays
@@ -166,10 +221,12 @@ class RowGroupReader:
 
 
 def _parquet_file(path_or_buffer: Any, where: str) -> Any:
-    pa, pq, _ = _pa()
+    _, pq, _ = _pa()
     try:
         return pq.ParquetFile(path_or_buffer)
-    except (OSError, pa.ArrowInvalid) as err:
+    except RltscanError:
+        raise
+    except _errors() as err:
         raise InputFileError(
             f"{where} is not a readable Parquet file ({_first_line(err)}); "
             "the file is truncated or corrupt"
@@ -178,21 +235,33 @@ def _parquet_file(path_or_buffer: Any, where: str) -> Any:
 
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
-    return text[0][:120] if text else err.__class__.__name__
+    line = text[0][:120] if text else ""
+    return line if line.strip("'\" ") else err.__class__.__name__
 
 
 def open_arrow(path: Path, display: str | None = None) -> Source:
     """An Arrow IPC file (Feather v2), memory-mapped."""
+    return open_ipc(path, "arrow", display)
+
+
+def open_ipc(path: Path, fmt: str, display: str | None = None) -> Source:
+    """An Arrow IPC file (``fmt="arrow"``, Feather v2) or IPC stream file (``"arrow-stream"``,
+    ``.arrows``), memory-mapped. Written back in place in the same IPC format."""
     pa, _, ipc = _pa()
     where = display or str(path)
+    kind = "Arrow IPC file" if fmt == "arrow" else "Arrow IPC stream"
     try:
-        reader = ipc.open_file(pa.memory_map(str(path), "r"))
+        source = pa.memory_map(str(path), "r")
+        reader = ipc.open_file(source) if fmt == "arrow" else ipc.open_stream(source)
         table = reader.read_all()
-    except (OSError, pa.ArrowInvalid) as err:
+        table.validate(full=True)
+    except RltscanError:
+        raise
+    except _errors() as err:
         raise InputFileError(
-            f"{where} is not a readable Arrow IPC file ({_first_line(err)}); the file is corrupt"
+            f"{where} is not a readable {kind} ({_first_line(err)}); the file is corrupt"
         ) from None
-    return _table_source(table, "arrow", where, path, raw=table)
+    return _table_source(table, fmt, where, path, raw=table)
 
 
 def open_bytes(data: bytes, fmt: str, where: str = "stdin") -> Source:
@@ -206,9 +275,13 @@ def open_bytes(data: bytes, fmt: str, where: str = "stdin") -> Source:
             table = ipc.open_file(buf).read_all()
         else:
             table = ipc.open_stream(buf).read_all()
-    except (OSError, pa.ArrowInvalid) as err:
+        table.validate(full=True)
+    except RltscanError:
+        raise
+    except _errors() as err:
         raise InputFileError(
-            f"{where} is not readable {fmt} data ({_first_line(err)}); the stream is truncated"
+            f"{where} is not readable {fmt} data ({_first_line(err)}); the stream is truncated "
+            "or corrupt"
         ) from None
     return _table_source(table, fmt, where, None, raw=table)
 
@@ -256,13 +329,37 @@ def _order(names: list[str], outputs: Mapping[str, np.ndarray]) -> list[str]:
 
 
 def _check_existing(
-    names: list[str], outputs: Mapping[str, Any], overwrite: bool, where: str
+    names: list[str],
+    outputs: Mapping[str, Any],
+    overwrite: bool,
+    where: str,
+    metadata: Mapping[bytes, bytes] | None = None,
 ) -> None:
+    """Outputs that exist need --overwrite, and --overwrite replaces only columns that
+    the file's ``rltscan`` metadata lists as outputs (never a foreign column)."""
     clash = [n for n in outputs if n in names]
     if clash and not overwrite:
         raise OutputRefusedError(
             f'{where} already has column "{clash[0]}"; pass --overwrite or --prefix P'
         )
+    if not clash:
+        return
+    ours = set(_recorded_outputs(metadata))
+    foreign = [n for n in clash if n not in ours]
+    if foreign:
+        raise OutputRefusedError(
+            f'{where}: column "{foreign[0]}" was not written by rltscan (its "rltscan" '
+            "metadata does not list it); --overwrite replaces only rltscan outputs, "
+            "pass --prefix P"
+        )
+
+
+def _recorded_outputs(metadata: Mapping[bytes, bytes] | None) -> list[str]:
+    try:
+        record = json.loads((metadata or {})[META_KEY])
+        return [str(n) for n in record.get("outputs", {})]
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return []
 
 
 def _codecs(pf: Any) -> tuple[dict[str, str], str]:
@@ -295,7 +392,7 @@ def write_parquet(
         return _write_table_parquet(src, sink, outputs, metadata, overwrite, where, atomic)
     pf = src if isinstance(src, pq.ParquetFile) else _parquet_file(src, where)
     schema = pf.schema_arrow
-    _check_existing(schema.names, outputs, overwrite, where)
+    _check_existing(schema.names, outputs, overwrite, where, schema.metadata)
     order = _order(schema.names, outputs)
     fields = {f.name: f for f in schema}
     for name, values in outputs.items():
@@ -369,7 +466,7 @@ def _table_with_outputs(
     where: str,
 ) -> Any:
     """The input table with the outputs appended and the rltscan metadata merged in."""
-    _check_existing(table.column_names, outputs, overwrite, where)
+    _check_existing(table.column_names, outputs, overwrite, where, table.schema.metadata)
     out = _with_outputs(table, outputs, 0, _order(table.column_names, outputs))
     return out.replace_schema_metadata(merged_metadata(table.schema.metadata, metadata))
 
@@ -430,9 +527,52 @@ def _emit(emit: Any, sink: Path | BinaryIO, outputs: Mapping[str, np.ndarray], a
     else:
         buf = io.BytesIO()
         emit(buf)
-        sink.write(buf.getvalue())
-        sink.flush()
+        _write_all(sink, buf.getbuffer())
     return written
+
+
+def _write_all(sink: BinaryIO, data: memoryview) -> None:
+    """Every byte to a stream (stdout), or one OutputRefusedError: a closed pipe or a
+    short write is never a success with a truncated stream."""
+    try:
+        view = memoryview(data).cast("B")
+        while view:  # a short write is retried; a write that takes nothing is an error
+            done = sink.write(view)
+            if done is None:
+                break  # a text-style stream that takes everything
+            if done <= 0:
+                raise OSError(errno.EIO, f"short write ({len(view)} bytes not taken)")
+            view = view[done:]
+        sink.flush()
+    except (BrokenPipeError, ConnectionResetError):
+        _quiet_stdout(sink)
+        raise OutputRefusedError(
+            "the reader of stdout closed it before the output was complete (broken pipe); "
+            "the output is truncated, write to a file with -o PATH"
+        ) from None
+    except OSError as err:
+        _quiet_stdout(sink)
+        if is_full_disk(err):
+            raise OutputRefusedError(
+                "no space left on device writing to stdout; the output is truncated"
+            ) from None
+        raise OutputRefusedError(
+            f"writing to stdout failed ({err.strerror or err}); the output is truncated, "
+            "write to a file with -o PATH"
+        ) from None
+
+
+def _quiet_stdout(sink: BinaryIO) -> None:
+    """After a failed write to stdout, point it at /dev/null so that the interpreter's
+    final flush does not print a second error."""
+    import os
+    import sys
+
+    with contextlib.suppress(Exception):
+        if sink is sys.stdout.buffer or sink.fileno() == sys.stdout.fileno():
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
 
 
 def table_from_columns(columns: Mapping[str, np.ndarray]) -> Any:
@@ -451,5 +591,10 @@ def read_table(path: Path, fmt: str, where: str) -> Any:
     """The whole table (for Arrow write-back and format conversion)."""
     pa, _, ipc = _pa()
     if fmt == "parquet":
-        return _parquet_file(path, where).read()
-    return ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+        pf = _parquet_file(path, where)
+        with _structure(where, "its data cannot be read"):
+            return pf.read()
+    with _structure(where, "its Arrow data cannot be read"):
+        source = pa.memory_map(str(path), "r")
+        reader = ipc.open_stream(source) if fmt == "arrow-stream" else ipc.open_file(source)
+        return reader.read_all()
