@@ -51,7 +51,7 @@ def _version() -> str:
 
 
 def check_params(params: Mapping[str, float | None]) -> None:
-    """Parameter ranges (ALGORITHMS.md §6), checked before any file is opened."""
+    """Parameter ranges (docs/CONVENTIONS.md §5), checked before any file is opened."""
     for name, value in params.items():
         if value is None:
             continue

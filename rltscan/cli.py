@@ -1,7 +1,7 @@
 """The ``rltscan`` command line: parse options, call :mod:`rltscan.api`, render the report.
 
 Every command runs inside :func:`handled`, the one place where library errors
-become ``error: <message>`` on stderr and an exit code (CLI.md).
+become ``error: <message>`` on stderr and an exit code (README.md, "Exit codes").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Typed errors. Each class carries the exit code of the CLI contract (CLI.md).
+"""Typed errors. Each class carries the exit code of the CLI contract (README.md, "Exit codes").
 
 Messages are one line: ``<what is wrong, with names and values>; <what to do>``.
 The CLI prefixes ``error: `` and exits with ``exit_code``.

@@ -1,6 +1,6 @@
 """Sharded datasets: one table in many Parquet files, computed shard by shard with carries.
 
-ALGORITHMS.md §2.4: shards are chunks too, and a shard boundary is not a cut. A
+docs/CONVENTIONS.md §2.4: shards are chunks too, and a shard boundary is not a cut. A
 shard's outputs depend on the rest of the data only through one value per
 sequence, the recurrence's ``y`` entering it in scan order (from the next shard
 for backward estimators, from the previous one for forward ones), plus one

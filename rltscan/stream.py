@@ -1,6 +1,6 @@
 """The streaming engine: a file walked in windows, with the recurrence carried between them.
 
-ALGORITHMS.md §2.4: a chunk of a sequence is processed with the state at its
+docs/CONVENTIONS.md §2.4: a chunk of a sequence is processed with the state at its
 boundary, and a chunk boundary is not a cut. Backward estimators walk the time
 axis from its end, forward ones from its start. Three granularities:
 

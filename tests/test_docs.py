@@ -59,3 +59,51 @@ def test_performance_table_comes_from_the_result_file():
             assert int(pct) == round(r["pct_of_floor"]), (cells[0], steps)
             seen += 1
     assert seen == 14
+
+
+SHARED_NOTES = ("ALGORITHMS.md", "FORMATS.md", "CLI.md", "STYLE.md", "PERF.md")
+USER_FACING = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "rltscan").rglob("*.py")),
+]
+
+
+@pytest.mark.parametrize("path", USER_FACING, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_user_facing_file_sends_users_to_files_they_do_not_have(path):
+    text = path.read_text()
+    assert not [name for name in SHARED_NOTES if name in text]
+
+
+def test_every_conventions_section_cited_exists():
+    """``docs/CONVENTIONS.md §N`` in the code, README and docs names a real section."""
+    conventions = (ROOT / "docs" / "CONVENTIONS.md").read_text()
+    sections = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)[. ]", conventions, flags=re.M))
+    cited = set()
+    for path in USER_FACING:
+        for ref in re.findall(
+            r"CONVENTIONS\.md §(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?", path.read_text()
+        ):
+            cited |= {r for r in ref if r}
+    assert cited and cited <= sections, cited - sections
+
+
+def test_conventions_worked_example_is_what_gae_computes():
+    import numpy as np
+
+    import rltscan
+
+    conventions = (ROOT / "docs" / "CONVENTIONS.md").read_text()
+    res = rltscan.gae(
+        np.array([1.0, -0.5, 2.0, 0.5, 1.5, -1.0]),
+        np.array([0.5, 0.2, 1.0, 0.8, 0.3, 0.6]),
+        terminated=np.array([0, 0, 1, 0, 0, 0], bool),
+        truncated=np.array([0, 0, 0, 0, 1, 0], bool),
+        bootstrap_values=np.array([np.nan] * 4 + [0.9, 0.7]),
+        gamma=0.9,
+        lam=0.8,
+    )
+    for name in ("advantages", "value_targets"):
+        row = next(line for line in conventions.splitlines() if line.startswith(f"| {name} |"))
+        shown = [float(c.replace("−", "-")) for c in row.strip("|").split("|")[1:]]
+        np.testing.assert_allclose(res[name], shown, atol=1e-12)

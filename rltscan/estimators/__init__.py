@@ -149,7 +149,7 @@ def _bootstrap_mode(
     if len(given) > 1:
         raise ParameterError(
             f"{' and '.join(repr(g) for g in given)} were both given; "
-            "pass exactly one bootstrap form (ALGORITHMS.md §1.3)"
+            "pass exactly one bootstrap form (docs/CONVENTIONS.md §1.2)"
         )
     if next_values is not None:
         return NV_NEXT
@@ -249,7 +249,7 @@ _Y_BASE = {"vtrace": "values", "retrace": "q_values"}
 
 
 def _carry_out(p: Problem, out: dict[str, Any]) -> Carry:
-    """The state the next chunk in scan order needs (ALGORITHMS.md §2.4)."""
+    """The state the next chunk in scan order needs (docs/CONVENTIONS.md §2.4)."""
     edge = 0 if p.reverse else -1  # only one column of anything is touched
 
     def col(name: str) -> torch.Tensor:
@@ -331,7 +331,7 @@ def gae(
     ``terminated_t``/``truncated_t`` mark the END of step t (Gymnasium). The value of
     the true successor state comes from exactly one of ``next_values`` (per step),
     ``bootstrap_values`` (read only where a cut is not a termination) or
-    ``last_value`` (one per sequence, for the window end). See ALGORITHMS.md §3.1.
+    ``last_value`` (one per sequence, for the window end). See docs/CONVENTIONS.md §3.1.
     """
     check_params(gamma=gamma, lam=lam)
     mode = _bootstrap_mode(next_values, bootstrap_values, last_value, values)
@@ -380,7 +380,7 @@ def td_lambda(
     backend: str = "auto",
     validate: bool = True,
 ) -> TDLambdaResult:
-    """TD(λ) returns (``lambda_returns``), ALGORITHMS.md §3.2.
+    """TD(λ) returns (``lambda_returns``), docs/CONVENTIONS.md §3.2.
 
     Needs ``next_values``, or ``values`` plus a bootstrap form; ``values`` is only
     read as V(s_{t+1}) inside episodes.
@@ -433,7 +433,7 @@ def discounted_returns(
     backend: str = "auto",
     validate: bool = True,
 ) -> ReturnsResult:
-    """Discounted reward-to-go (``returns``), ALGORITHMS.md §3.3.
+    """Discounted reward-to-go (``returns``), docs/CONVENTIONS.md §3.3.
 
     Bootstrap values are read only at truncations and the window end; without
     any, they count as 0 (``missing_bootstrap="zero"``, the default here).
@@ -489,7 +489,7 @@ def vtrace(
     backend: str = "auto",
     validate: bool = True,
 ) -> VTraceResult:
-    """V-trace value targets ``vs`` and ``pg_advantages`` (IMPALA), ALGORITHMS.md §3.4."""
+    """V-trace value targets ``vs`` and ``pg_advantages`` (IMPALA), docs/CONVENTIONS.md §3.4."""
     pg = rho_clip if pg_rho_clip is None else pg_rho_clip
     check_params(gamma=gamma, lam=lam, rho_clip=rho_clip, c_clip=c_clip, pg_rho_clip=pg)
     warn_not_contractive(float(gamma), float(lam), float(c_clip), "vtrace")
@@ -642,7 +642,7 @@ def eligibility_traces(
     backend: str = "auto",
     validate: bool = True,
 ) -> TracesResult:
-    """Accumulating eligibility traces (``eligibility_traces``), ALGORITHMS.md §3.6.
+    """Accumulating eligibility traces (``eligibility_traces``), docs/CONVENTIONS.md §3.6.
 
     ``x`` has the flags' shape, optionally with trailing feature axes (``[T, D]``);
     ``init`` (scalar, ``[D]``, per sequence, or both) is the trace before step 0.
@@ -677,7 +677,7 @@ def prefix_sum(
     backend: str = "auto",
     validate: bool = True,
 ) -> PrefixSumResult:
-    """Episodic inclusive prefix sums (``prefix_sums``), ALGORITHMS.md §3.7.
+    """Episodic inclusive prefix sums (``prefix_sums``), docs/CONVENTIONS.md §3.7.
 
     Episodes restart after ``terminated``/``truncated`` steps, or at explicit
     ``is_first`` markers (which then replace the derived starts).

@@ -24,7 +24,7 @@ from rltscan.scan import resolve_backend
 
 ArrayLike = Any  # torch.Tensor | numpy.ndarray | nested sequences
 
-# How the effective next-state value nv_t (ALGORITHMS.md §1.3) is formed.
+# How the effective next-state value nv_t (docs/CONVENTIONS.md §1.2) is formed.
 NV_NEXT = "next"  # next_values given: nv_t = next_values_t
 NV_BOOT = "boot"  # values + bootstrap_values: nv_t = bootstrap_t if boot_t else values_{t+1}
 NV_LAST = "last"  # values + last_value: bootstrap only at t = T-1
@@ -35,7 +35,7 @@ NV_NONE = "none"  # no bootstrap source: missing wherever boot_t
 class Carry:
     """What one chunk of a long sequence hands to the next chunk in scan order.
 
-    ALGORITHMS.md §2.4: a chunk (or file shard, or a GPU's share) is processed
+    docs/CONVENTIONS.md §2.4: a chunk (or file shard, or a GPU's share) is processed
     with the state at its boundary, and a chunk boundary is not a cut. Backward
     estimators walk the sequence from its end: the chunk after (later in time)
     gives ``y`` (the recurrence value at its first step), ``next_value`` (V at its
@@ -141,7 +141,7 @@ def done_mask(p: Problem) -> Tensor:
 
 
 def cut_mask(p: Problem) -> Tensor:
-    """cut_t = done_t OR t == T-1: no credit flows from t+1 into t (ALGORITHMS.md §1.2)."""
+    """cut_t = done_t OR t == T-1: no credit flows from t+1 into t (docs/CONVENTIONS.md §1.1)."""
     return p.cut
 
 
@@ -201,7 +201,8 @@ def missing_value(p: Problem) -> float:
 
 
 def next_state_values(p: Problem) -> Tensor:
-    """nv_t per ALGORITHMS.md §1.3, built with selects (garbage in ignored slots stays out)."""
+    """nv_t per docs/CONVENTIONS.md §1.2, built with selects (garbage in ignored slots
+    stays out)."""
     if p.nv_mode == NV_NEXT:
         return p.col("next_values")
     boot = boot_mask(p)
@@ -515,7 +516,7 @@ def per_row(name: str, x: ArrayLike | None, frame: Frame, device: torch.device) 
 # ---------------------------------------------------------------------------
 # Validation of contents (one device sync for all checks; details only on failure)
 
-# When an entry of a column is read (ALGORITHMS.md §6: only read entries are checked).
+# When an entry of a column is read (docs/CONVENTIONS.md §5: only read entries are checked).
 READ_ALL = "all"
 READ_NOT_TERMINATED = "not_terminated"  # nv-like: ignored after a terminal step
 READ_BOOT = "boot"  # bootstrap_values: only where boot_t

@@ -1,4 +1,4 @@
-"""Discounted returns (reward-to-go), ALGORITHMS.md §3.3.
+"""Discounted returns (reward-to-go), docs/CONVENTIONS.md §3.3.
 
     b_t = r_t + γ nv_t      if boot_t        (truncation or window end; nv from §1.3)
         = r_t               otherwise        (terminal and interior steps)

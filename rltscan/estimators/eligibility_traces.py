@@ -1,4 +1,4 @@
-"""Accumulating eligibility traces, ALGORITHMS.md §3.6.
+"""Accumulating eligibility traces, docs/CONVENTIONS.md §3.6.
 
     z_t = x_t + a_t z_{t-1},   a_t = 0 if first_t else γλ,   z_{-1} = init     forward
 

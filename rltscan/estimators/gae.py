@@ -1,4 +1,4 @@
-"""Generalized advantage estimation (GAE), ALGORITHMS.md §3.1.
+"""Generalized advantage estimation (GAE), docs/CONVENTIONS.md §3.1.
 
     delta_t = r_t - V_t                     if terminated_t
             = r_t + γ nv_t - V_t            otherwise          (nv: §1.3, a select)

@@ -1,4 +1,4 @@
-"""Episodic (segmented) inclusive prefix sums, ALGORITHMS.md §3.7.
+"""Episodic (segmented) inclusive prefix sums, docs/CONVENTIONS.md §3.7.
 
     S_t = x_t + a_t S_{t-1},   a_t = 0 if first_t else 1,   S_{-1} = init     forward
 

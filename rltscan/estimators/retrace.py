@@ -1,4 +1,4 @@
-"""Retrace(λ), ALGORITHMS.md §3.5.
+"""Retrace(λ), docs/CONVENTIONS.md §3.5.
 
     c_t     = λ min(c̄, π(a_t|s_t) / μ(a_t|s_t))               (log space, §2.6)
     delta_t = r_t - Q_t                        if terminated_t

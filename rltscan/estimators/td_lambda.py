@@ -1,4 +1,4 @@
-"""TD(λ) returns, ALGORITHMS.md §3.2.
+"""TD(λ) returns, docs/CONVENTIONS.md §3.2.
 
     b_t = r_t                           if terminated_t
         = r_t + γ nv_t                  if boot_t        (truncation or window end)

@@ -1,4 +1,4 @@
-"""V-trace (IMPALA), ALGORITHMS.md §3.4.
+"""V-trace (IMPALA), docs/CONVENTIONS.md §3.4.
 
     ratio_t = exp(min(log π_t - log μ_t, log clip))      (clipped in log space, §2.6)
     ρ_t = min(ρ̄, ratio_t),  c_t = λ min(c̄, ratio_t),  ρpg_t = min(ρ̄_pg, ratio_t)

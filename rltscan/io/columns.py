@@ -1,4 +1,5 @@
-"""Column roles, their aliases (FORMATS.md §6.3) and how a role is resolved to a column.
+"""Column roles, their aliases (docs/CONVENTIONS.md §1.4-1.5) and how a role is resolved
+to a column.
 
 Pure Python: no h5py or pyarrow. A *role* is what a column means to an estimator
 (``rewards``, ``terminated``, ...); a *column* is a name in the user's file.

@@ -3,7 +3,7 @@
 This module alone decides what a column means in time: which flag ends an
 episode, how ``dones`` is shifted, how a Minari ``values`` of length ``T+1``
 becomes ``values``/``next_values``, and where episode ends are forced cuts.
-Flags follow ALGORITHMS.md §1.2: ``terminated_t``/``truncated_t`` describe the
+Flags follow docs/CONVENTIONS.md §1.1: ``terminated_t``/``truncated_t`` describe the
 END of step ``t``; forced cuts are truncations and are never written back.
 """
 

@@ -1,4 +1,4 @@
-"""Minari dataset directories (FORMATS.md §2): ``data/metadata.json`` plus either
+"""Minari dataset directories (docs/CONVENTIONS.md §7.2): ``data/metadata.json`` plus either
 ``data/main_data.hdf5`` (episode groups) or ``data/<id>/*.parquet|*.arrow``.
 
 In the Arrow/Parquet backends every column of an episode has ``T+1`` rows (the

@@ -1,6 +1,6 @@
 """Sharded Parquet datasets: which files, in which order, and where outputs are staged.
 
-A *sharded dataset* is one flat table split into Parquet files (ALGORITHMS.md §2.4:
+A *sharded dataset* is one flat table split into Parquet files (docs/CONVENTIONS.md §2.4:
 "shards are chunks too"): a directory of ``*.parquet`` files (searched
 recursively; names starting with ``.`` or ``_`` are skipped, as pyarrow does), a
 glob, or a Minari dataset with the Parquet backend (one episode per shard). The

@@ -95,7 +95,7 @@ def _h5_path(source: Source) -> Path:
 
 
 def hdf5_attrs(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """Flatten the provenance record into HDF5 attributes (FORMATS.md §6.5)."""
+    """Flatten the provenance record into HDF5 attributes (docs/CONVENTIONS.md §6)."""
     attrs: dict[str, Any] = {
         "estimator": metadata["estimator"],
         "rltscan_version": metadata["rltscan_version"],

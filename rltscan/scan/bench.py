@@ -1,7 +1,7 @@
 """``rltscan bench``: every estimator, every backend, beside a torch.compile baseline
-and the copy floor measured in the same run (PERF.md).
+and the copy floor measured in the same run (the README's performance section).
 
-On a GPU: the PERF.md shapes (batched ``[B, T]`` in both layouts, flat sequences
+On a GPU: the README's benchmark shapes (batched ``[B, T]`` in both layouts, flat sequences
 with sparse and dense episode ends), timed with ``triton.testing.do_bench``
 (median of the full Python call, warm), each checked against a float64 solve
 first. On a CPU: GAE and V-trace on flat 1M/10M steps and 4096×128 with the
@@ -341,7 +341,7 @@ def run_gpu(
 
 
 def numpy_gae_loop(r, v, nv, term, cut, gamma: float, lam: float) -> np.ndarray:
-    """The per-step NumPy loop people write (the CPU baseline of PERF.md)."""
+    """The per-step NumPy loop people write (the CPU baseline the README quotes)."""
     adv = np.empty_like(r)
     last = 0.0
     for t in range(len(r) - 1, -1, -1):

@@ -1,6 +1,6 @@
 """Vectorised linear-recurrence scan in PyTorch (CPU or GPU), no triton import.
 
-Chunked evaluation (ALGORITHMS.md §2.4) with no Python loop over the T steps:
+Chunked evaluation (docs/CONVENTIONS.md §2.4) with no Python loop over the T steps:
 the time axis of ``[R, T]`` is cut into K chunks of S ≈ sqrt(T) steps and laid
 out as ``[S, R*K]`` so that each of the S loop iterations is one fused
 ``addcmul`` over R*K contiguous lanes.

@@ -20,7 +20,7 @@ are numbered so that scan-order predecessors have lower program ids, so they
 were scheduled first and the spin-wait always makes progress (under the
 interpreter too, which runs programs in order).
 
-Memory traffic per step is what ALGORITHMS/PERF.md count: each input read once,
+Memory traffic per step is what the README's memory floor counts: each input read once,
 each output written once (V-trace re-reads its own ``vs`` from L1/L2 to form
 ``vs_{t+1}``). The look-back workspace is 3 floats per tile row and one int32
 flag per tile; it is never zeroed: flags carry an epoch that grows per launch.
@@ -53,7 +53,7 @@ KINDS = {
     "traces": TRACES,
     "prefix_sum": PREFIX_SUM,
 }
-# nv modes (ALGORITHMS.md §1.3), matching estimators._common
+# nv modes (docs/CONVENTIONS.md §1.2), matching estimators._common
 NV_CODES = {"next": 0, "boot": 1, "last": 2, "none": 3}
 
 
@@ -62,7 +62,7 @@ def _combine(a1, b1, a2, b2):
     """Compose two affine maps y -> a*y + b, ``(a1, b1)`` applied after ``(a2, b2)``...
 
     ...in scan order: the forward operator ``L (+)f R = (a1*a2, a2*b1 + b2)`` of
-    ALGORITHMS.md §2.2 with L the earlier step. With ``reverse=True`` Triton
+    docs/CONVENTIONS.md §2 with L the earlier step. With ``reverse=True`` Triton
     feeds the later (already scanned) operand first, which turns the same
     function into the backward operator ``R (+)f L = L (+)b R``.
     """
@@ -151,7 +151,7 @@ def _next_value(
     COMPUTE: tl.constexpr,
     CONTINUES: tl.constexpr,
 ):
-    """nv_t of ALGORITHMS.md §1.3 as selects; ignored slots are never loaded."""
+    """nv_t of docs/CONVENTIONS.md §1.2 as selects; ignored slots are never loaded."""
     if NV_MODE == 0:
         nv = _ld(src_ptr, offs, mask & ~term, COMPUTE)
     else:
