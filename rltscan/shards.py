@@ -109,7 +109,16 @@ class Job:
             dones_mean=self.dones_mean,
             ends_are=self.ends_are,
             ignore=self.ignore,
+            bootstrap=self.bootstrap_rule,
         )
+
+    @property
+    def bootstrap_rule(self) -> str | None:
+        """The missing-bootstrap rule in force (None: the estimator reads no V(s_t+1))."""
+        signature = _inspect.signature(self.spec.function).parameters
+        if "missing_bootstrap" not in signature:
+            return None
+        return self.missing_bootstrap or signature["missing_bootstrap"].default
 
     def call(self, time_dim: int = -1) -> dict[str, Any]:
         """Estimator keyword arguments besides the data and the carry."""

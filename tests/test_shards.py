@@ -262,7 +262,7 @@ def test_cli_exit_codes_and_messages(tmp_path: Path, monkeypatch: pytest.MonkeyP
     root, paths, _ = dataset(tmp_path, 0.05)
     ok = runner.invoke(cli.app, ["gae", str(root), "--device", "cpu", "-q", "--no-bootstrap"])
     assert ok.exit_code == 0, ok.stderr
-    again = runner.invoke(cli.app, ["gae", str(root), "--device", "cpu", "-q"])
+    again = runner.invoke(cli.app, ["gae", str(root), "--device", "cpu", "-q", "--no-bootstrap"])
     assert again.exit_code == 5
     assert again.stderr.startswith("error: part-5.parquet already has column")
     one = runner.invoke(cli.app, ["gae", str(paths[0]), "--engine", "ray"])
@@ -273,8 +273,12 @@ def test_cli_exit_codes_and_messages(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert bad.exit_code == 2
     monkeypatch.setitem(sys.modules, "ray", None)  # as if ray were not installed
     with pytest.raises(BackendUnavailableError, match=r"pip install 'rltscan\[ray\]'"):
-        rltscan.run("gae", str(root), engine="ray", overwrite=True, device="cpu")
-    noray = runner.invoke(cli.app, ["gae", str(root), "--engine", "ray", "--overwrite"])
+        rltscan.run(
+            "gae", str(root), engine="ray", overwrite=True, device="cpu", missing_bootstrap="zero"
+        )
+    noray = runner.invoke(
+        cli.app, ["gae", str(root), "--engine", "ray", "--overwrite", "--no-bootstrap"]
+    )
     assert noray.exit_code == 6
     assert noray.stderr.splitlines()[0].endswith("pip install 'rltscan[ray]'")
     empty = tmp_path / "empty"

@@ -117,7 +117,8 @@ def test_window_size_never_changes_a_bit(
 def test_small_chunks_are_raised_to_the_block(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     src = write_file(tmp_path / "in.h5", columns(rng, (100,), 0.1), "flat")
-    report = api.run("returns", str(src), device="cpu", chunk_steps=3, block_steps=16, dry_run=True)
+    out = str(tmp_path / "out.h5")
+    report = api.run("returns", str(src), output=out, device="cpu", chunk_steps=3, block_steps=16)
     assert report.streaming is not None
     assert report.streaming.chunk_steps == 16 and report.streaming.windows == 7
 
@@ -180,9 +181,9 @@ def test_episode_ids_split_by_windows_give_the_whole_file_result(tmp_path: Path)
     ids = np.repeat(np.arange(9), [7, 1, 12, 8, 8, 3, 20, 5, 16])
     src = _id_table(tmp_path / "ids.parquet", ids)
     small = run_to(src, tmp_path / "a.parquet", "returns", chunk_steps=8, block_steps=8,
-                   missing_bootstrap="zero")  # fmt: skip
+                   missing_bootstrap="zero", ends_are="truncated")  # fmt: skip
     whole = run_to(src, tmp_path / "b.parquet", "returns", chunk_steps=8, block_steps=10**6,
-                   missing_bootstrap="zero")  # fmt: skip
+                   missing_bootstrap="zero", ends_are="truncated")  # fmt: skip
     np.testing.assert_allclose(small["returns"], whole["returns"], rtol=1e-5, atol=1e-5)
     # the forced cut at each id change: the step before a change never sees the next reward
     table = pq.read_table(src)
@@ -198,7 +199,8 @@ def test_episode_id_that_comes_back_in_a_later_window_is_refused(tmp_path: Path)
     src = _id_table(tmp_path / "ids.parquet", ids)
     with pytest.raises(DataError, match='episode id 1 in "episode_id" appears in more than one'):
         api.run("returns", str(src), output=str(tmp_path / "o.parquet"), device="cpu",
-                chunk_steps=8, block_steps=8, missing_bootstrap="zero")  # fmt: skip
+                chunk_steps=8, block_steps=8, missing_bootstrap="zero",
+                ends_are="truncated")  # fmt: skip
     assert not (tmp_path / "o.parquet").exists()
 
 
@@ -214,7 +216,7 @@ def test_errors_name_the_step_of_the_file(tmp_path: Path) -> None:
     cols["timeouts"][53] = True
     cols["terminals"][-1] = True  # the file's end needs no bootstrap
     src = write_file(tmp_path / "b.h5", cols, "flat")
-    with pytest.raises(MissingBootstrapError, match="at index 53"):
+    with pytest.raises(MissingBootstrapError, match="truncated at row 53"):
         api.run("gae", str(src), device="cpu", chunk_steps=16, block_steps=8)
     with h5py.File(src) as f:
         assert "advantages" not in f

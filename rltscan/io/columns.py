@@ -48,7 +48,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "values": ("values", "value", "vf_preds", "state_value", "v", "infos/value"),
     "next_values": ("next_values", "next_value", "next_state_value", "next/state_value"),
     "last_values": ("last_values", "last_value", "next_value", "bootstrap_value"),
-    "last_dones": ("next_done", "last_dones", "next_dones"),
+    # [B] only (the extra pool): CleanRL's next_done, SB3's final `dones` beside
+    # `episode_starts` (compute_returns_and_advantage(last_values, dones))
+    "last_dones": ("next_done", "last_dones", "next_dones", "dones"),
     "logp_behavior": (
         "logp_behavior",
         "log_probs",

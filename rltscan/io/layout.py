@@ -610,13 +610,18 @@ def _flags(
         if other is not None:
             if dones_mean is None and dones_name is not None and starts_name is None:
                 dones = check(_read_flag(reader, "dones", dones_name, lengths, ndim), dones_name)
-                same_as_term = bool(np.array_equal(dones, term)) and term_name is not None
-                if not (same_as_term or np.array_equal(dones, term | trunc)):
+                # a copy only when every reading agrees: with no terminated column, a done
+                # equal to "truncated" could still mean terminated (which wins) or ended
+                same_as_term = term_name is not None and bool(np.array_equal(dones, term))
+                same_as_ends = bool(np.array_equal(dones, term | trunc)) and (
+                    term_name is not None or not dones.any()
+                )
+                if not (same_as_term or same_as_ends):
                     bad = dones != (term | trunc)
-                    at = _at(bad, source, lengths, offset)
+                    at = _at(bad if bad.any() else dones, source, lengths, offset)
                     raise AmbiguousInputError(
-                        f'{where}: "{dones_name}" disagrees with {names} ({at}), so it is '
-                        f"not a copy of them; pass --terminals {dones_name} if it marks "
+                        f'{where}: "{dones_name}" beside {names} reads two ways that give '
+                        f"different results ({at}); pass --terminals {dones_name} if it marks "
                         "terminations, --dones-mean ended if it means terminated or truncated, "
                         f"--dones-mean starts if it marks episode starts, or --ignore {dones_name}"
                     )
