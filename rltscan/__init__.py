@@ -11,6 +11,11 @@ are not (they load on first use).
 
 from __future__ import annotations
 
+from rltscan import _interrupts
+
+_interrupts.install_early()  # the CLI honours Ctrl-C during the imports below
+
+# ruff: noqa: E402
 from rltscan.errors import (
     AmbiguousInputError,
     BackendUnavailableError,

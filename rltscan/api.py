@@ -201,6 +201,7 @@ def _backend_name(backend: str, device: torch.device) -> str:
     return "triton" if device.type == "cuda" else "torch"
 
 
+@wb.guarded  # the write-back rules: checks, lock, identity (README "Write-back rules")
 def run(
     estimator: str,
     input: str,
@@ -228,6 +229,7 @@ def run(
     ray_address: str | None = None,
     workers: int | None = None,
     order_by: str | None = None,
+    break_links: bool = False,
 ) -> RunReport:
     """Compute ``estimator`` (a CLI command name, e.g. ``"gae"``) over ``input``.
 

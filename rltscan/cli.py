@@ -30,7 +30,7 @@ from rich.progress import (
 )
 from typer.core import TyperGroup
 
-from rltscan import api
+from rltscan import _interrupts, api
 from rltscan.errors import OutputRefusedError, ParameterError, RltscanError
 from rltscan.estimators import ESTIMATORS
 from rltscan.report import (
@@ -511,6 +511,15 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
                 default=False,
             ),
         ),
+        (
+            "break_links",
+            B,
+            _opt(
+                "--break-links",
+                help="Write back into a hard-linked file: only this name gets the outputs.",
+                default=False,
+            ),
+        ),
         ("dry_run", B, _opt("--dry-run", help="Detect and plan; write nothing.", default=False)),
         ("json_out", B, _opt("--json", help="Print the report as JSON on stdout.", default=False)),
         ("quiet", B, _opt("-q", "--quiet", help="Print nothing but errors.", default=False)),
@@ -754,4 +763,5 @@ def main() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _term)
+    _interrupts.install_running()  # Ctrl-C/SIGTERM: KeyboardInterrupt, remembered
     app()

@@ -3,12 +3,22 @@
 A reader of ``dst`` sees either the old file or the complete new one, whatever
 happens to this process (exception, Ctrl-C, SIGKILL, full disk). A SIGKILL can
 leave a ``.<name>.rltscan-*.tmp`` file behind, never a half-written ``dst``.
+
+The write-back rules of a careful Unix tool live here too (README "Write-back
+rules"): a symlinked ``dst`` is written through (the link stays); a ``dst`` that
+is not a regular file (device, FIFO, socket) or that has other hard links (unless
+``--break-links``) is never replaced; a write-protected file is not replaced; an
+input registered with :func:`expect` must still be the same file (device, inode,
+size, mtime) when it is copied and right before the rename; the replaced file's
+owner, group and extended attributes are kept where the process may set them;
+:func:`lock` serialises writers of one file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import signal
@@ -17,11 +27,15 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
-from rltscan.errors import OutputRefusedError
+from rltscan import _interrupts
+from rltscan.errors import InputFileError, OutputRefusedError
 
 TMP_MARK = ".rltscan-"
 _committed: list[Path] = []  # files replaced by this process since the last reset
+_expected: dict[str, Identity] = {}  # inputs of this run: real path -> identity at open
+_policy = {"break_links": False}
 
 
 def committed() -> list[Path]:
@@ -102,7 +116,13 @@ def check_space(dst: Path, needed: int) -> None:
 
 
 def is_full_disk(err: BaseException | None) -> bool:
-    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+    """ENOSPC/EDQUOT, also as HDF5 reports it (an OSError whose text names errno 28)."""
+    if not isinstance(err, OSError):
+        return False
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(err)
+    return "No space left on device" in text or "errno = 28," in text or "quota" in text.lower()
 
 
 def no_space(dst: Path) -> OutputRefusedError:
@@ -116,13 +136,12 @@ def no_space(dst: Path) -> OutputRefusedError:
 def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0) -> Iterator[Path]:
     """Yield a temp path to fill; on success fsync it and move it over ``dst``.
 
-    With ``copy_from`` the temp file starts as a byte copy of that file. On any
-    exception (KeyboardInterrupt included) the temp file is removed and ``dst``
-    is untouched.
+    With ``copy_from`` the temp file starts as a byte copy of that file (of the very
+    file registered with :func:`expect`, when it is). On any exception
+    (KeyboardInterrupt included) the temp file is removed and ``dst`` is untouched.
+    A symlinked ``dst`` is written through: its target is replaced, the link stays.
     """
-    dst = Path(dst).absolute()
-    if not dst.parent.is_dir():
-        raise OutputRefusedError(f"{dst.parent} is not a directory; create it or pick another -o")
+    dst = replaceable(Path(dst))
     if copy_from is not None:
         check_space(dst, os.path.getsize(copy_from))
     elif size_hint:
@@ -133,12 +152,16 @@ def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0)
             tmp = temp_name(dst)
         os.chmod(tmp, file_mode(dst))  # mkstemp's 0o600 would replace the file's own mode
         if copy_from is not None:
-            shutil.copyfile(copy_from, tmp)
+            copy_verified(copy_from, tmp)
             with contextlib.suppress(OSError):
                 shutil.copymode(copy_from, tmp)
         yield tmp
+        keep_owner(dst, tmp)
         _fsync_path(tmp)
         with _deferred_signals():
+            if _interrupts.seen():  # a Ctrl-C that something swallowed still stops the commit
+                raise KeyboardInterrupt
+            check_unchanged(dst)
             os.replace(tmp, dst)
             _committed.append(dst)
         _fsync_dir(dst.parent)
@@ -146,10 +169,219 @@ def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0)
         _remove(tmp)
         if is_full_disk(err):
             raise no_space(dst) from None
+        if isinstance(err, PermissionError):
+            raise OutputRefusedError(
+                f"cannot write {dst} ({err.strerror}); check the permissions of "
+                f"{dst.parent} or pass -o PATH elsewhere"
+            ) from None
         raise
     except BaseException:
         _remove(tmp)
         raise
+
+
+# --------------------------------------------------------------------------- write-back rules
+
+
+class Identity(NamedTuple):
+    """What makes "the same file": a replaced or rewritten input differs in one of these."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+
+
+def identity(st: os.stat_result) -> Identity:
+    return Identity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def real(path: Path) -> Path:
+    """``path`` with symlinks resolved (the file a write-back must update)."""
+    return Path(os.path.realpath(path))
+
+
+def expect(path: Path, ident: Identity) -> None:
+    """Register an input of this run: it must still be ``ident`` when copied or replaced."""
+    _expected[str(real(path))] = ident
+
+
+def forget(path: Path) -> None:
+    _expected.pop(str(real(path)), None)
+
+
+def set_break_links(allow: bool) -> None:
+    """``--break-links``: a hard-linked file may be replaced (its other names keep the old)."""
+    _policy["break_links"] = bool(allow)
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def replaceable(dst: Path, *, shown: Path | None = None) -> Path:
+    """The real file a write-back of ``dst`` replaces, after the write-back rules.
+
+    Refused (exit 5, one line): a target that is not a regular file, one with other
+    hard links (without --break-links), a write-protected one, a directory that
+    cannot take the temp file.
+    """
+    shown = shown or dst
+    path = real(Path(dst).absolute())
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as err:
+        raise OutputRefusedError(
+            f"cannot inspect {shown} ({err.strerror}); pick another -o"
+        ) from None
+    if st is not None:
+        if not stat.S_ISREG(st.st_mode):
+            raise OutputRefusedError(
+                f"{shown} is {_kind(st.st_mode)}; rltscan never replaces one with a file, "
+                "pass -o PATH to a regular file (or -o - for stdout)"
+            )
+        if st.st_nlink > 1 and not _policy["break_links"]:
+            raise OutputRefusedError(
+                f"{shown} has {st.st_nlink} hard links and replacing it would give only this "
+                "name the outputs; pass --break-links to accept that, or -o PATH"
+            )
+        if not st.st_mode & 0o222:
+            raise OutputRefusedError(
+                f"{shown} is read-only; make it writable (chmod u+w) or pass -o PATH elsewhere"
+            )
+    parent = path.parent
+    if not parent.is_dir():
+        raise OutputRefusedError(f"{parent} is not a directory; create it or pick another -o")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputRefusedError(
+            f"cannot create files in {parent} (permission denied); "
+            "make it writable or pass -o PATH elsewhere"
+        )
+    return path
+
+
+def check_unchanged(path: Path) -> None:
+    """Refuse (exit 3) when a registered input is no longer the file this run read."""
+    want = _expected.get(str(real(path)))
+    if want is None:
+        return
+    try:
+        now = identity(os.stat(path))
+    except OSError:
+        now = None
+    if now != want:
+        raise InputFileError(
+            f"{path} changed while rltscan ran (replaced or modified by another program); "
+            "nothing was written, run again on the new file"
+        )
+
+
+def copy_verified(src: Path, dst: Path) -> None:
+    """Byte-copy ``src`` to ``dst``, from the very file registered for ``src`` (if any)."""
+    with open(src, "rb") as fin:
+        want = _expected.get(str(real(src)))
+        if want is not None and identity(os.fstat(fin.fileno())) != want:
+            raise InputFileError(
+                f"{src} changed while rltscan ran (replaced or modified by another program); "
+                "nothing was written, run again on the new file"
+            )
+        shutil.copyfile(src, dst)  # (sendfile); the name must still be that file after it
+        if want is not None and identity(os.stat(src)) != want:
+            raise InputFileError(
+                f"{src} changed while rltscan ran (replaced or modified by another program); "
+                "nothing was written, run again on the new file"
+            )
+
+
+def keep_owner(dst: Path, tmp: Path) -> None:
+    """Give ``tmp`` the owner, group and extended attributes of the file it replaces."""
+    try:
+        st = os.stat(dst)
+    except OSError:
+        return
+    with contextlib.suppress(OSError):
+        os.chown(tmp, st.st_uid, st.st_gid)
+        os.chmod(tmp, stat.S_IMODE(st.st_mode))  # chown may clear set-id bits
+    if not hasattr(os, "listxattr"):
+        return
+    with contextlib.suppress(OSError):
+        for name in os.listxattr(dst):
+            with contextlib.suppress(OSError):
+                os.setxattr(tmp, name, os.getxattr(dst, name))
+
+
+class Lock:
+    """An exclusive lock on the file (or directory) a run writes back into.
+
+    Files: an open-file-description lock (``F_OFD_SETLKW``), which neither HDF5's own
+    ``flock`` nor closing another descriptor of the file disturbs. Directories
+    (Minari datasets, sharded datasets): ``flock``. A second writer waits.
+    """
+
+    def __init__(self, fd: int, ident: Identity | None) -> None:
+        self.fd, self.identity = fd, ident
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def _ofd_lock(fd: int) -> None:
+    import struct
+
+    cmd = getattr(fcntl, "F_OFD_SETLKW", None)
+    if cmd is None:  # not Linux: flock (HDF5 on the same file may then refuse to open)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for OFD locks), padding
+    fcntl.fcntl(fd, cmd, struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+
+
+def lock(path: Path) -> Lock:
+    """Take the write-back lock of ``path`` (waits while another rltscan holds it).
+
+    For a file, the lock is re-taken until the name and the locked file agree (the
+    holder before us may have replaced it), and the file's identity is registered
+    with :func:`expect`.
+    """
+    path = real(Path(path).absolute())
+    if path.is_dir():
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        return Lock(fd, None)
+    while True:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            _ofd_lock(fd)
+            held = identity(os.fstat(fd))
+            now = identity(os.stat(path))
+        except BaseException:
+            os.close(fd)
+            raise
+        if (held.dev, held.ino) == (now.dev, now.ino):
+            expect(path, held)
+            return Lock(fd, held)
+        os.close(fd)  # replaced while we waited: lock the new file
 
 
 def _remove(path: Path | None) -> None:

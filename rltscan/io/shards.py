@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import glob
+import json
 import os
 import re
 import secrets
@@ -339,17 +340,29 @@ class Staging:
         if self.final is None:
             from rltscan.io import atomic
 
+            root = Path(self.dataset.root)
+            for shard in self.dataset.shards:  # the write-back rules (links, devices...)
+                atomic.replaceable(Path(shard.path))
             for shard in self.dataset.shards:
                 keep = self.dir / ".old" / shard.rel
                 keep.parent.mkdir(parents=True, exist_ok=True)
                 with contextlib.suppress(OSError):  # no hard links here: replace frees at once
                     os.link(shard.path, keep)
+            # The journal makes the renames one step: once it is on disk the commit is
+            # decided, and a run killed among the renames is completed by the next
+            # rltscan start on this dataset (recover); without it, nothing was changed.
+            # (a symlinked shard is written through: its target is replaced, the link stays)
+            targets = [atomic.real(Path(s.path)) for s in self.dataset.shards]
+            pairs = zip(self.dataset.shards, targets, strict=True)
+            moves = [[s.rel, os.path.relpath(t, root)] for s, t in pairs]
+            _write_journal(self.dir, moves)
             with _deferred_signals():
-                for shard in self.dataset.shards:
-                    os.replace(self.path(shard), shard.path)
+                for shard, target in zip(self.dataset.shards, targets, strict=True):
+                    os.replace(self.path(shard), target)
                     atomic._committed.append(Path(shard.path))  # for the interrupt message
             for parent in {Path(s.path).parent for s in self.dataset.shards}:
                 _fsync_dir(parent)
+            _end_journal(self.dir)
             return
         root = Path(self.dataset.root)
         for rel in self.dataset.extra_files:
@@ -373,3 +386,72 @@ class Staging:
     def abort(self) -> None:
         with contextlib.suppress(OSError):
             shutil.rmtree(self.dir)
+
+
+# --------------------------------------------------------------------------- commit journal
+
+JOURNAL = "JOURNAL"
+STAGE_GLOB = f"{TMP_MARK}stage-*"
+
+
+def _write_journal(stage: Path, moves: list[list[str]]) -> None:
+    """The shards to move, ``[staged name, target]`` relative to the dataset root and
+    to the staging directory, durably on disk."""
+    tmp = stage / f"{JOURNAL}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"version": 1, "moves": moves}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, stage / JOURNAL)
+    _fsync_dir(stage)
+
+
+def _end_journal(stage: Path) -> None:
+    with contextlib.suppress(OSError):
+        (stage / JOURNAL).unlink()
+    _fsync_dir(stage)
+
+
+def recover(root: Path) -> list[str]:
+    """Finish or roll back in-place commits of ``root`` that a kill interrupted.
+
+    A staging directory with a journal was killed among its renames: the shards
+    not yet moved are moved now (roll forward: every staged shard was complete and
+    on disk before the journal was written). One without a journal never started
+    its renames: it is removed (nothing in the dataset was changed). Call it with
+    the dataset's lock held (:func:`rltscan.io.writeback.guard`), so that no running
+    job's staging directory is touched. Returns the shards moved.
+    """
+    moved: list[str] = []
+    root = Path(root)
+    for stage in sorted(root.glob(STAGE_GLOB)):
+        if not stage.is_dir():
+            continue
+        journal = stage / JOURNAL
+        if journal.is_file():
+            try:
+                moves = json.loads(journal.read_text())["moves"]
+            except (OSError, ValueError, KeyError, TypeError):
+                raise InputFileError(
+                    f"{journal} (an interrupted rltscan commit) cannot be read; move the "
+                    f"staged shards in {stage} by hand or delete it to keep the old data"
+                ) from None
+            with _deferred_signals():
+                for rel, target in moves:
+                    staged = stage / rel
+                    if staged.is_file():
+                        os.replace(staged, root / target)
+                        moved.append(target)
+            for _, target in moves:
+                _fsync_dir((root / target).parent)
+            _end_journal(stage)
+        shutil.rmtree(stage, ignore_errors=True)
+    return moved
+
+
+def glob_root(pattern: str) -> Path | None:
+    """The directory a glob's shards are relative to (as :func:`discover` computes it)."""
+    found = [Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file()]
+    if not found:
+        return None
+    return Path(os.path.commonpath([str(p.absolute().parent) for p in found]))

@@ -34,6 +34,7 @@ from rltscan.io.atomic import (
     _deferred_signals,
     atomic_path,
     check_space,
+    copy_verified,
     is_full_disk,
     no_space,
 )
@@ -70,6 +71,7 @@ class HDF5Sink:
         self._copy_error: BaseException | None = None
         self._copied = threading.Event()
         self._cancelled = threading.Event()
+        self._src = src
         self._copier = threading.Thread(
             target=self._copy, args=(src,), name="rltscan-copy", daemon=True
         )
@@ -96,7 +98,7 @@ class HDF5Sink:
         try:
             if self._cancelled.is_set():
                 return
-            shutil.copyfile(src, self._tmp)
+            copy_verified(src, self._tmp)  # the very file this run reads (its identity)
             with contextlib.suppress(OSError):
                 shutil.copymode(src, self._tmp)
         except BaseException as err:  # re-raised by the writer or at commit
@@ -110,6 +112,7 @@ class HDF5Sink:
             if self._copy_error is not None:
                 raise self._copy_error
             self._fh = hdf5.open_file(self._tmp, "r+")
+            hdf5.materialize_links(self._fh, self._src, self.dst)
             self._root = self._fh[self.group]
         return self._root
 
@@ -118,11 +121,7 @@ class HDF5Sink:
         if ds is not None:
             return ds
         root = self._open()
-        if name in root:
-            if not self.overwrite:
-                raise OutputRefusedError(
-                    f'{self.dst} already has "{name}"; pass --overwrite or --prefix P'
-                )
+        if hdf5.check_replaceable(root, name, self.dst, overwrite=self.overwrite):
             del root[name]
         like = root.get(self.template) if self.template else None
         storage = hdf5._storage_like(like)
@@ -158,6 +157,7 @@ class HDF5Sink:
                 _pread_all(self._spill, memoryview(arr).cast("B"), offset)
                 self._put(start, stop, name, arr)
             self._open()
+            self._fh.flush()
             self._fh.close()
             self._fh = None
         except BaseException as err:
@@ -181,8 +181,7 @@ class HDF5Sink:
     def _release(self) -> None:
         self._copier.join()
         if self._fh is not None:
-            with contextlib.suppress(Exception):
-                self._fh.close()
+            hdf5.close_after_error(self._fh)
             self._fh = None
         self._close_spill()
 

@@ -6,17 +6,22 @@ is either the old file or the complete new one.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import json
 import os
-from collections.abc import Mapping
+import re
+import stat
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from rltscan.errors import OutputRefusedError, ParameterError
-from rltscan.io import hdf5, minari, parquet
+from rltscan.errors import InputFileError, OutputRefusedError, ParameterError
+from rltscan.io import atomic, hdf5, minari, parquet
 from rltscan.io.formats import output_format
 from rltscan.io.layout import Prepared
 from rltscan.io.source import Source
@@ -72,7 +77,13 @@ def streamable(source: Source, target: Target) -> bool:
 
 
 def existing(source: Source, target: Target, names: list[str]) -> list[str]:
-    """Output names that already exist at the target (empty when nothing clashes)."""
+    """Output names that already exist at the target (empty when nothing clashes).
+
+    A name that is not a valid output name (empty, a ``/``, an HDF5 group) is a
+    ParameterError (exit 2) whatever else is there.
+    """
+    for name in names:
+        check_name(name)
     if target.kind == "stdout":
         return [n for n in names if n in source.columns]
     if target.kind == "file":
@@ -205,6 +216,150 @@ def _same_file(a: Path, b: Path) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def check_name(name: str, *, option: str = "--prefix") -> None:
+    """An output name: not empty, no ``/`` (it would leave the group), no NUL."""
+    if not name or "/" in name or "\x00" in name or name in (".", ".."):
+        raise ParameterError(
+            f'output name "{name}" is not a valid dataset/column name (empty, ".", ".." or '
+            f'containing "/"); pass {option} without "/"'
+        )
+
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+@contextlib.contextmanager
+def guard(
+    input: str,
+    output: str | None,
+    *,
+    overwrite: bool = False,
+    dry_run: bool = False,
+    prefix: str = "",
+    break_links: bool = False,
+) -> Iterator[None]:
+    """The write-back rules, checked before any work (README "Write-back rules").
+
+    * ``--prefix`` may not put a ``/`` in an output name (exit 2);
+    * an unreadable input is exit 3; an output that cannot be written (a device,
+      FIFO or socket, a hard-linked file without ``--break-links``, a read-only
+      file, a directory without write permission) is exit 5;
+    * in place, the input is locked for the whole run: a second rltscan writing
+      back into the same file (or Minari/sharded dataset directory) waits until
+      the first has committed, then reads its result;
+    * the input's identity (device, inode, size, mtime) is registered: copies are
+      made from that very file and the final rename checks it is still there
+      (:func:`rltscan.io.atomic.check_unchanged`);
+    * in a sharded dataset directory, a commit that a kill interrupted is
+      completed first (:func:`rltscan.io.shards.recover`).
+    """
+    if prefix and ("/" in prefix or "\x00" in prefix):
+        raise ParameterError(
+            f'--prefix "{prefix}" contains "/"; output names may not contain "/" '
+            "(they would be written outside the group), pass a prefix without it"
+        )
+    atomic.set_break_links(break_links)
+    atomic._expected.clear()
+    held: atomic.Lock | None = None
+    try:
+        if input != "-" and not dry_run:
+            held = _preflight(input, output, overwrite=overwrite)
+        yield
+    finally:
+        if held is not None:
+            held.release()
+        atomic._expected.clear()
+        atomic.set_break_links(False)
+
+
+def guarded(run: Callable[..., Any]) -> Callable[..., Any]:
+    """``run`` (:func:`rltscan.api.run`) inside :func:`guard`, from its own arguments."""
+    signature = inspect.signature(run)
+
+    @functools.wraps(run)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        with guard(
+            a["input"],
+            a["output"],
+            overwrite=a["overwrite"],
+            dry_run=a["dry_run"],
+            prefix=a["prefix"],
+            break_links=a["break_links"],
+        ):
+            return run(*args, **kwargs)
+
+    return wrapper
+
+
+def _preflight(input: str, output: str | None, *, overwrite: bool) -> atomic.Lock | None:
+    path = Path(input)
+    if not path.exists():
+        if _GLOB_CHARS.search(input) and output is None:
+            from rltscan.io import shards as io_shards
+
+            root = io_shards.glob_root(input)
+            if root is not None:
+                return _lock_dir(root, input)
+        return None  # open_input says it is missing
+    try:
+        st = os.stat(path)
+    except OSError as err:
+        raise InputFileError(f"cannot read {input} ({err.strerror}); check the path") from None
+    readable = os.access(path, os.R_OK | (os.X_OK if stat.S_ISDIR(st.st_mode) else 0))
+    if not readable:
+        raise InputFileError(
+            f"cannot read {input} (permission denied); make it readable (chmod u+r) or run as "
+            "its owner"
+        )
+    in_place = output is None or (output != "-" and _same_file(Path(output), path))
+    if not in_place:
+        if stat.S_ISREG(st.st_mode):
+            atomic.expect(path, atomic.identity(st))
+        if output != "-" and not stat.S_ISDIR(st.st_mode):
+            _check_output(Path(output), overwrite=overwrite)
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return _lock_dir(path, input)
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputRefusedError(
+            f"{input} is {atomic._kind(st.st_mode)} and cannot be written back in place; "
+            "pass -o PATH (or -o - for stdout)"
+        )
+    atomic.replaceable(path, shown=path)
+    return atomic.lock(path)
+
+
+def _check_output(out: Path, *, overwrite: bool) -> None:
+    """``-o PATH`` refusals that need no reading: special files, and what --overwrite
+    would break."""
+    try:
+        st = os.stat(out)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        return  # plan_target names that problem
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        atomic.replaceable(out, shown=out)  # raises: never replaced
+    if st is None or overwrite:
+        atomic.replaceable(out, shown=out)
+
+
+def _lock_dir(root: Path, input: str) -> atomic.Lock:
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise OutputRefusedError(
+            f"cannot create files in {input} (permission denied); make it writable or pass "
+            "-o PATH elsewhere"
+        )
+    held = atomic.lock(root)
+    from rltscan.io import shards as io_shards
+
+    io_shards.recover(root)
+    return held
 
 
 def _write_table(

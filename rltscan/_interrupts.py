@@ -1,0 +1,59 @@
+"""Ctrl-C and SIGTERM for the command line, honoured from the first instruction.
+
+``python -m rltscan`` and the ``rltscan`` script install :func:`_startup` before
+the heavy imports (torch): a signal then ends the process at once with the
+one-line message and exit 130 (nothing has been read or written yet). The CLI's
+``main()`` switches to :func:`_running`, which raises ``KeyboardInterrupt`` as
+Python does and also records the signal, so that a Ctrl-C swallowed by a library
+(a bare ``except:``) still stops the commit (:func:`rltscan.io.atomic.atomic_path`
+checks :func:`seen` right before the rename). Importing rltscan as a library
+changes no signal handler.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+_state = {"seen": False}
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+MESSAGE = b"error: interrupted; nothing was written and the input is unchanged\n"
+
+
+def seen() -> bool:
+    """Whether the CLI received Ctrl-C or SIGTERM (always False for library use)."""
+    return _state["seen"]
+
+
+def _startup(signum: int, frame: Any) -> None:
+    _state["seen"] = True
+    os.write(2, MESSAGE)
+    os._exit(130)
+
+
+def _running(signum: int, frame: Any) -> None:
+    _state["seen"] = True
+    raise KeyboardInterrupt
+
+
+def _is_cli() -> bool:
+    argv0 = sys.argv[0] if sys.argv else ""
+    if argv0 == "-m":  # python -m rltscan, while the package is being imported
+        orig = list(getattr(sys, "orig_argv", []))
+        return "-m" in orig[:-1] and orig[orig.index("-m") + 1] == "rltscan"
+    return os.path.basename(argv0) == "rltscan"
+
+
+def install_early() -> None:
+    """At the top of the package: the CLI's signals end the process until ``main()`` runs."""
+    if _is_cli():
+        for sig in _SIGNALS:
+            signal.signal(sig, _startup)
+
+
+def install_running() -> None:
+    """In the CLI's ``main()``: Ctrl-C/SIGTERM raise KeyboardInterrupt and are remembered."""
+    for sig in _SIGNALS:
+        signal.signal(sig, _running)
