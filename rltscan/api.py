@@ -27,7 +27,7 @@ from rltscan.errors import (
 from rltscan.io import open_input
 from rltscan.io import writeback as wb
 from rltscan.io.atomic import reset_committed
-from rltscan.io.columns import OPTION, quoted
+from rltscan.io.columns import ALIASES, quoted
 from rltscan.io.layout import prepare
 from rltscan.report import OutputInfo, RunReport, Stage
 
@@ -229,6 +229,7 @@ def run(
     ray_address: str | None = None,
     workers: int | None = None,
     order_by: str | None = None,
+    ignore: tuple[str, ...] | list[str] = (),
     break_links: bool = False,
 ) -> RunReport:
     """Compute ``estimator`` (a CLI command name, e.g. ``"gae"``) over ``input``.
@@ -249,7 +250,13 @@ def run(
     (``ray_address``, ``workers``); both give identical outputs, written to each
     shard in place or to the directory ``output``. ``order_by`` orders the shards
     by the first value of a column instead of by file name.
+
+    ``ignore`` names columns that look like a role (a flag, an id, a value) but must
+    not be used. ``dry_run`` plans: it resolves every column, reads only the flag
+    columns and the reference column, checks the rest from the file's metadata, and
+    computes and writes nothing.
     """
+    ignore = tuple(ignore)
     specs = _estimators()
     if estimator not in specs:
         raise ParameterError(f'unknown estimator "{estimator}"; pick one of: {quoted(specs)}')
@@ -299,6 +306,7 @@ def run(
             ray_address=ray_address,
             workers=workers,
             order_by=order_by,
+            ignore=ignore,
         )
     if engine == "ray" or workers is not None or ray_address is not None or order_by is not None:
         raise ParameterError(
@@ -335,6 +343,7 @@ def run(
             stdout=stdout,
             chunk_steps=chunk_steps,
             block_steps=block_steps,
+            ignore=ignore,
         )
     finally:
         source.close()
@@ -361,6 +370,7 @@ def _run(
     stdout: BinaryIO | None,
     chunk_steps: int | None = None,
     block_steps: int | None = None,
+    ignore: tuple[str, ...] = (),
 ) -> RunReport:
     target = wb.plan_target(source, output, to)
     if wb.streamable(source, target):
@@ -384,12 +394,14 @@ def _run(
             backend=backend,
             chunk_steps=chunk_steps,
             block_steps=block_steps,
+            ignore=ignore,
         )
     if target.kind == "stdout" and stdout is None and not dry_run:
         import sys
 
         stdout = sys.stdout.buffer
-    with clock.stage("read") as box:
+    options, used = call_options(spec, params, missing_bootstrap)
+    with clock.stage("plan" if dry_run else "read") as box:
         prepared = prepare(
             source,
             arguments=spec.inputs,
@@ -397,6 +409,9 @@ def _run(
             overrides=overrides,
             dones_mean=dones_mean,  # type: ignore[arg-type]
             ends_are=ends_are,  # type: ignore[arg-type]
+            ignore=ignore,
+            bootstrap=used.get("missing_bootstrap"),
+            flags_only=dry_run,
         )
         box["bytes"], box["steps"] = prepared.bytes_read, prepared.steps
 
@@ -404,8 +419,8 @@ def _run(
     if not dry_run and not overwrite:
         refuse_clash(source, target, names)
     refuse_reading_outputs(names, prepared.roles, estimator)
-
-    options, used = call_options(spec, params, missing_bootstrap)
+    if dry_run:
+        return plan_report(estimator, spec, source, target, prepared, names, used, clock, dev)
     call: dict[str, Any] = {**prepared.kwargs, **options}
     call["time_dim"] = prepared.time_dim
     call["backend"] = backend
@@ -465,11 +480,83 @@ def _run(
         outputs=outputs,
         stages=clock.stages,
         counts=prepared.counts,
-        notes=prepared.notes,
+        notes=[*prepared.notes, *assumption_notes(prepared.counts, used, source.layout)],
         dry_run=dry_run,
         written=written,
         rltscan_version=_version(),
     )
+
+
+def assumption_notes(counts: Mapping[str, int], used: Mapping[str, Any], layout: str) -> list[str]:
+    """The defaults that changed numbers in this run, as report notes (never silent)."""
+    notes = []
+    open_ends = counts.get("open_ends", 0)
+    if open_ends:
+        what = (
+            "the data ends with no flag"
+            if layout in ("flat", "episodes")
+            else f"{open_ends} sequence(s) end with no flag"
+        )
+        notes.append(f"{what}: treated as a truncation (bootstrapped from V(s_t+1))")
+    zero = counts.get("zero_bootstraps", 0)
+    if zero:
+        notes.append(
+            f"{zero} truncation(s) had no bootstrap value V(s_t+1) and used 0 "
+            f"(--missing-bootstrap {used.get('missing_bootstrap', 'zero')}); "
+            "pass --next-values KEY to bootstrap them"
+        )
+    return notes
+
+
+def plan_report(
+    estimator: str,
+    spec: Any,
+    source: Any,
+    target: wb.Target,
+    prepared: Any,
+    names: list[str],
+    used: Mapping[str, Any],
+    clock: _Clock,
+    dev: torch.device,
+) -> RunReport:
+    """The report of a dry run: what would be computed and written, from the plan alone."""
+    ref = np.dtype(prepared.dtype)
+    dtype = str(ref) if ref.kind == "f" and ref.itemsize >= 4 else "float32"
+    shape = _planned_shape(source, prepared)
+    outputs = [OutputInfo(n, shape, dtype, _location(source, target, n)) for n in names]
+    return RunReport(
+        command=estimator,
+        input=source.where,
+        output=target.describe(),
+        format=source.format if source.backend is None else f"{source.format}/{source.backend}",
+        layout=source.layout,
+        device=str(dev),
+        backend="none (dry run)",
+        dtype=prepared.dtype,
+        steps=prepared.steps,
+        episodes=prepared.episodes,
+        sequences=prepared.sequences,
+        params=dict(used),
+        columns=dict(prepared.roles),
+        outputs=outputs,
+        stages=clock.stages,
+        counts=prepared.counts,
+        notes=[*prepared.notes, *assumption_notes(prepared.counts, used, source.layout)],
+        dry_run=True,
+        written=False,
+        rltscan_version=_version(),
+    )
+
+
+def _planned_shape(source: Any, prepared: Any) -> tuple[int, ...]:
+    if prepared.lengths:
+        return (len(prepared.lengths), -1)
+    if source.layout == "flat":
+        return (prepared.steps,)
+    per = prepared.steps // max(prepared.sequences, 1)
+    if source.layout == "time-major":
+        return (per, prepared.sequences)
+    return (prepared.sequences, per)
 
 
 def _output_names(spec: Any, prepared: Any) -> list[str]:
@@ -511,9 +598,14 @@ def inspect(
     dones_mean: str | None = None,
     ends_are: str | None = None,
     stdin: BinaryIO | None = None,
+    ignore: tuple[str, ...] | list[str] = (),
+    missing_bootstrap: str | None = None,
 ) -> dict[str, Any]:
     """What ``path`` holds: layout, columns and their roles, flag counts, and for each
-    estimator whether it can run (and if not, what it still needs)."""
+    estimator whether it can run (and if not, what it still needs).
+
+    Each estimator is planned exactly as ``run(..., dry_run=True)`` plans it (the same
+    resolver, the same missing-bootstrap rule), so "ready" means the run will go."""
     overrides = dict(columns or {})
     source = open_input(
         path, group=group, layout=layout, rewards=overrides.get("rewards"), stdin=stdin
@@ -544,19 +636,24 @@ def inspect(
         roles: dict[str, str] = {}
         estimators: dict[str, Any] = {}
         for command, spec in _estimators().items():
+            _, used = call_options(spec, {}, missing_bootstrap)
             try:
                 prepared = prepare(
                     source,
                     arguments=spec.inputs,
                     required=spec.required,
                     overrides=overrides,
-                    dones_mean=dones_mean,
+                    dones_mean=dones_mean,  # type: ignore[arg-type]
                     ends_are=ends_are,  # type: ignore[arg-type]
+                    ignore=tuple(ignore),
+                    bootstrap=used.get("missing_bootstrap"),
+                    strict=False,
+                    flags_only=True,
                 )
             except RltscanError as err:
                 estimators[command] = {"ready": False, "needs": _needs(str(err))}
                 continue
-            estimators[command] = {"ready": True, "needs": _optional_hint(spec, prepared)}
+            estimators[command] = {"ready": True, "needs": ""}  # bootstraps checked too
             roles.update(prepared.roles)
             if info["steps"] is None or command == "gae":
                 info.update(
@@ -564,7 +661,10 @@ def inspect(
                     episodes=prepared.episodes,
                     sequences=prepared.sequences,
                     counts=prepared.counts,
-                    notes=prepared.notes,
+                    notes=[
+                        *prepared.notes,
+                        *assumption_notes(prepared.counts, used, source.layout),
+                    ],
                 )
         by_column: dict[str, list[str]] = {}
         for role, name in roles.items():
@@ -578,11 +678,26 @@ def inspect(
             }
             for c in source.describe_columns()
         ]
+        if info["steps"] is None:  # nothing can run yet: say at least how big it is
+            info["steps"] = source.steps or _column_steps(source)
+            info["sequences"] = 1 if source.layout == "flat" else None
         info["roles"] = roles
         info["estimators"] = estimators
         return info
     finally:
         source.close()
+
+
+def _column_steps(source: Any) -> int | None:
+    """Steps from the first rewards-like column's shape (episodes: the lengths)."""
+    if source.episode_lengths:
+        return int(sum(source.episode_lengths))
+    for name in ALIASES["rewards"]:
+        info = source.columns.get(name)
+        if info is not None and info.shape:
+            dims = 1 if source.layout == "flat" else 2
+            return int(np.prod(info.shape[:dims]))
+    return None
 
 
 def _needs(message: str) -> str:
@@ -591,16 +706,6 @@ def _needs(message: str) -> str:
     if found:
         return f'a "{found.group(1)}" column ({found.group(2)})'
     return message.rsplit("; ", 1)[-1] if "; " in message else message
-
-
-def _optional_hint(spec: Any, prepared: Any) -> str:
-    if (
-        "last_value" in spec.inputs
-        and "next_values" not in prepared.kwargs
-        and ("last_value" not in prepared.kwargs and "values" in spec.inputs)
-    ):
-        return f"bootstrap values at truncations (e.g. {OPTION['next_values']} KEY) if any"
-    return ""
 
 
 @contextmanager

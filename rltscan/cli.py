@@ -454,6 +454,15 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
             ),
         ),
         ("episode_id", S, _opt("--episode-id", help="Episode id column (Parquet).")),
+        (
+            "ignore",
+            Optional[list[str]],  # noqa: UP045 - runtime type for typer
+            _opt(
+                "--ignore",
+                help="A column that looks like a role (flag, id, value) but must not be "
+                "used; repeat for several.",
+            ),
+        ),
     ]
     if "missing_bootstrap" in defaults:
         spec += [
@@ -501,15 +510,6 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
             "overwrite",
             B,
             _opt("--overwrite", help="Replace existing outputs (never inputs).", default=False),
-        ),
-        (
-            "break_links",
-            B,
-            _opt(
-                "--break-links",
-                help="Write back into a hard-linked file: only this name gets the outputs.",
-                default=False,
-            ),
         ),
         (
             "break_links",
@@ -634,6 +634,7 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
         for name in list(kw):
             if name in COLUMN_OPTIONS:
                 columns[COLUMN_OPTIONS[name][0]] = kw.pop(name)
+        kw["ignore"] = tuple(kw.get("ignore") or ())
         console = None if quiet else _stderr_console()
         report = api.run(
             command,
@@ -708,8 +709,15 @@ def inspect_command(
     rewards: Optional[str] = typer.Option(None, "--rewards", help="Rewards column."),  # noqa: UP045
     terminals: Optional[str] = typer.Option(None, "--terminals", help="Terminal flags."),  # noqa: UP045
     timeouts: Optional[str] = typer.Option(None, "--timeouts", help="Truncation flags."),  # noqa: UP045
+    dones: Optional[str] = typer.Option(None, "--dones", help="Done flags column."),  # noqa: UP045
+    episode_id: Optional[str] = typer.Option(None, "--episode-id", help="Episode ids."),  # noqa: UP045
+    next_values: Optional[str] = typer.Option(None, "--next-values", help="V(s_t+1)."),  # noqa: UP045
     dones_mean: Optional[str] = typer.Option(None, "--dones-mean", help="ended or starts."),  # noqa: UP045
     ends_are: Optional[str] = typer.Option(None, "--ends-are", help="terminal or truncated."),  # noqa: UP045
+    ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="A column not to use."),  # noqa: B008, UP045
+    missing_bootstrap: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--missing-bootstrap", help="error or zero (default: each command's own)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
 ) -> None:
@@ -717,7 +725,17 @@ def inspect_command(
     counts, and what each estimator still needs."""
     with handled(json_out=json_out, debug=debug):
         _check_choice("--layout", layout, ("flat", "episodes", "time-major", "batch-major"))
-        columns = {"rewards": rewards, "terminated": terminals, "truncated": timeouts}
+        _check_choice("--dones-mean", dones_mean, ("ended", "starts"))
+        _check_choice("--ends-are", ends_are, ("terminal", "truncated"))
+        _check_choice("--missing-bootstrap", missing_bootstrap, ("error", "zero"))
+        columns = {
+            "rewards": rewards,
+            "terminated": terminals,
+            "truncated": timeouts,
+            "dones": dones,
+            "episode_id": episode_id,
+            "next_values": next_values,
+        }
         info = api.inspect(
             input,
             group=group,
@@ -725,6 +743,8 @@ def inspect_command(
             columns={k: v for k, v in columns.items() if v},
             dones_mean=dones_mean,
             ends_are=ends_are,
+            ignore=tuple(ignore or ()),
+            missing_bootstrap=missing_bootstrap,
         )
         if json_out:
             typer.echo(json.dumps(info, indent=2, default=str))
