@@ -445,6 +445,12 @@ def _read(ds: Any, where: str, key: str, index: Any = ()) -> np.ndarray:
         return np.asarray(ds[index])
 
 
+def _read_raw(ds: Any, where: str, key: str) -> np.ndarray:
+    """A whole dataset, whatever its dtype (format conversion carries strings too)."""
+    with _structure(where, f'dataset "{key}"'):
+        return np.asarray(ds[()])
+
+
 def check_dtype(dtype: Any, where: str, key: str) -> None:
     """Bool, integer and float (up to 64-bit) columns only: strings, compound, complex
     and float128 would fail later as tracebacks (or be cast silently)."""

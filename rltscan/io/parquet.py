@@ -39,6 +39,15 @@ def _pa() -> tuple[Any, Any, Any]:
 
 
 def _column_info(name: str, arrow_type: Any, rows: int) -> ColumnInfo:
+    """Shape ``(rows, d1, ...)`` for (nested) fixed-size list columns, as HDF5 would hold it."""
+    pa, _, _ = _pa()
+    dims: list[int] = []
+    kind = arrow_type
+    while pa.types.is_fixed_size_list(kind):
+        dims.append(kind.list_size)
+        kind = kind.value_type
+    if dims:
+        return ColumnInfo(name, (rows, *dims), str(kind))
     return ColumnInfo(name, (rows,), str(arrow_type))
 
 
@@ -92,6 +101,16 @@ def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
         with _structure(where, f'column "{name}" cannot be read'):
             column = column.combine_chunks()
     kind = column.type
+    dims: list[int] = []
+    while pa.types.is_fixed_size_list(kind) and not column.null_count:
+        # observations (N, 4) written as fixed_size_list<4>: read back as (N, 4)
+        dims.append(kind.list_size)
+        with _structure(where, f'column "{name}" cannot be read'):
+            column = column.flatten()
+        kind = column.type
+    if dims:
+        flat = to_numpy(column, where, name)
+        return flat.reshape(-1, *dims)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         raise DataError(
             f'{where}: column "{name}" holds lists (one episode per row?); '

@@ -22,7 +22,7 @@ import numpy as np
 
 from rltscan.errors import InputFileError, OutputRefusedError, ParameterError
 from rltscan.io import atomic, hdf5, minari, parquet
-from rltscan.io.formats import output_format
+from rltscan.io.formats import SUFFIXES, output_format
 from rltscan.io.layout import Prepared
 from rltscan.io.source import Source
 
@@ -54,12 +54,19 @@ def plan_target(source: Source, output: str | None, to: str | None) -> Target:
     path = Path(output)
     if path.is_dir():
         raise OutputRefusedError(f"{path} is a directory; pass a file path to -o")
-    fmt = output_format(path, source.format if source.format != "minari" else "parquet")
     if to is not None:
         fmt = "arrow" if to == "arrow" else "parquet"
-    if fmt == "hdf5" and source.format not in ("hdf5",) and source.backend != "hdf5":
+    elif path.suffix.lower() in SUFFIXES:
+        fmt = output_format(path, source.format if source.format != "minari" else "parquet")
+    else:
+        shown = f'suffix "{path.suffix}"' if path.suffix else "no suffix"
         raise ParameterError(
-            f"cannot write {source.format} input as HDF5 ({path}); "
+            f"-o {path} has {shown}, so its format is unknown; use one of "
+            f"{', '.join(SUFFIXES)} (or --to parquet|arrow)"
+        )
+    if fmt == "hdf5" and source.format == "minari" and source.backend != "hdf5":
+        raise ParameterError(
+            f"cannot write the Minari {source.backend} dataset {source.where} as HDF5 ({path}); "
             "use a .parquet or .arrow output path"
         )
     if fmt == "minari":
@@ -371,15 +378,32 @@ def _write_table(
     metadata: Mapping[str, Any],
     overwrite: bool,
 ) -> int:
-    """A flat table (the input table plus outputs, or an export of HDF5 inputs)."""
+    """The input as a table plus the outputs, in ``fmt`` (Parquet, Arrow, or HDF5 from a
+    table). Conversions carry every column or refuse by name (:mod:`rltscan.io.convert`)."""
+    from rltscan.io import convert
+
     entry = parquet_entry(list(outputs), metadata)
-    flat_outputs = {n: _flatten(v, prepared) for n, v in outputs.items()}
     if source.format in ("parquet", "arrow", "arrow-stream"):
         table = source.raw
         if source.format == "parquet" and fmt != "parquet":
             table = parquet.as_table(table)  # parquet -> parquet keeps the file's row groups
+        flat_outputs = {n: np.asarray(v).reshape(-1) for n, v in outputs.items()}
+        if fmt == "hdf5":
+            assert isinstance(sink, Path)
+            return convert.write_hdf5(
+                parquet.as_table(table),
+                sink,
+                outputs=flat_outputs,
+                attrs=hdf5_attrs(metadata),
+                overwrite=overwrite,
+                where=source.where,
+            )
+    elif source.format == "minari" and source.backend != "hdf5":
+        table = convert.table_from_minari_columnar(source)
+        flat_outputs = {n: np.asarray(v).reshape(-1) for n, v in outputs.items()}
     else:
-        table = parquet.table_from_columns(_export_columns(source, prepared))
+        table, plan = convert.table_from_hdf5(source)
+        flat_outputs = {n: convert.output_rows(v, plan["layout"]) for n, v in outputs.items()}
     if fmt == "parquet":
         return parquet.write_parquet(
             table,
@@ -398,37 +422,3 @@ def _write_table(
         where=source.where,
         stream=fmt == "arrow-stream" or not isinstance(sink, Path),
     )
-
-
-def _flatten(array: np.ndarray, prepared: Prepared) -> np.ndarray:
-    return np.asarray(array).reshape(prepared.steps, -1).squeeze(-1) if array.ndim > 1 else array
-
-
-def _export_columns(source: Source, prepared: Prepared) -> dict[str, np.ndarray]:
-    """Index columns plus the source columns that were read, one row per step."""
-    cols: dict[str, np.ndarray] = {}
-    ref = next(v for v in prepared.kwargs.values() if isinstance(v, np.ndarray))
-    if source.layout == "episodes":
-        ids = [int(k.rsplit("_", 1)[-1]) if "_" in k else int(k) for k in source.episode_keys]
-        cols["episode_id"] = np.repeat(np.asarray(ids, np.int64), prepared.lengths)
-    elif ref.ndim == 2:
-        t_axis = prepared.time_dim % 2
-        grid = np.indices(ref.shape).reshape(2, -1)
-        cols["t"] = grid[t_axis].astype(np.int64)
-        cols["env"] = grid[1 - t_axis].astype(np.int64)
-    for role, name in prepared.roles.items():
-        if role in FLAG_ROLES or role in ("last_values", "last_dones"):
-            continue
-        arg = {"last_values": "last_value"}.get(role, role)
-        value = prepared.kwargs.get(arg)
-        if isinstance(value, np.ndarray) and value.size == prepared.steps:
-            cols[name] = value.reshape(-1)
-    for flag in ("terminated", "truncated"):
-        name = prepared.roles.get(flag)
-        if name is None:
-            continue
-        data = source.read(name)
-        arr = np.concatenate(data) if isinstance(data, list) else np.asarray(data)
-        if arr.size == prepared.steps:
-            cols[name] = arr.reshape(-1)
-    return cols

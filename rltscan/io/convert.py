@@ -1,0 +1,495 @@
+"""``-o`` to another format: carry every column the input holds, or refuse by name.
+
+HDF5 → Parquet/Arrow (:func:`table_from_hdf5`), one row per step:
+
+* **flat** (``N`` rows): every dataset whose first dimension is ``N`` is a column;
+  trailing dimensions (observations ``(N, 4)``) become Arrow ``fixed_size_list``
+  columns (nested for more than one).
+* **[T, B] / [B, T] buffers**: one row per step of each env, env after env
+  (``row = env * T + t``), with two index columns, ``traj_id`` (the env, an episode-id
+  alias, so a re-run cuts the sequences there) and ``step`` (``t``). Per-step datasets
+  ``[T, B, ...]`` are columns like above. Per-env datasets (``last_values [B]``,
+  ``next_done [B]``) have no row of their own: they go into the key-value metadata.
+* **episode groups** (Minari, robomimic): episode after episode with an ``episode_id``
+  column. Datasets with ``T`` rows are columns; datasets with ``T + 1`` rows
+  (Minari's ``observations``, ``values`` with V(s_T)) give rows ``0..T-1`` under their
+  name and rows ``1..T`` under ``next_<name>`` (``next_values``, ``next_observations``),
+  so the output can be processed again with the same bootstrap.
+* Everything that is not per step (scalars such as ``metadata/algorithm``, small arrays,
+  HDF5 attributes, per-env values) goes into the key-value metadata entry
+  ``rltscan.convert`` as JSON, with dtype and shape.
+
+Parquet/Arrow → HDF5 (:func:`write_hdf5`): a flat file, one dataset per column
+(``fixed_size_list`` columns back to ``(N, ...)`` arrays, strings as UTF-8 strings),
+key-value metadata as root attributes. A table that was a ``[T, B]`` buffer (its
+``rltscan.convert`` metadata says so) becomes that buffer again, ``layout`` attribute
+and per-env datasets included.
+
+A dataset or column that cannot be carried (a compound dtype, nulls, variable-length
+lists, a large array that is neither per step nor per env) refuses the conversion with
+the list of them (exit 4), before anything is written: nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rltscan.errors import DataError, OutputRefusedError
+from rltscan.io.atomic import atomic_path
+from rltscan.io.columns import quoted
+from rltscan.io.source import Source
+
+META_KEY = b"rltscan.convert"
+TRAJ = "traj_id"
+STEP = "step"
+EPISODE = "episode_id"
+SMALL = 1 << 16  # elements: a non-per-step dataset up to this size goes into the metadata
+
+
+# --------------------------------------------------------------------------- HDF5 → table
+
+
+def _walk(group: Any, prefix: str = "", *, skip_episodes: bool) -> dict[str, Any]:
+    """Every dataset below ``group`` by slash path (metadata/ included)."""
+    import h5py
+
+    from rltscan.io.hdf5 import EPISODE_GROUP
+
+    found: dict[str, Any] = {}
+    for key in group:
+        item = group.get(key)
+        if item is None:  # a dangling link
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(item, h5py.Dataset):
+            found[name] = item
+        elif isinstance(item, h5py.Group):
+            if skip_episodes and not prefix and EPISODE_GROUP.match(key):
+                continue
+            found.update(_walk(item, f"{name}/", skip_episodes=skip_episodes))
+    return found
+
+
+def _jsonable(value: Any) -> Any:
+    """An HDF5 value as JSON (numbers, strings, lists); raises ValueError if it cannot be."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, np.ndarray):
+        kind = value.dtype.kind
+        if kind not in "biufSUO" or (kind == "f" and value.dtype.itemsize > 8):
+            raise ValueError(f"dtype {value.dtype}")
+        return [_jsonable(v) for v in value.tolist()] if value.ndim else _jsonable(value[()])
+    if isinstance(value, np.generic):
+        return _jsonable(value.item())
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return repr(value)  # JSON has no NaN/Inf; "nan", "inf" as text
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise ValueError(f"type {type(value).__name__}")
+
+
+def _record(ds: Any) -> dict[str, Any]:
+    data = ds[()]
+    return {"dtype": str(ds.dtype), "shape": list(ds.shape), "value": _jsonable(data)}
+
+
+def _attrs(obj: Any, bad: list[str], where: str) -> dict[str, Any]:
+    out = {}
+    for key, value in obj.attrs.items():
+        try:
+            out[key] = _jsonable(value)
+        except ValueError:
+            bad.append(f'attribute "{key}" of {where}')
+    return out
+
+
+def _arrow_column(arr: np.ndarray) -> Any:
+    """A numpy array ``(N, ...)`` as an Arrow array: trailing dims as nested fixed-size lists."""
+    import pyarrow as pa
+
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype.kind == "O":
+        flat: Any = pa.array(
+            [v.decode("utf-8") if isinstance(v, bytes) else v for v in arr.reshape(-1)]
+        )
+    else:
+        flat = pa.array(arr.reshape(-1))
+    for size in reversed(arr.shape[1:]):
+        flat = pa.FixedSizeListArray.from_arrays(flat, int(size))
+    return flat
+
+
+def _carriable(ds: Any) -> bool:
+    dt = ds.dtype
+    if dt.kind == "O":
+        import h5py
+
+        return h5py.check_string_dtype(dt) is not None
+    return dt.kind in "biufS" and not (dt.kind == "f" and dt.itemsize > 8)
+
+
+def _bad(name: str, ds: Any, why: str) -> str:
+    dims = ", ".join(str(d) for d in ds.shape)
+    return f'"{name}" ({dims}) {ds.dtype}: {why}'
+
+
+def table_from_hdf5(source: Source) -> tuple[Any, dict[str, Any]]:
+    """``(table, plan)``: every dataset of an HDF5 source as columns or metadata (module doc).
+
+    ``plan`` says how outputs shaped like the estimator inputs become rows
+    (:func:`output_rows`). Raises DataError listing what cannot be carried.
+    """
+    import pyarrow as pa
+
+    from rltscan.io import hdf5
+
+    fh = source.raw
+    with hdf5._structure(source.where):
+        root = fh[source.group]
+        if source.layout == "episodes":
+            return _episodes_table(source, root)
+        datasets = _walk(root, skip_episodes=True)
+        ref = source.steps_column
+        if ref is None or ref not in datasets:
+            raise DataError(
+                f"{source.where} has no rewards dataset to count steps by; pass --rewards KEY"
+            )
+        shape = tuple(int(d) for d in datasets[ref].shape)
+        layout = source.layout
+        if layout == "flat":
+            step_dims, n_seq = shape[:1], 1
+        else:
+            step_dims = shape[:2]
+            n_seq = shape[1] if layout == "time-major" else shape[0]
+        columns: dict[str, Any] = {}
+        meta: dict[str, Any] = {"source": "hdf5", "layout": layout, "group": source.group}
+        per_seq: dict[str, Any] = {}
+        other: dict[str, Any] = {}
+        bad: list[str] = []
+        if layout != "flat":
+            t = shape[0] if layout == "time-major" else shape[1]
+            columns[TRAJ] = np.repeat(np.arange(n_seq, dtype=np.int64), t)
+            columns[STEP] = np.tile(np.arange(t, dtype=np.int64), n_seq)
+            meta.update(T=t, B=n_seq, rows="env-major: row = traj_id * T + step")
+            meta["index_columns"] = [TRAJ, STEP]
+        for name, ds in datasets.items():
+            dims = tuple(int(d) for d in ds.shape)
+            if name in (TRAJ, STEP) and layout != "flat":
+                bad.append(_bad(name, ds, "its name is taken by the index column"))
+            elif not _carriable(ds):
+                bad.append(_bad(name, ds, "Parquet cannot hold this dtype"))
+            elif dims[: len(step_dims)] == step_dims and dims:
+                arr = hdf5._read_raw(ds, source.where, name)
+                if layout == "time-major":
+                    arr = np.swapaxes(arr, 0, 1)  # [T, B, ...] -> [B, T, ...]: env-major rows
+                if layout != "flat":
+                    arr = arr.reshape(-1, *arr.shape[2:])
+                columns[name] = arr
+            elif layout != "flat" and dims in ((n_seq,), (n_seq, 1)):
+                per_seq[name] = _record(ds)
+            elif int(np.prod(dims, dtype=np.int64)) <= SMALL:
+                try:
+                    other[name] = _record(ds)
+                except ValueError:
+                    bad.append(_bad(name, ds, "no JSON form for the metadata"))
+            else:
+                bad.append(_bad(name, ds, "neither one row per step nor small"))
+        meta["attrs"] = {"/": _attrs(root, bad, "the group")}
+        for name, ds in datasets.items():
+            if ds.attrs:
+                meta["attrs"][name] = _attrs(ds, bad, f'"{name}"')
+    _refuse(bad, source.where)
+    meta["per_sequence"] = per_seq
+    meta["datasets"] = other
+    table = pa.table({k: _arrow_column(v) for k, v in columns.items()})
+    table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
+    return table, {"layout": layout}
+
+
+def _episodes_table(source: Source, root: Any) -> tuple[Any, dict[str, Any]]:
+    import pyarrow as pa
+
+    from rltscan.io import hdf5
+
+    keys = source.episode_keys
+    bad: list[str] = []
+    parts: dict[str, list[np.ndarray]] = {}
+    nexts: dict[str, list[np.ndarray]] = {}
+    lengths: list[int] = []
+    ids: list[int] = []
+    ep_attrs: dict[str, Any] = {}
+    from rltscan.io.columns import ALIASES
+
+    first = _walk(root[keys[0]], skip_episodes=False)
+    ref = next((n for n in ALIASES["rewards"] if n in first), None)
+    if ref is None:
+        raise DataError(f'{source.where}: "{keys[0]}" has no rewards dataset to count steps by')
+    for key in keys:
+        group = root[key]
+        datasets = _walk(group, skip_episodes=False)
+        if set(datasets) != set(first):
+            missing = sorted(set(first) ^ set(datasets))
+            raise DataError(
+                f'{source.where}: episode group "{key}" and "{keys[0]}" hold different datasets '
+                f"({quoted(missing)}); every episode needs the same columns"
+            )
+        t = int(datasets[ref].shape[0]) if datasets[ref].shape else 0
+        lengths.append(t)
+        ids.append(int(key.rsplit("_", 1)[-1]))
+        ep_attrs[key] = _attrs(group, bad, f'"{key}"')
+        for name, ds in datasets.items():
+            dims = tuple(int(d) for d in ds.shape)
+            if not _carriable(ds):
+                bad.append(_bad(f"{key}/{name}", ds, "Parquet cannot hold this dtype"))
+                continue
+            if not dims or dims[0] not in (t, t + 1):
+                bad.append(_bad(f"{key}/{name}", ds, f"neither {t} nor {t + 1} rows"))
+                continue
+            arr = hdf5._read_raw(ds, source.where, f"{key}/{name}")
+            parts.setdefault(name, []).append(arr[:t])
+            if dims[0] == t + 1:
+                nexts.setdefault(name, []).append(arr[1:])
+    for name, got in nexts.items():
+        if len(got) != len(keys):
+            bad.append(f'"{name}": T+1 rows in some episodes and T in others')
+        elif f"next_{name}" in parts:
+            bad.append(f'"{name}": its row T would go to "next_{name}", which the file has')
+    _refuse(bad, source.where)
+    columns = {EPISODE: np.repeat(np.asarray(ids, np.int64), lengths)}
+    columns.update({name: np.concatenate(p) for name, p in parts.items()})
+    columns.update({f"next_{name}": np.concatenate(p) for name, p in nexts.items()})
+    if EPISODE in parts:
+        raise DataError(f'{source.where}: episodes hold a dataset "{EPISODE}"; rename it first')
+    meta = {
+        "source": "hdf5",
+        "layout": "episodes",
+        "group": source.group,
+        "index_columns": [EPISODE],
+        "next_of": {f"next_{n}": n for n in nexts},
+        "attrs": {"/": _attrs(root, [], "the group"), **ep_attrs},
+    }
+    table = pa.table({k: _arrow_column(v) for k, v in columns.items()})
+    table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
+    return table, {"layout": "episodes"}
+
+
+# Minari's Arrow/Parquet backends pad every column of an episode to T+1 rows; the last
+# row is real only for the observations and infos (and for values of V(s_0..s_T)).
+REAL_LAST_ROW = ("observations", "infos", "values", "value", "vf_preds", "state_value")
+
+
+def table_from_minari_columnar(source: Source) -> Any:
+    """A Minari Arrow/Parquet dataset as one table: episode after episode, the padding row
+    dropped, the real row T of observations/infos/values as ``next_<name>`` (module doc)."""
+    import pyarrow as pa
+
+    from rltscan.io import minari, parquet
+
+    assert source.path is not None
+    dirs = minari.episode_dirs(source.path)
+    pieces = []
+    names: list[str] | None = None
+    for d in dirs:
+        f = minari._part(d, source.backend or "parquet")
+        table = parquet.read_table(f, source.backend or "parquet", str(f))
+        if names is None:
+            names = table.column_names
+        elif table.column_names != names:
+            raise DataError(
+                f"{f} has columns {quoted(table.column_names)} but the first episode has "
+                f"{quoted(names)}; every episode needs the same columns"
+            )
+        t = table.num_rows - 1
+        cols = {EPISODE: pa.array(np.full(t, int(d.name), np.int64))}
+        nexts = {}
+        for name in table.column_names:
+            cols[name] = table.column(name).slice(0, t)
+            if name.split("/")[0].split(".")[0] in REAL_LAST_ROW:
+                nexts[f"next_{name}"] = table.column(name).slice(1, t)
+        clash = [n for n in (*nexts, EPISODE) if n in table.column_names]
+        if clash:
+            raise DataError(
+                f"{f} has a column {quoted(clash)} that the conversion would add; rename it first"
+            )
+        pieces.append(pa.table({**cols, **nexts}))
+    meta = {
+        "source": f"minari/{source.backend}",
+        "layout": "episodes",
+        "index_columns": [EPISODE],
+        "next_of": {n: n[len("next_") :] for n in pieces[0].column_names if n.startswith("next_")}
+        if pieces
+        else {},
+    }
+    try:
+        table = pa.concat_tables(pieces)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise DataError(
+            f"{source.where}: the episodes' column types differ ({str(err).splitlines()[0]}); "
+            "every episode needs the same columns"
+        ) from None
+    return table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
+
+
+def _refuse(bad: list[str], where: str) -> None:
+    if bad:
+        shown = "; ".join(bad[:8]) + ("; ..." if len(bad) > 8 else "")
+        raise DataError(
+            f"{where}: {len(bad)} dataset(s) cannot be carried to the output format ({shown}); "
+            "write to the input's own format (-o out.h5) or remove them first"
+        )
+
+
+def output_rows(array: np.ndarray, layout: str) -> np.ndarray:
+    """An output shaped like the estimator inputs as the table's rows (module doc)."""
+    array = np.asarray(array)
+    if array.ndim < 2:
+        return array
+    if layout == "time-major":
+        array = np.swapaxes(array, 0, 1)  # [T, B] -> [B, T]: env-major rows
+    return array.reshape(-1)
+
+
+# --------------------------------------------------------------------------- table → HDF5
+
+
+def _numpy_column(column: Any, name: str, bad: list[str]) -> np.ndarray | None:
+    import pyarrow as pa
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.null_count:
+        bad.append(f'"{name}": {column.null_count} null entries')
+        return None
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    kind = column.type
+    dims: list[int] = []
+    while pa.types.is_fixed_size_list(kind):
+        dims.append(kind.list_size)
+        column = column.flatten()
+        if column.null_count:
+            bad.append(f'"{name}": null entries inside its lists')
+            return None
+        kind = column.type
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
+        arr = column.to_numpy(zero_copy_only=False)
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        arr = np.array(column.to_pylist(), dtype=object)
+    elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        arr = np.array(column.to_pylist(), dtype=bytes)
+    else:
+        bad.append(f'"{name}": type {kind} has no HDF5 form here')
+        return None
+    return arr.reshape(-1, *dims) if dims else arr
+
+
+def write_hdf5(
+    table: Any,
+    sink: Path,
+    *,
+    outputs: Mapping[str, np.ndarray],
+    attrs: Mapping[str, Any],
+    overwrite: bool,
+    where: str,
+) -> int:
+    """A flat HDF5 file (or the ``[T, B]`` buffer the table came from) with the outputs."""
+    import h5py
+
+    from rltscan.io.parquet import _check_names
+
+    _check_names(table.column_names, where)
+    meta_raw = table.schema.metadata or {}
+    convert: dict[str, Any] = {}
+    if META_KEY in meta_raw:
+        try:
+            convert = json.loads(meta_raw[META_KEY])
+        except ValueError:
+            convert = {}
+    if not isinstance(convert, dict):
+        convert = {}
+    buffer = convert.get("layout") in ("time-major", "batch-major") and all(
+        isinstance(convert.get(k), int) for k in ("T", "B")
+    )
+    bad: list[str] = []
+    arrays: dict[str, np.ndarray] = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if buffer and name in (TRAJ, STEP):
+            continue
+        arr = _numpy_column(column, name, bad)
+        if arr is not None:
+            arrays[name] = arr
+    _refuse_columns(bad, where)
+    clash = [n for n in outputs if n in arrays]
+    if clash and not overwrite:
+        raise OutputRefusedError(
+            f'{where} already has column "{clash[0]}"; pass --overwrite or --prefix P'
+        )
+    if buffer:
+        t, b = convert["T"], convert["B"]
+        if table.num_rows != t * b:
+            buffer = False
+    shaped = {**arrays, **{n: np.asarray(v) for n, v in outputs.items()}}
+    if buffer:
+        shaped = {n: _unrows(v, convert["layout"], t, b) for n, v in shaped.items()}
+    written = 0
+    with atomic_path(sink) as tmp, h5py.File(tmp, "w") as fh:
+        for name, arr in shaped.items():
+            if arr.dtype.kind == "O":
+                ds = fh.create_dataset(name, data=arr, dtype=h5py.string_dtype())
+            else:
+                ds = fh.create_dataset(name, data=np.ascontiguousarray(arr))
+            if name in outputs:
+                for key, value in attrs.items():
+                    ds.attrs[key] = value
+                written += int(arr.nbytes)
+        for key, value in meta_raw.items():
+            if key in (META_KEY, b"ARROW:schema"):
+                continue
+            fh.attrs[key.decode(errors="replace")] = value.decode(errors="replace")
+        if buffer:
+            _restore(fh, convert)
+    return written
+
+
+def _unrows(arr: np.ndarray, layout: str, t: int, b: int) -> np.ndarray:
+    arr = arr.reshape(b, t, *arr.shape[1:])
+    return np.swapaxes(arr, 0, 1) if layout == "time-major" else arr
+
+
+def _restore(fh: Any, convert: Mapping[str, Any]) -> None:
+    """Per-env datasets, other datasets and attributes of a converted buffer."""
+    for section in ("per_sequence", "datasets"):
+        for name, rec in (convert.get(section) or {}).items():
+            if not isinstance(rec, dict) or name in fh:
+                continue
+            try:
+                value = np.asarray(rec["value"], dtype=np.dtype(rec["dtype"]))
+                fh.create_dataset(name, data=value.reshape(rec["shape"]))
+            except (KeyError, TypeError, ValueError):
+                continue
+    for path, values in (convert.get("attrs") or {}).items():
+        holder = fh if path == "/" else fh.get(path)
+        if holder is None or not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            if key not in holder.attrs and value is not None:
+                try:
+                    holder.attrs[key] = value
+                except (TypeError, ValueError):
+                    continue
+
+
+def _refuse_columns(bad: list[str], where: str) -> None:
+    if bad:
+        shown = "; ".join(bad[:8]) + ("; ..." if len(bad) > 8 else "")
+        raise DataError(
+            f"{where}: {len(bad)} column(s) cannot be carried to HDF5 ({shown}); "
+            "write Parquet or Arrow (-o out.parquet) or fix those columns first"
+        )

@@ -1,0 +1,209 @@
+"""``-o`` to another format carries every column it can (issue 10 item 8), and a
+converted file processed again gives the same numbers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+import pytest
+
+from rltscan import api
+from rltscan.errors import DataError, ParameterError, RltscanError
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAT = ROOT / "sample_data" / "cartpole_flat.h5"
+BUFFER = ROOT / "sample_data" / "cartpole_buffer.h5"
+PARQUET = ROOT / "sample_data" / "cartpole.parquet"
+MINARI = ROOT / "sample_data" / "cartpole_minari"
+CPU = {"device": "cpu"}
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> None:
+    scale = max(1.0, float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
+
+
+def _h5(path: Path) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+
+    def keep(name: str, obj: object) -> None:
+        if isinstance(obj, h5py.Dataset):
+            out[name] = obj[()]
+
+    with h5py.File(path) as f:
+        f.visititems(keep)
+    return out
+
+
+def _meta(table: pa.Table) -> dict:
+    return json.loads(table.schema.metadata[b"rltscan.convert"])
+
+
+def test_flat_hdf5_to_parquet_carries_every_dataset(tmp_path: Path) -> None:
+    out = tmp_path / "x.parquet"
+    api.run("gae", str(FLAT), output=str(out), **CPU)
+    table = pq.read_table(out)
+    source = _h5(FLAT)
+    per_step = {k for k, v in source.items() if v.ndim and v.shape[0] == 1024}
+    assert per_step <= set(table.column_names)
+    assert {"observations", "next_observations", "actions", "infos/action_log_probs"} <= per_step
+    assert pa.types.is_fixed_size_list(table.schema.field("observations").type)
+    np.testing.assert_array_equal(
+        np.stack(table.column("observations").to_pylist()), source["observations"]
+    )
+    for name in per_step:
+        got = table.column(name).to_numpy(zero_copy_only=False)
+        if got.dtype != object:
+            np.testing.assert_array_equal(got, source[name], err_msg=name)
+    meta = _meta(table)
+    assert meta["datasets"]["metadata/algorithm"]["value"] == source["metadata/algorithm"].decode()
+    # processed again: the same numbers
+    again = tmp_path / "y.parquet"
+    api.run("gae", str(out), output=str(again), prefix="b_", **CPU)
+    t2 = pq.read_table(again)
+    _close(t2.column("b_advantages").to_numpy(), t2.column("advantages").to_numpy())
+
+
+def test_buffer_to_parquet_is_env_major_with_index_columns(tmp_path: Path) -> None:
+    out = tmp_path / "buf.parquet"
+    api.run("gae", str(BUFFER), output=str(out), **CPU)
+    table = pq.read_table(out)
+    source = _h5(BUFFER)
+    t, b = source["rewards"].shape
+    assert table.num_rows == t * b
+    assert table.column("traj_id").to_pylist() == np.repeat(np.arange(b), t).tolist()
+    assert table.column("step").to_pylist() == np.tile(np.arange(t), b).tolist()
+    for name, arr in source.items():
+        if arr.shape[:2] == (t, b):
+            got = np.asarray(table.column(name).to_pylist())
+            want = np.swapaxes(arr, 0, 1).reshape(t * b, *arr.shape[2:])
+            np.testing.assert_array_equal(got, want, err_msg=name)
+    meta = _meta(table)
+    assert meta["layout"] == "time-major" and (meta["T"], meta["B"]) == (t, b)
+    np.testing.assert_array_equal(
+        np.float32(meta["per_sequence"]["last_values"]["value"]), source["last_values"]
+    )
+    assert meta["attrs"]["/"]["layout"] == "time_major"
+    # the buffer's advantages, env-major, equal a run on the flat table: each env's end is
+    # the end of its recorded data (a truncation), which --ends-are says
+    with pytest.raises(RltscanError, match="--ends-are"):
+        api.run("gae", str(out), output=str(tmp_path / "z.parquet"), prefix="b_", **CPU)
+    again = tmp_path / "again.parquet"
+    api.run("gae", str(out), output=str(again), prefix="b_", ends_are="truncated", **CPU)
+    t2 = pq.read_table(again)
+    _close(t2.column("b_advantages").to_numpy(), t2.column("advantages").to_numpy())
+
+
+def test_buffer_round_trip_through_parquet_restores_the_buffer(tmp_path: Path) -> None:
+    pq_path = tmp_path / "buf.parquet"
+    api.run("gae", str(BUFFER), output=str(pq_path), **CPU)
+    back = tmp_path / "back.h5"
+    api.run("returns", str(pq_path), output=str(back), ends_are="truncated", **CPU)
+    restored, source = _h5(back), _h5(BUFFER)
+    for name, arr in source.items():
+        np.testing.assert_array_equal(restored[name], arr, err_msg=name)
+    with h5py.File(back) as f:
+        assert f.attrs["layout"] == "time_major"
+    assert restored["advantages"].shape == source["rewards"].shape
+    # the restored buffer is a [T, B] buffer again: the same advantages
+    again = tmp_path / "again.h5"
+    api.run("gae", str(back), output=str(again), prefix="c_", **CPU)
+    out = _h5(again)
+    _close(out["c_advantages"], out["advantages"])
+
+
+def test_minari_to_parquet_keeps_v_of_s_t_as_a_bootstrap_column(tmp_path: Path) -> None:
+    out = tmp_path / "m.parquet"
+    api.run("gae", str(MINARI), output=str(out), **CPU)
+    table = pq.read_table(out)
+    assert {"episode_id", "next_values", "next_observations", "actions", "q_values"} <= set(
+        table.column_names
+    )
+    with h5py.File(MINARI / "data" / "main_data.hdf5") as f:
+        v0 = f["episode_0/values"][()]
+    ids = table.column("episode_id").to_numpy()
+    np.testing.assert_array_equal(table.column("next_values").to_numpy()[ids == 0], v0[1:])
+    np.testing.assert_array_equal(table.column("values").to_numpy()[ids == 0], v0[:-1])
+    again = tmp_path / "again.parquet"
+    api.run("gae", str(out), output=str(again), prefix="b_", **CPU)
+    t2 = pq.read_table(again)
+    _close(t2.column("b_advantages").to_numpy(), t2.column("advantages").to_numpy())
+
+
+def test_parquet_to_hdf5_is_a_flat_file_with_every_column(tmp_path: Path) -> None:
+    out = tmp_path / "p.h5"
+    api.run("gae", str(PARQUET), output=str(out), ends_are="truncated", **CPU)
+    table = pq.read_table(PARQUET)
+    got = _h5(out)
+    for name in table.column_names:
+        np.testing.assert_array_equal(got[name], table.column(name).to_numpy(), err_msg=name)
+    with h5py.File(out) as f:
+        assert f.attrs["env"] == "CartPole-v1"
+        assert f["advantages"].attrs["estimator"] == "gae"
+    again = tmp_path / "again.h5"
+    api.run("gae", str(out), output=str(again), prefix="b_", ends_are="truncated", **CPU)
+    res = _h5(again)
+    _close(res["b_advantages"], res["advantages"])
+
+
+def test_fixed_size_lists_go_back_to_arrays(tmp_path: Path) -> None:
+    pq_path = tmp_path / "flat.parquet"
+    api.run("returns", str(FLAT), output=str(pq_path), **CPU)
+    back = tmp_path / "back.h5"
+    api.run("returns", str(pq_path), output=str(back), prefix="b_", **CPU)
+    got, source = _h5(back), _h5(FLAT)
+    for name, arr in source.items():
+        if arr.ndim and arr.shape[0] == 1024:
+            np.testing.assert_array_equal(got[name], arr, err_msg=name)
+
+
+@pytest.mark.parametrize("suffix", [".arrow", ".arrows"])
+def test_hdf5_to_arrow(suffix: str, tmp_path: Path) -> None:
+    out = tmp_path / f"x{suffix}"
+    api.run("gae", str(BUFFER), output=str(out), **CPU)
+    data = pa.memory_map(str(out))
+    table = (ipc.open_stream if suffix == ".arrows" else ipc.open_file)(data).read_all()
+    assert {"traj_id", "observations", "advantages"} <= set(table.column_names)
+
+
+@pytest.mark.parametrize("name", ["out.txt", "out", "out.csv"])
+def test_unknown_output_suffix_is_a_usage_error(name: str, tmp_path: Path) -> None:
+    with pytest.raises(ParameterError) as err:
+        api.run("gae", str(FLAT), output=str(tmp_path / name), **CPU)
+    assert err.value.exit_code == 2
+    assert ".parquet" in str(err.value) and ".h5" in str(err.value)
+    assert not (tmp_path / name).exists()
+
+
+def test_a_dataset_that_cannot_be_carried_refuses_by_name(tmp_path: Path) -> None:
+    src = tmp_path / "in.h5"
+    shutil.copyfile(FLAT, src)
+    with h5py.File(src, "a") as f:
+        f["pairs"] = np.zeros(1024, [("a", "f4"), ("b", "i4")])
+        f["big_table"] = np.zeros((300, 300), np.float32)
+    before = src.read_bytes()
+    with pytest.raises(DataError) as err:
+        api.run("gae", str(src), output=str(tmp_path / "x.parquet"), **CPU)
+    assert err.value.exit_code == 4
+    assert '"pairs"' in str(err.value) and '"big_table"' in str(err.value)
+    assert not (tmp_path / "x.parquet").exists() and src.read_bytes() == before
+
+
+def test_a_column_that_cannot_be_carried_to_hdf5_refuses_by_name(tmp_path: Path) -> None:
+    src = tmp_path / "in.parquet"
+    table = pq.read_table(PARQUET)
+    n = table.num_rows
+    table = table.append_column("tags", pa.array([[1, 2]] * n, pa.list_(pa.int64())))
+    table = table.append_column("maybe", pa.array([None] + [1.0] * (n - 1)))
+    pq.write_table(table, src)
+    with pytest.raises(DataError) as err:
+        api.run("gae", str(src), output=str(tmp_path / "x.h5"), ends_are="truncated", **CPU)
+    assert '"tags"' in str(err.value) and '"maybe"' in str(err.value)
+    assert not (tmp_path / "x.h5").exists()
