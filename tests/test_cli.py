@@ -21,6 +21,12 @@ runner = CliRunner()
 CPU = ["--device", "cpu", "--backend", "torch"]
 
 
+# the Parquet sample's stream cuts are eps_id changes with no flag: the user says what
+# they are (without it the run stops with exit 2, tests/test_resolver.py)
+ENDS = ("--ends-are", "truncated")
+SAYS = {PARQUET: ENDS}
+
+
 def invoke(*args: str | Path, input: bytes | None = None):
     return runner.invoke(cli.app, [str(a) for a in args], input=input)
 
@@ -110,12 +116,12 @@ def test_prefix_lets_two_runs_live_side_by_side(flat: Path) -> None:
 )
 def test_every_estimator_runs_on_every_sample(command: str, sample: Path, tmp_path: Path) -> None:
     path = copy_sample(sample, tmp_path)
-    result = invoke(command, path, *CPU, "-q")
+    result = invoke(command, path, *CPU, "-q", *SAYS.get(sample, ()))
     assert result.exit_code == 0, result.stderr
 
 
 def test_output_to_stdout_is_parquet(flat: Path) -> None:
-    result = runner.invoke(cli.app, ["returns", str(PARQUET), *CPU, "-q", "-o", "-"])
+    result = runner.invoke(cli.app, ["returns", str(PARQUET), *CPU, *ENDS, "-q", "-o", "-"])
     assert result.exit_code == 0, result.stderr
     table = pq.read_table(io.BytesIO(result.stdout_bytes))
     assert "returns" in table.column_names and table.num_rows == B * T
@@ -124,7 +130,7 @@ def test_output_to_stdout_is_parquet(flat: Path) -> None:
 def test_stdin_parquet_to_stdout_arrow(flat: Path) -> None:
     data = PARQUET.read_bytes()
     result = runner.invoke(
-        cli.app, ["prefix-sum", "-", *CPU, "-q", "-o", "-", "--to", "arrow"], input=data
+        cli.app, ["prefix-sum", "-", *CPU, *ENDS, "-q", "-o", "-", "--to", "arrow"], input=data
     )
     assert result.exit_code == 0, result.stderr
     table = pa.ipc.open_stream(result.stdout_bytes).read_all()
@@ -132,7 +138,7 @@ def test_stdin_parquet_to_stdout_arrow(flat: Path) -> None:
 
 
 def test_inspect_json_lists_roles_and_needs() -> None:
-    result = invoke("inspect", PARQUET, "--json")
+    result = invoke("inspect", PARQUET, "--json", *ENDS)
     assert result.exit_code == 0, result.stderr
     info = json.loads(result.stdout)
     assert info["layout"] == "flat" and info["roles"]["rewards"] == "reward"
@@ -246,6 +252,7 @@ def test_ambiguous_dones(tmp_path: Path) -> None:
     with h5py.File(path, "w") as f:
         f["rewards"] = np.ones((8, 2), np.float32)
         f["dones"] = np.zeros((8, 2), bool)
+        f.attrs["layout"] = "time_major"
     result = invoke("returns", path, *CPU)
     assert result.exit_code == 2
     assert first_err(result).startswith(f'error: {path}: "dones" may mean "episode ended')
