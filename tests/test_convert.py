@@ -207,3 +207,75 @@ def test_a_column_that_cannot_be_carried_to_hdf5_refuses_by_name(tmp_path: Path)
         api.run("gae", str(src), output=str(tmp_path / "x.h5"), ends_are="truncated", **CPU)
     assert '"tags"' in str(err.value) and '"maybe"' in str(err.value)
     assert not (tmp_path / "x.h5").exists()
+
+
+@pytest.mark.parametrize("backend", ["parquet", "arrow"])
+def test_minari_columnar_to_parquet_drops_padding_and_keeps_v_of_s_t(
+    backend: str, tmp_path: Path
+) -> None:
+    """Minari's Arrow/Parquet backends: every column has T+1 rows, the last one padding
+    except for the values (V(s_T)), which become next_values."""
+    root = tmp_path / "ds"
+    (root / "data").mkdir(parents=True)
+    meta = json.loads((MINARI / "data" / "metadata.json").read_text())
+    (root / "data" / "metadata.json").write_text(json.dumps({**meta, "data_format": backend}))
+    with h5py.File(MINARI / "data" / "main_data.hdf5") as f:
+        for key in f:
+            cols = {}
+            for name, ds in f[key].items():
+                x = ds[()]
+                if name == "observations":
+                    continue
+                cols[name] = x if name == "values" else np.append(x, np.zeros(1, x.dtype))
+            d = root / "data" / key.removeprefix("episode_")
+            d.mkdir()
+            table = pa.table(cols)
+            if backend == "parquet":
+                pq.write_table(table, d / "part-0.parquet")
+            else:
+                with ipc.new_file(d / "part-0.arrow", table.schema) as w:
+                    w.write_table(table)
+    out = tmp_path / "m.parquet"
+    api.run("gae", str(root), output=str(out), **CPU)
+    table = pq.read_table(out)
+    assert {"episode_id", "values", "next_values", "actions", "rewards"} <= set(table.column_names)
+    assert "next_rewards" not in table.column_names
+    with h5py.File(MINARI / "data" / "main_data.hdf5") as f:
+        steps = sum(len(f[k]["rewards"]) for k in f)
+        v3 = f["episode_3/values"][()]
+    assert table.num_rows == steps
+    ids = table.column("episode_id").to_numpy()
+    np.testing.assert_array_equal(table.column("next_values").to_numpy()[ids == 3], v3[1:])
+    again = tmp_path / "again.parquet"
+    api.run("gae", str(out), output=str(again), prefix="b_", **CPU)
+    t2 = pq.read_table(again)
+    _close(t2.column("b_advantages").to_numpy(), t2.column("advantages").to_numpy())
+
+
+def test_batch_major_buffer_round_trip(tmp_path: Path) -> None:
+    """A [B, T] buffer (proved by last_values [B]) → Parquet → HDF5 is the same buffer,
+    now with a layout attribute, and gives the same advantages."""
+    rng = np.random.default_rng(0)
+    b, t = 3, 7
+    src = tmp_path / "bt.h5"
+    with h5py.File(src, "w") as f:
+        f["rewards"] = rng.standard_normal((b, t)).astype(np.float32)
+        f["values"] = rng.standard_normal((b, t)).astype(np.float32)
+        f["terminations"] = rng.random((b, t)) < 0.2
+        f["last_values"] = rng.standard_normal(b).astype(np.float32)
+        f["obs"] = rng.standard_normal((b, t, 2, 2)).astype(np.float32)
+    table_path = tmp_path / "bt.parquet"
+    api.run("gae", str(src), output=str(table_path), **CPU)
+    table = pq.read_table(table_path)
+    assert table.column("traj_id").to_pylist() == np.repeat(np.arange(b), t).tolist()
+    back = tmp_path / "back.h5"
+    api.run("returns", str(table_path), output=str(back), ends_are="truncated", **CPU)
+    got, want = _h5(back), _h5(src)
+    for name, arr in want.items():
+        np.testing.assert_array_equal(got[name], arr, err_msg=name)
+    with h5py.File(back) as f:
+        assert f.attrs["layout"] == "batch_major"
+    again = tmp_path / "again.h5"
+    api.run("gae", str(back), output=str(again), prefix="z_", **CPU)
+    res = _h5(again)
+    _close(res["z_advantages"], res["advantages"])

@@ -7,7 +7,7 @@ runs ``api.inspect`` and ``api.run`` on it. Every case must end either normally 
 :class:`~rltscan.errors.RltscanError` (the CLI's one-line error, never a traceback), within
 a time bound, and an input that made the run fail must be byte-identical afterwards.
 
-The default run (~250 cases) is sized for CI on two slow cores; ``-m slow`` runs more.
+The default run (300 cases, ~25 s) is sized for CI on two slow cores; ``-m slow`` runs more.
 Run ``python tests/test_fuzz.py N [SEED]`` to fuzz N cases by hand and list failures.
 """
 
@@ -179,7 +179,7 @@ def _check(count: int, seed: int, tmp_path: Path) -> None:
 
 
 def test_fuzz_samples(tmp_path: Path) -> None:
-    _check(200, 0, tmp_path)
+    _check(300, 0, tmp_path)
 
 
 # --------------------------------------------------------------------------- hostile, by hand

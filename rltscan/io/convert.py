@@ -474,6 +474,9 @@ def _restore(fh: Any, convert: Mapping[str, Any]) -> None:
                 fh.create_dataset(name, data=value.reshape(rec["shape"]))
             except (KeyError, TypeError, ValueError):
                 continue
+    # the axes were known when the table was made (attribute, flag or proof): say so
+    if "layout" not in fh.attrs:
+        fh.attrs["layout"] = str(convert["layout"]).replace("-", "_")
     for path, values in (convert.get("attrs") or {}).items():
         holder = fh if path == "/" else fh.get(path)
         if holder is None or not isinstance(values, dict):
