@@ -45,7 +45,12 @@ def open_dataset(root: Path, *, backend: str, layout: Layout | None) -> Source:
 
 def episode_dirs(root: Path) -> list[Path]:
     data = root / "data"
-    dirs = [p for p in data.iterdir() if p.is_dir() and EPISODE_DIR.match(p.name)]
+    try:
+        dirs = [p for p in data.iterdir() if p.is_dir() and EPISODE_DIR.match(p.name)]
+    except OSError as err:
+        raise InputFileError(
+            f"{data} cannot be listed ({err.strerror or err}); check its permissions"
+        ) from None
     return sorted(dirs, key=lambda p: int(p.name))  # numeric: 2 before 10
 
 
