@@ -327,3 +327,55 @@ def test_step_counter_restart_without_a_flag_needs_ends_are(tmp_path: Path) -> N
         api.run("returns", str(path), dry_run=True)
     report = api.run("returns", str(path), dry_run=True, ends_are="terminal")
     assert report.counts["forced_cuts"] == 1 and report.columns["step"] == "step"
+
+
+def _d4rl_segments(path: Path, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """D4RL-style file: rollouts of a random-walk env, several collection runs
+    concatenated; each run's last episode is cut with neither flag set (the invisible
+    ends). Returns (terminals, hidden ends)."""
+    obs_rows, next_rows, term_rows, hidden_rows = [], [], [], []
+    for run_len in (9, 7, 11):
+        s = rng.normal(size=3)
+        for t in range(run_len):
+            s_next = s + rng.normal(size=3) * 0.1
+            done = rng.random() < 0.2 and t < run_len - 1
+            obs_rows.append(s)
+            next_rows.append(s_next)
+            term_rows.append(done)
+            hidden_rows.append(t == run_len - 1)
+            s = rng.normal(size=3) if done else s_next  # autoreset after a termination
+    hidden = np.array(hidden_rows)
+    hidden[-1] = False  # the end of the file is the end of the data, not a hidden end
+    n = len(obs_rows)
+    with h5py.File(path, "w") as f:
+        f["observations"] = np.array(obs_rows, np.float32)
+        f["next_observations"] = np.array(next_rows, np.float32)
+        f["rewards"] = rng.normal(size=n).astype(np.float32)
+        f["terminals"] = np.array(term_rows)
+        f["timeouts"] = np.zeros(n, bool)
+    return np.array(term_rows), hidden
+
+
+def test_hidden_d4rl_ends_are_found_from_observations(tmp_path: Path) -> None:
+    """Issue 14: an episode end with no flag shows as a jump between next_observations[t]
+    and observations[t+1]; found (also across streaming windows), never merged."""
+    from rltscan.io import open_input
+    from rltscan.io.layout import prepare
+
+    path = tmp_path / "d4rl.h5"
+    _, hidden = _d4rl_segments(path, np.random.default_rng(7))
+    source = open_input(str(path))
+    args = dict(arguments=("rewards",), required=("rewards", "terminated"), overrides={})
+    with pytest.raises(AmbiguousInputError, match=r"row 8 .*--ends-from-observations"):
+        prepare(source, **args)
+    whole = prepare(source, observation_gaps="truncate", **args)
+    assert whole.counts["observation_gaps"] == int(hidden.sum()) == 2
+    np.testing.assert_array_equal(whole.kwargs["truncated"], hidden)
+    parts = [
+        prepare(source, observation_gaps="truncate", window=(a, min(a + 5, 27)), **args)
+        for a in range(0, 27, 5)
+    ]
+    assert sum(p.counts["observation_gaps"] for p in parts) == 2
+    np.testing.assert_array_equal(np.concatenate([p.kwargs["truncated"] for p in parts]), hidden)
+    ignored = prepare(source, observation_gaps="ignore", **args)
+    assert "observations" not in ignored.roles and not ignored.kwargs["truncated"].any()

@@ -43,6 +43,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
         "trajectory_id",
         "ep_id",
     ),
+    # s_t and s_{t+1} of a flat (D4RL-style) file: a jump between the two rows is a
+    # hidden episode end (read only to check continuity, never computed with)
+    "observations": ("observations", "obs", "observation"),
+    "next_observations": ("next_observations", "next_obs", "next_observation"),
     # step within the episode: a jump (not +1) starts an episode, so it must meet an end
     "step": ("step", "frame_index", "timestep", "episode_step", "t"),
     "values": ("values", "value", "vf_preds", "state_value", "v", "infos/value"),

@@ -31,6 +31,7 @@ from rltscan.io.source import Source
 DonesMean = Literal["ended", "starts"]
 PER_ROW = ("last_value", "init")  # one value per sequence, not per step
 EndsAre = Literal["terminal", "truncated"]
+ObservationGaps = Literal["error", "truncate", "ignore"]
 
 
 @dataclass
@@ -162,6 +163,7 @@ def prepare(
     bootstrap: str | None = None,
     strict: bool = True,
     flags_only: bool = False,
+    observation_gaps: ObservationGaps = "error",
 ) -> Prepared:
     """Read the columns an estimator takes (only those) and build its arguments.
 
@@ -176,6 +178,10 @@ def prepare(
     and the run agree. ``strict`` refuses column overrides that nothing uses.
     ``flags_only`` (a plan, ``--dry-run``) reads the reference column and the flag
     columns only; the other columns are checked to exist with the right shape.
+    ``observation_gaps`` says what a flat file's hidden episode ends are (rows where
+    ``observations[t+1] != next_observations[t]`` and no flag is set): ``"error"``
+    (stop and ask), ``"truncate"`` (``--ends-from-observations``) or ``"ignore"``
+    (``--ignore-observation-gaps``; the observations are then not read).
     """
     if ignore:
         source = _without(source, ignore)
@@ -299,6 +305,7 @@ def prepare(
                 kwargs["last_value"] = last
 
     meaning: list[DonesMean] = []
+    marks: dict[str, np.ndarray] = {}  # masks counted after the window is trimmed
     terminated, truncated, forced_mask = _flags(
         source,
         reader,
@@ -312,6 +319,8 @@ def prepare(
         needed="terminated" in required,
         meaning=meaning,
         offset=window[0] if window is not None else 0,
+        observation_gaps=observation_gaps,
+        marks=marks,
     )
     id_runs = None
     if keep is not None:
@@ -321,6 +330,7 @@ def prepare(
         terminated = None if terminated is None else _trim(terminated, keep, time_dim)
         truncated = None if truncated is None else _trim(truncated, keep, time_dim)
         forced_mask = _trim(forced_mask, keep, time_dim)
+        marks = {k: _trim(v, keep, time_dim) for k, v in marks.items()}
         ids = reader.data.get("episode_id")
         if ids is not None:
             ids = np.asarray(ids).reshape(-1)[:keep]
@@ -345,6 +355,8 @@ def prepare(
     ends = int((term | trunc).sum())
     last_open = _open_tails(term | trunc, time_dim) if final else 0
     counts["open_ends"] = last_open
+    if "observation_gaps" in marks:
+        counts["observation_gaps"] = int(marks["observation_gaps"].sum())
     if bootstrap is not None:
         gaps = _bootstrap_gaps({**kwargs, **skipped}, term, trunc, time_dim, final)
         if gaps.any():
@@ -539,6 +551,8 @@ def _flags(
     needed: bool,
     meaning: list[DonesMean] | None = None,
     offset: int = 0,
+    observation_gaps: ObservationGaps = "error",
+    marks: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
     """``(terminated, truncated, unflagged)`` from whichever flag columns exist.
 
@@ -660,6 +674,25 @@ def _flags(
         step_name = find_column(source, "step", overrides)
         if step_name is not None:
             unflagged = unflagged | _step_resets(reader, step_name, shape)
+        if observation_gaps != "ignore":
+            hidden = _observation_gaps(source, reader, overrides, shape) & ~term & ~trunc
+            hidden &= ~unflagged  # an id change or step restart says it already
+            if marks is not None:
+                marks["observation_gaps"] = hidden
+            if hidden.any() and observation_gaps == "error":
+                raise AmbiguousInputError(
+                    f'{where}: "{reader.roles["observations"]}" jumps after '
+                    f"{_at(hidden, source, lengths, offset)} where no flag ends the episode "
+                    f'("{reader.roles["next_observations"]}" differs from the next row: a '
+                    "hidden episode end); pass --ends-from-observations to treat such rows as "
+                    "truncations, or --ignore-observation-gaps"
+                )
+            if hidden.any():
+                trunc = trunc | hidden
+                notes.append(
+                    "episode ends found where observations jump (no flag set) are "
+                    "truncations (--ends-from-observations)"
+                )
     elif source.layout == "episodes":
         cut = np.zeros(shape, bool)
         cut[np.cumsum(lengths) - 1] = True
@@ -714,6 +747,33 @@ def where_is(index: np.ndarray, source: Source, lengths: list[int], offset: int 
     if source.layout == "batch-major":
         t, b = b, t
     return f"step {t + offset} of env {b}"
+
+
+OBSERVATION_GAP = 1e-6  # the threshold D4RL-based code bases use (IQL, CORL)
+
+
+def _observation_gaps(
+    source: Source, reader: _Reader, overrides: Mapping[str, str | None], shape: tuple[int, ...]
+) -> np.ndarray:
+    """``gap[t]`` where ``‖observations[t+1] − next_observations[t]‖ > 1e-6`` (the step
+    after ``t`` does not continue from ``t``'s successor state): an episode ends after
+    ``t``. Empty (all False) unless both columns exist with one row per step."""
+    gap = np.zeros(shape, bool)
+    obs_name = find_column(source, "observations", overrides)
+    nxt_name = find_column(source, "next_observations", overrides)
+    if obs_name is None or nxt_name is None:
+        return gap
+    obs = np.asarray(reader.column("observations", obs_name))
+    nxt = np.asarray(reader.column("next_observations", nxt_name))
+    if obs.shape != nxt.shape or obs.shape[:1] != shape[:1] or obs.dtype.kind not in "fiu":
+        del reader.roles["observations"], reader.roles["next_observations"]
+        return gap
+    n = len(obs)
+    if n < 2:
+        return gap
+    diff = obs[1:].reshape(n - 1, -1).astype(np.float64) - nxt[:-1].reshape(n - 1, -1)
+    gap[:-1] = np.sqrt(np.einsum("ij,ij->i", diff, diff)) > OBSERVATION_GAP
+    return gap
 
 
 def _step_resets(reader: _Reader, name: str, shape: tuple[int, ...]) -> np.ndarray:
