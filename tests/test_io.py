@@ -345,7 +345,7 @@ def test_hdf5_to_parquet_export(tmp_path: Path) -> None:
     out = tmp_path / "out.parquet"
     run("gae", BUFFER, output=str(out))
     table = pq.read_table(out)
-    assert {"t", "env", "rewards", "advantages"} <= set(table.column_names)
+    assert {"traj_id", "step", "rewards", "advantages"} <= set(table.column_names)
     assert table.num_rows == B * T
 
 

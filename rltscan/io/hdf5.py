@@ -238,7 +238,7 @@ def _open(
         elif episodes:
             layout = "episodes"
         elif rewards_name is not None:
-            shape = tuple(int(d) for d in datasets[rewards_name].shape)
+            shape = _steps_shape(datasets[rewards_name].shape)
             if len(shape) == 2 and shape[1] != 1:  # (N, 1) is an old D4RL flat column
                 layout, note = _derive_axes(datasets, rewards_name, shape, where, declared)
                 notes.append(note)
@@ -259,6 +259,12 @@ def _open(
 # carries: the bootstrap values and final dones (CleanRL ``next_value``/``next_done``,
 # SB3 ``last_values``, IMPALA ``bootstrap_value``). Their length names the batch axis.
 PER_SEQUENCE = tuple(dict.fromkeys((*ALIASES["last_values"], *ALIASES["last_dones"])))
+
+
+def _steps_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A rewards shape without TorchRL's trailing feature dimension of 1 (``[B, T, 1]``)."""
+    dims = tuple(int(d) for d in shape)
+    return dims[:2] if len(dims) == 3 and dims[2] == 1 else dims
 
 
 def _derive_axes(
@@ -334,7 +340,7 @@ def _array_source(
     columns: dict[str, ColumnInfo] = {}
     extra: dict[str, ColumnInfo] = {}
     if rewards_name is not None:
-        rshape = tuple(datasets[rewards_name].shape)
+        rshape = _steps_shape(datasets[rewards_name].shape)
         if not rshape:
             raise DataError(
                 f'{where}: "{rewards_name}" is a scalar, not one reward per step; '
@@ -474,7 +480,7 @@ def _attr(value: Any) -> Any:
 
 def existing_names(path: Path, group: str, names: list[str], episode_keys: list[str]) -> list[str]:
     """Which of ``names`` already exist where they would be written (a group is exit 2)."""
-    with open_file(path) as fh:
+    with open_file(path) as fh, _structure(str(path), "its groups and links"):
         root = fh[group]
         parents = [root[k] for k in episode_keys] if episode_keys else [root]
         found = []
@@ -623,7 +629,8 @@ def materialize_links(fh: Any, src: Path, dst: Path) -> None:
                 elif isinstance(obj, h5py.Dataset) and obj.is_virtual:
                     found.append(path)
 
-    visit(fh, "/")
+    with _structure(str(src), "its links"):
+        visit(fh, "/")
     if not found:
         return
     with open_file(src) as original:

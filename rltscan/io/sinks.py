@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rltscan.errors import OutputRefusedError
+from rltscan.errors import InputFileError, OutputRefusedError
 from rltscan.io import hdf5, parquet
 from rltscan.io.atomic import (
     TMP_MARK,
@@ -121,12 +121,18 @@ class HDF5Sink:
         if ds is not None:
             return ds
         root = self._open()
-        if hdf5.check_replaceable(root, name, self.dst, overwrite=self.overwrite):
-            del root[name]
-        like = root.get(self.template) if self.template else None
-        storage = hdf5._storage_like(like)
-        full = (*self.shape, *arr.shape[len(self.shape) :])
-        ds = root.create_dataset(name, shape=full, dtype=arr.dtype, **storage)
+        try:  # a damaged copy of the input fails here (its metadata), not a full disk
+            if hdf5.check_replaceable(root, name, self.dst, overwrite=self.overwrite):
+                del root[name]
+            like = root.get(self.template) if self.template else None
+            storage = hdf5._storage_like(like)
+            full = (*self.shape, *arr.shape[len(self.shape) :])
+            ds = root.create_dataset(name, shape=full, dtype=arr.dtype, **storage)
+        except (ValueError, RuntimeError, KeyError) as err:
+            raise InputFileError(
+                f"{self.dst}: its HDF5 metadata cannot be written through ({err}); "
+                "the file is corrupt, fetch or write it again"
+            ) from None
         for key, val in self.attrs.items():
             ds.attrs[key] = val
         self._datasets[name] = ds
