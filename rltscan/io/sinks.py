@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rltscan.errors import InputFileError, OutputRefusedError
+from rltscan.errors import InputFileError, OutputRefusedError, RltscanError
 from rltscan.io import hdf5, parquet
 from rltscan.io.atomic import (
     TMP_MARK,
@@ -128,6 +128,8 @@ class HDF5Sink:
             storage = hdf5._storage_like(like)
             full = (*self.shape, *arr.shape[len(self.shape) :])
             ds = root.create_dataset(name, shape=full, dtype=arr.dtype, **storage)
+        except RltscanError:
+            raise
         except (ValueError, RuntimeError, KeyError) as err:
             raise InputFileError(
                 f"{self.dst}: its HDF5 metadata cannot be written through ({err}); "
