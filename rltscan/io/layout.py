@@ -585,22 +585,26 @@ def _flags(
     starts_name = find_column(source, "episode_starts", overrides)
     unflagged = np.zeros(shape, bool)
 
+    def from_dones() -> np.ndarray:
+        """``ended_t`` from the dones/episode-start column, as it is meant."""
+        return _ended_from_dones(
+            source,
+            reader,
+            overrides,
+            dones_name,
+            starts_name,
+            shape,
+            time_dim,
+            lengths,
+            dones_mean,
+            notes,
+            meaning,
+        )
+
     if term is None and trunc is None:
         ended: np.ndarray | None = None
         if dones_name is not None or starts_name is not None:
-            ended = _ended_from_dones(
-                source,
-                reader,
-                overrides,
-                dones_name,
-                starts_name,
-                shape,
-                time_dim,
-                lengths,
-                dones_mean,
-                notes,
-                meaning,
-            )
+            ended = from_dones()
         elif source.layout == "flat" and find_column(source, "episode_id", overrides):
             ended = np.zeros(shape, bool)  # the boundaries come from the ids below
         elif source.layout == "episodes":
@@ -642,19 +646,7 @@ def _flags(
                 what = "terminations" if same_as_term else "terminations or truncations"
                 notes.append(f'"{dones_name}" repeats {names} ({what}); checked, not used')
             else:
-                ended = _ended_from_dones(
-                    source,
-                    reader,
-                    overrides,
-                    dones_name,
-                    starts_name,
-                    shape,
-                    time_dim,
-                    lengths,
-                    dones_mean,
-                    notes,
-                    meaning,
-                )
+                ended = from_dones()
                 extra = ended & ~term & ~trunc
                 decided = meaning[-1] if meaning else dones_mean
                 if decided == "ended" and trunc_name is None:
