@@ -70,6 +70,12 @@ def _oracle(cols: dict, term: np.ndarray, trunc: np.ndarray) -> np.ndarray:
     return np.asarray(res["advantages"], float)
 
 
+def _gae_to(path: Path, out: Path, **kw) -> api.RunReport:
+    return api.run(
+        "gae", str(path), output=str(out), device="cpu", params={"gamma": GAMMA, "lam": LAM}, **kw
+    )
+
+
 def _write_parquet(path: Path, columns: dict) -> Path:
     pq.write_table(pa.table(columns), path)
     return path
@@ -105,14 +111,7 @@ def test_done_beside_truncated_is_refused_with_the_flags(gymnasium_done) -> None
 def test_done_as_terminals_gives_the_exact_answer(gymnasium_done, tmp_path: Path) -> None:
     path, cols = gymnasium_done
     out = tmp_path / "out.parquet"
-    api.run(
-        "gae",
-        str(path),
-        output=str(out),
-        columns={"terminated": "done"},
-        device="cpu",
-        params={"gamma": GAMMA, "lam": LAM},
-    )
+    _gae_to(path, out, columns={"terminated": "done"})
     got = parquet_columns(out)["advantages"]
     np.testing.assert_allclose(got, _oracle(cols, cols["term"], cols["trunc"]), rtol=1e-6)
 
@@ -135,14 +134,7 @@ def test_old_gym_done_with_truncation_flag(tmp_path: Path) -> None:
     with pytest.raises(AmbiguousInputError, match="--dones-mean ended"):
         api.run("gae", str(path), dry_run=True)
     out = tmp_path / "out.parquet"
-    report = api.run(
-        "gae",
-        str(path),
-        output=str(out),
-        dones_mean="ended",
-        device="cpu",
-        params={"gamma": GAMMA, "lam": LAM},
-    )
+    report = _gae_to(path, out, dones_mean="ended")
     assert any("terminated =" in n for n in report.notes)
     got = parquet_columns(out)["advantages"]
     np.testing.assert_allclose(got, _oracle(cols, cols["term"], cols["trunc"]), rtol=1e-6)
@@ -192,14 +184,7 @@ def test_unflagged_id_change_needs_ends_are(tmp_path: Path) -> None:
     with pytest.raises(AmbiguousInputError, match=r"row 4.*--ends-are truncated"):
         api.run("gae", str(path), dry_run=True)
     out = tmp_path / "out.parquet"
-    report = api.run(
-        "gae",
-        str(path),
-        output=str(out),
-        ends_are="truncated",
-        device="cpu",
-        params={"gamma": GAMMA, "lam": LAM},
-    )
+    report = _gae_to(path, out, ends_are="truncated")
     assert any("--ends-are" in n for n in report.notes)
     cut = np.zeros(len(cols["reward"]), bool)
     cut[[4]] = True
