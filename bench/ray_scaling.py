@@ -91,11 +91,12 @@ def generate(directory: Path, shards: int, shard_steps: int, extra: int, procs: 
         return sum(pool.imap_unordered(_write_shard, jobs))
 
 
-def subset(data: Path, dest: Path, count: int) -> Path:
-    """A directory of hard links to the first ``count`` shards (no bytes copied)."""
+def subset(data: Path, dest: Path, count: int, last: bool = False) -> Path:
+    """A directory of hard links to the first (or last) ``count`` shards (no bytes copied)."""
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    for p in sorted(data.iterdir())[:count]:
+    files = sorted(data.iterdir())
+    for p in files[-count:] if last else files[:count]:
         os.link(p, dest / p.name)
     return dest
 
@@ -133,6 +134,16 @@ def _pass_summary(p: dict) -> dict:
         running += d
         peak = max(peak, running)
     return {
+        "timeline": [
+            [
+                int(r["k"]),
+                r["pid"],
+                round(r["t0"] - p["t0"], 3),
+                round(r["t1"] - p["t0"], 3),
+                round(r["cpu"], 3),
+            ]
+            for r in sorted(rows, key=lambda r: r["t0"])
+        ],
         "tasks": len(rows),
         "steps": steps,
         "wall_s": p["t1"] - p["t0"],
@@ -178,6 +189,59 @@ def timed(data: Path, out: Path, **kw) -> dict:
     }
 
 
+# --------------------------------------------------------------------------- machine probes
+
+
+def _write_fsync(args: tuple[str, int]) -> float:
+    path, mb = args
+    block = np.random.default_rng(0).bytes(1 << 20)
+    t0 = time.perf_counter()
+    with open(path, "wb") as f:
+        for _ in range(mb):
+            f.write(block)
+        f.flush()
+        os.fsync(f.fileno())
+    return time.perf_counter() - t0
+
+
+def disk_probe(directory: Path, writers: list[int], mb: int) -> list[dict]:
+    """Aggregate write bandwidth with fsync, ``w`` processes writing ``mb`` MiB each:
+    what the shard tasks' staged outputs (written and fsynced) are up against."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for w in writers:
+        paths = [(str(directory / f"probe-{i}"), mb) for i in range(w)]
+        t0 = time.perf_counter()
+        with mp.get_context("spawn").Pool(w) as pool:
+            pool.map(_write_fsync, paths)
+        wall = time.perf_counter() - t0
+        out.append(
+            {"writers": w, "mib_each": mb, "seconds": wall, "gb_per_s": w * mb * 2**20 / wall / 1e9}
+        )
+        for p, _ in paths:
+            os.unlink(p)
+    return out
+
+
+def _warm_task(seconds: float) -> int:
+    import rltscan.shards  # noqa: F401  (torch, pyarrow, rltscan: what a shard task imports)
+
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def warm_workers(n: int, gpu: float = 0.0) -> int:
+    """Start ``n`` worker processes at once and import what a shard task needs in each,
+    so that process start-up stays out of the timed runs; returns the processes seen."""
+    import ray
+
+    options: dict = {"num_cpus": 1}
+    if gpu:
+        options.update(num_gpus=gpu, max_calls=0)
+    fn = ray.remote(**options)(_warm_task)
+    return len(set(ray.get([fn.remote(3.0) for _ in range(n)])))
+
+
 # --------------------------------------------------------------------------- identity
 
 
@@ -207,8 +271,9 @@ def _column_diff(args: tuple[str, str]) -> dict:
 
 
 def compare(ref: Path, other: Path, procs: int) -> dict:
+    """``ref``'s files against the files of the same names in ``other``."""
     names = sorted(p.name for p in ref.iterdir())
-    if names != sorted(p.name for p in other.iterdir()):
+    if not all((other / n).exists() for n in names):
         return {"same_files": False}
     t0 = time.perf_counter()
     with mp.get_context("spawn").Pool(procs) as pool:
@@ -289,7 +354,7 @@ def machine() -> dict:
         "pyarrow": pa.__version__,
         "numpy": np.__version__,
         "rltscan": rltscan.__version__,
-        "commit": commit or os.environ.get("RLTSCAN_COMMIT"),
+        "commit": os.environ.get("RLTSCAN_COMMIT") or commit,
     }
 
 
@@ -350,6 +415,25 @@ def markdown(result: dict) -> str:
         )
     if result.get("identity"):
         lines += ["", "GPU vs CPU outputs: `" + json.dumps(result["identity"]) + "`"]
+    if result.get("identity_local_gpu"):
+        lines += [
+            "",
+            "GPU Ray tasks vs the local engine on the same GPU (last shards): `"
+            + json.dumps(result["identity_local_gpu"])
+            + "`",
+        ]
+    if result.get("disk"):
+        lines += [
+            "",
+            "Disk, write + fsync (GB/s by writers): "
+            + ", ".join(f"{d['writers']}: {d['gb_per_s']:.2f}" for d in result["disk"]),
+        ]
+    for wu in result.get("warm_up", []):
+        lines += [
+            "",
+            f"Warm-up (untimed): {wu['workers']} {wu['device']} worker processes "
+            f"({wu['processes']} seen) in {wu['seconds']:.1f} s.",
+        ]
     if result.get("per_task"):
         t = result["per_task"]
         lines += [
@@ -413,6 +497,14 @@ def main() -> None:
         help="worker counts to run again with plain Ray tasks instead of Ray Data",
     )
     ap.add_argument("--scheduler", default="data", choices=["data", "tasks"])
+    ap.add_argument("--disk-probe", default="", help="writer counts, e.g. 1,8,16")
+    ap.add_argument(
+        "--local-gpu-shards",
+        type=int,
+        default=0,
+        help="after a GPU run: the local engine on the GPU over this many last shards, compared",
+    )
+    ap.add_argument("--gpu-tasks-workers", default="", help="GPU runs with the other scheduler")
     ap.add_argument("--gen-procs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--deadline-s", type=float, default=1e9, help="start no run after this")
     ap.add_argument("--scratch", default=None, help="where the data goes (default: a temp dir)")
@@ -469,15 +561,33 @@ def main() -> None:
             return True
         return False
 
+    if args.disk_probe:
+        probe = disk_probe(scratch / "probe", [int(w) for w in args.disk_probe.split(",")], 128)
+        result["disk"] = probe
+        print("disk", json.dumps(probe), flush=True)
+    warm = scratch / "warm"
+    shutil.rmtree(warm, ignore_errors=True)
+    n_warm = max(workers + gpu_workers + full)
+    generate(warm, n_warm, 50_000, 0, args.gen_procs)
+
+    def warm_up(device: str, w: int) -> None:
+        """Start every worker process (imports; CUDA and Triton for the GPU) untimed."""
+        t0 = time.perf_counter()
+        share = ray_engine.gpu_share(1.0, w) if device == "cuda" else 0.0
+        procs = warm_workers(w, share)
+        timed(warm, scratch / "warm_out", engine="ray", workers=w, device=device)
+        result.setdefault("warm_up", []).append(
+            {
+                "device": device,
+                "workers": w,
+                "processes": procs,
+                "seconds": time.perf_counter() - t0,
+            }
+        )
+        print("warm", device, w, procs, f"{time.perf_counter() - t0:.1f} s", flush=True)
+
     try:
-        warm = scratch / "warm"
-        shutil.rmtree(warm, ignore_errors=True)
-        n_warm = max(workers + gpu_workers + full)
-        generate(warm, n_warm, 50_000, 0, args.gen_procs)
-        # start and warm every worker process (imports, CUDA, Triton) before timing
-        timed(warm, scratch / "warm_out", engine="ray", workers=n_warm, device="cpu")
-        if cuda:
-            timed(warm, scratch / "warm_out", engine="ray", workers=n_warm, device="cuda")
+        warm_up("cpu", max(workers + full))
         out = scratch / "out"
         ref = None  # the CPU run over the whole dataset, for the GPU comparison
         plan = [("cpu", w, min(args.shards, args.shards_per_worker * w)) for w in workers]
@@ -505,6 +615,7 @@ def main() -> None:
         for w in gpu_workers if cuda else []:
             if late():
                 break
+            warm_up("cuda", w)
             r = timed(data, out, engine="ray", workers=w, device="cuda")
             share = ray_engine.gpu_share(1.0, w)
             row = {
@@ -519,11 +630,24 @@ def main() -> None:
             if ref is not None:
                 row["identity_vs_cpu"] = compare(ref, out, args.gen_procs)
                 result["identity"] = row["identity_vs_cpu"]
+            if args.local_gpu_shards:
+                # the local engine on the same GPU over the last shards (GAE runs
+                # backwards, so their outputs do not depend on the earlier shards)
+                n = args.local_gpu_shards
+                tail = subset(data, scratch / f"last{n}", n, last=True)
+                loc = scratch / "out_local_gpu"
+                t = timed(tail, loc, engine="local", device="cuda")
+                row["local_gpu"] = {k: t[k] for k in ("seconds", "steps", "steps_per_s")}
+                row["identity_vs_local_gpu"] = compare(loc, out, args.gen_procs)
+                result["identity_local_gpu"] = row["identity_vs_local_gpu"]
+                shutil.rmtree(loc, ignore_errors=True)
             result["rows"].append(row)
             print("gpu", w, json.dumps({k: v for k, v in row.items() if k != "stages"}), flush=True)
             save(result, dest)
         # the same CPU runs with the other scheduler, for comparison
         ray_engine.RayEngine.scheduler = other
+        if tasks_workers:
+            warm_up("cpu", max(tasks_workers))
         for w in tasks_workers:
             if late():
                 break
@@ -538,6 +662,26 @@ def main() -> None:
                 "shards": count,
                 **r,
             }
+            result["rows"].append(row)
+            print(row["run"], w, json.dumps({k: v for k, v in r.items() if k != "stages"}))
+            save(result, dest)
+        for w in [int(x) for x in args.gpu_tasks_workers.split(",") if x] if cuda else []:
+            if late():
+                break
+            warm_up("cuda", w)
+            r = timed(data, out, engine="ray", workers=w, device="cuda")
+            share = ray_engine.gpu_share(1.0, w)
+            row = {
+                "run": f"gpu {other}",
+                "scheduler": other,
+                "device": f"cuda ({share:g} GPU per task)",
+                "gpu_per_task": share,
+                "workers": w,
+                "shards": args.shards,
+                **r,
+            }
+            if ref is not None:
+                row["identity_vs_cpu"] = compare(ref, out, args.gen_procs)
             result["rows"].append(row)
             print(row["run"], w, json.dumps({k: v for k, v in r.items() if k != "stages"}))
             save(result, dest)
