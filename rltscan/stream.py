@@ -27,16 +27,18 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from rltscan.errors import DataError, MissingBootstrapError, RltscanError
 
 DEFAULT_CHUNK_STEPS = 1 << 22  # steps (time × sequences) per window
 BLOCK_STEPS = 1 << 22  # steps per estimator call; the bit-level result depends on it
 PER_ROW = ("last_value", "init")
+
+if TYPE_CHECKING:  # torch loads with the first window computed, not with this module
+    import torch
 
 
 @dataclass(frozen=True)
@@ -249,6 +251,8 @@ def _compute_window(
     time_dim: int,
     totals: Totals,
 ) -> tuple[dict[str, np.ndarray], Any]:
+    import torch
+
     kwargs = prepared.kwargs
     t0 = time.perf_counter()
     if device.type == "cuda":
@@ -289,12 +293,16 @@ def _compute_window(
 
 
 def _is_steps(value: Any) -> bool:
+    import torch
+
     return isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim > 0
 
 
 def _slice(value: Any, a: int, b: int, time_dim: int) -> Any:
     """Steps ``[a, b)`` of a window array, contiguous (so that every block is laid out
     the same whatever window it came from)."""
+    import torch
+
     piece = value[:, a:b] if (time_dim == -1 and value.ndim >= 2) else value[a:b]
     if isinstance(piece, torch.Tensor):
         return piece.contiguous()
@@ -302,12 +310,16 @@ def _slice(value: Any, a: int, b: int, time_dim: int) -> Any:
 
 
 def _to_cuda(value: Any, device: torch.device) -> Any:
+    import torch
+
     if not isinstance(value, np.ndarray):
         return value
     return torch.from_numpy(np.ascontiguousarray(value)).to(device)
 
 
 def _assemble(parts: list[tuple[int, Any]], time_dim: int) -> np.ndarray:
+    import torch
+
     parts = sorted(parts, key=lambda p: p[0])
     arrays = [p.detach().cpu().numpy() if isinstance(p, torch.Tensor) else p for _, p in parts]
     if len(arrays) == 1:
