@@ -391,6 +391,7 @@ def outputs(job: Job, k: int, y: list[float] | None) -> dict[str, Any]:
             metadata=job.entry,
             overwrite=job.overwrite,
             where=shard.rel,
+            minari_infos=job.dataset.kind == "minari",
         )
     call = job.call()
 

@@ -478,11 +478,16 @@ def _attr(value: Any) -> Any:
     return value
 
 
-def existing_names(path: Path, group: str, names: list[str], episode_keys: list[str]) -> list[str]:
-    """Which of ``names`` already exist where they would be written (a group is exit 2)."""
+def existing_names(
+    path: Path, group: str, names: list[str], episode_keys: list[str], *, infos: bool = False
+) -> list[str]:
+    """Which of ``names`` already exist where they would be written (a group is exit 2);
+    with ``infos`` (a Minari dataset) also in each episode's ``infos`` group."""
     with open_file(path) as fh, _structure(str(path), "its groups and links"):
         root = fh[group]
         parents = [root[k] for k in episode_keys] if episode_keys else [root]
+        if infos and episode_keys:
+            parents += [p["infos"] for p in parents if _link_kind(p, "infos") == "group"]
         found = []
         for name in names:
             for parent in parents:
@@ -555,11 +560,15 @@ def write_outputs(
     template: str | None,
     episode_keys: list[str],
     overwrite: bool,
+    infos: bool = False,
 ) -> int:
     """Write ``outputs`` into a copy of ``src`` and atomically move it to ``dst``.
 
     ``outputs[name]`` is one array (flat / time-major / batch-major, written at
     ``group/name``) or one array per episode (written at ``group/<episode>/name``).
+    With ``infos`` (a Minari dataset) each episode's output is also written where
+    ``minari`` reads it: ``group/<episode>/infos/name``, ``T+1`` entries with entry 0
+    NaN (:func:`rltscan.io.minari.as_info`).
     Returns the bytes of output data written. A full disk is one OutputRefusedError
     (the HDF5 file is closed before the temp file goes, so nothing crashes later).
     """
@@ -581,6 +590,10 @@ def write_outputs(
                     if episode_keys
                     else [(root, value)]
                 )
+                if infos and episode_keys:
+                    targets += [
+                        (_infos_group(parent, dst), minari_info(arr)) for parent, arr in targets
+                    ]
                 for parent, arr in targets:
                     if check_replaceable(parent, name, dst, overwrite=overwrite):
                         del parent[name]
@@ -594,6 +607,25 @@ def write_outputs(
             raise
         fh.close()
     return written
+
+
+def minari_info(arr: np.ndarray) -> np.ndarray:
+    from rltscan.io.minari import as_info
+
+    return as_info(arr)
+
+
+def _infos_group(episode: Any, where: Any) -> Any:
+    """An episode's ``infos`` group (created when absent; anything else is refused)."""
+    kind = _link_kind(episode, "infos")
+    if kind is None:
+        return episode.create_group("infos")
+    if kind != "group":
+        raise OutputRefusedError(
+            f'{where}: "{episode.name}/infos" is a {kind}, not the group Minari keeps infos '
+            "in; rltscan will not replace it"
+        )
+    return episode["infos"]
 
 
 def close_after_error(fh: Any) -> None:

@@ -363,18 +363,28 @@ class Staging:
             for parent in {Path(s.path).parent for s in self.dataset.shards}:
                 _fsync_dir(parent)
             _end_journal(self.dir)
+            self._after(root)
             return
         root = Path(self.dataset.root)
         for rel in self.dataset.extra_files:
             dst = self.dir / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(root / rel, dst)
+        self._after(self.dir)
         with _deferred_signals():
             if self.final.exists():
                 self.trash = self.dir.with_name(self.dir.name + "-old")
                 os.rename(self.final, self.trash)
             os.rename(self.dir, self.final)
         _fsync_dir(self.final.parent)
+
+    def _after(self, root: Path) -> None:
+        """What the dataset's own metadata says about its files, brought up to date
+        (Minari's ``dataset_size``)."""
+        if self.dataset.kind == "minari":
+            from rltscan.io.minari import update_size
+
+            update_size(root)
 
     def cleanup(self) -> None:
         """After :meth:`commit`: remove what the outputs replaced (frees the space)."""

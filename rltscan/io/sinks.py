@@ -261,9 +261,11 @@ class ParquetSink:
         metadata: Mapping[str, Any],
         overwrite: bool,
         where: str,
+        minari_infos: bool = False,
     ) -> None:
         self.pf, self.dst, self.steps = pf, dst, steps
         self.metadata, self.overwrite, self.where = metadata, overwrite, where
+        self.minari_infos = minari_infos  # a Minari episode: outputs also as infos
         self.columns: dict[str, SpillColumn] = {}
         directory = Path(dst).absolute().parent
         if not directory.is_dir():
@@ -282,6 +284,21 @@ class ParquetSink:
 
     def commit(self) -> int:
         try:
+            if self.minari_infos:  # one episode: small enough to rewrite as a table
+                from rltscan.io import minari
+
+                outputs = {n: c[0 : len(c)] for n, c in self.columns.items()}
+                table = minari.with_infos(
+                    parquet.as_table(self.pf), outputs, overwrite=self.overwrite, where=self.where
+                )
+                return parquet.write_parquet(
+                    table,
+                    self.dst,
+                    outputs=outputs,
+                    metadata=self.metadata,
+                    overwrite=self.overwrite,
+                    where=self.where,
+                )
             return parquet.write_parquet(
                 self.pf,
                 self.dst,

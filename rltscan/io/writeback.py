@@ -102,7 +102,9 @@ def existing(source: Source, target: Target, names: list[str]) -> list[str]:
     if source.format in ("hdf5", "minari"):
         assert source.path is not None
         h5path = _h5_path(source)
-        return hdf5.existing_names(h5path, source.group, names, source.episode_keys)
+        return hdf5.existing_names(
+            h5path, source.group, names, source.episode_keys, infos=source.format == "minari"
+        )
     return [n for n in names if n in source.columns]
 
 
@@ -170,7 +172,7 @@ def write(
         shaped: dict[str, Any] = {
             n: prepared.split(v) if per_episode else v for n, v in outputs.items()
         }
-        return hdf5.write_outputs(
+        written = hdf5.write_outputs(
             src,
             dst,
             group=source.group,
@@ -179,7 +181,11 @@ def write(
             template=prepared.template,
             episode_keys=source.episode_keys,
             overwrite=overwrite,
+            infos=source.format == "minari" and per_episode,  # where minari reads them
         )
+        if source.format == "minari" and target.kind == "inplace":
+            minari.update_size(src.parent.parent)  # <dataset>/data/main_data.hdf5
+        return written
     if source.format == "minari" and target.kind == "inplace":
         assert source.path is not None
         split = {n: prepared.split(v) for n, v in outputs.items()}
