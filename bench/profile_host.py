@@ -8,7 +8,7 @@ import pstats
 
 import torch
 
-import rltscan.estimators as est
+from rltscan.estimators import functions as est  # the module whose _run calls solve
 from rltscan.scan import bench, triton_scan
 
 inp = bench.make_inputs("gae", (4096, 128), ep_len=200.0, device="cuda")

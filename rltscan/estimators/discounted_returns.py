@@ -10,16 +10,36 @@ returns are often computed without a critic.
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
-from rltscan.estimators._common import Problem, boot_mask, cut_mask, next_state_values, select
+from rltscan.estimators.declaration import BOOTSTRAP_INPUTS, Declaration, gamma_param
 
-REVERSE = True
-OUTPUTS = ("returns",)
+if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
+    from torch import Tensor
+
+    from rltscan.estimators._common import Problem
+
+DECLARATION = Declaration(
+    name="returns",
+    command="returns",
+    function_name="discounted_returns",
+    direction="backward",
+    inputs=("rewards", "terminated", "truncated", *BOOTSTRAP_INPUTS),
+    required=("rewards", "terminated"),
+    outputs=("returns",),
+    parameters=(gamma_param(),),
+    missing_bootstrap="zero",  # returns are often computed without a critic (D5)
+    help="Discounted reward-to-go: writes returns.",
+)
+REVERSE = DECLARATION.reverse
+OUTPUTS = DECLARATION.outputs
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
+    import torch
+
+    from rltscan.estimators._common import boot_mask, cut_mask, next_state_values, select
+
     gamma = p.params["gamma"]
     r = p.col("rewards")
     b = torch.where(boot_mask(p), r + gamma * next_state_values(p), r)

@@ -9,15 +9,34 @@ Sutton & Barto 2018, §12.2 (eq. 12.5), accumulating traces only.
 
 from __future__ import annotations
 
-from torch import Tensor
+from typing import TYPE_CHECKING
 
-from rltscan.estimators._common import Problem, first_mask, select
+from rltscan.estimators.declaration import Declaration, gamma_param, lam_param
 
-REVERSE = False
-OUTPUTS = ("eligibility_traces",)
+if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
+    from torch import Tensor
+
+    from rltscan.estimators._common import Problem
+
+DECLARATION = Declaration(
+    name="traces",
+    command="traces",
+    function_name="eligibility_traces",
+    direction="forward",
+    inputs=("x", "terminated", "truncated", "init"),
+    required=("x", "terminated"),
+    outputs=("eligibility_traces",),
+    parameters=(gamma_param(), lam_param(0.95)),
+    missing_bootstrap=None,
+    help="Accumulating eligibility traces of --x (default: the rewards).",
+)
+REVERSE = DECLARATION.reverse
+OUTPUTS = DECLARATION.outputs
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
+    from rltscan.estimators._common import first_mask, select
+
     gl = p.params["gamma"] * p.params["lam"]
     a = select(first_mask(p), 0.0, gl, p)
     return a, p.col("x")

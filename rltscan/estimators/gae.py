@@ -11,16 +11,36 @@ Advantage Estimation", ICLR 2016, arXiv:1506.02438, eq. 16.
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
-from rltscan.estimators._common import Problem, cut_mask, next_state_values, select
+from rltscan.estimators.declaration import BOOTSTRAP_INPUTS, Declaration, gamma_param, lam_param
 
-REVERSE = True
-OUTPUTS = ("advantages", "value_targets")
+if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
+    from torch import Tensor
+
+    from rltscan.estimators._common import Problem
+
+DECLARATION = Declaration(
+    name="gae",
+    command="gae",
+    function_name="gae",
+    direction="backward",
+    inputs=("rewards", "values", "terminated", "truncated", *BOOTSTRAP_INPUTS),
+    required=("rewards", "values", "terminated"),
+    outputs=("advantages", "value_targets"),
+    parameters=(gamma_param(), lam_param(0.95)),
+    missing_bootstrap="error",
+    help="Generalized advantage estimation: writes advantages and value_targets.",
+)
+REVERSE = DECLARATION.reverse
+OUTPUTS = DECLARATION.outputs
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
+    import torch
+
+    from rltscan.estimators._common import cut_mask, next_state_values, select
+
     gamma, lam = p.params["gamma"], p.params["lam"]
     r, v = p.col("rewards"), p.col("values")
     nv = torch.where(p.flag("terminated"), 0.0, next_state_values(p))  # select: NaN-safe

@@ -8,15 +8,34 @@ document starts). Blelloch, "Prefix Sums and Their Applications", 1990 (segmente
 
 from __future__ import annotations
 
-from torch import Tensor
+from typing import TYPE_CHECKING
 
-from rltscan.estimators._common import Problem, first_mask, select
+from rltscan.estimators.declaration import Declaration
 
-REVERSE = False
-OUTPUTS = ("prefix_sums",)
+if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
+    from torch import Tensor
+
+    from rltscan.estimators._common import Problem
+
+DECLARATION = Declaration(
+    name="prefix_sum",
+    command="prefix-sum",
+    function_name="prefix_sum",
+    direction="forward",
+    inputs=("x", "terminated", "truncated", "is_first", "init"),
+    required=("x",),
+    outputs=("prefix_sums",),
+    parameters=(),
+    missing_bootstrap=None,
+    help="Episodic prefix sums of --x (default: the rewards).",
+)
+REVERSE = DECLARATION.reverse
+OUTPUTS = DECLARATION.outputs
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
+    from rltscan.estimators._common import first_mask, select
+
     a = select(first_mask(p), 0.0, 1.0, p)
     return a, p.col("x")
 

@@ -15,17 +15,52 @@ sum of TD errors with E_π Q of the successor state).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor
+from rltscan.estimators.declaration import Declaration, c_clip_param, gamma_param, lam_param
 
-from rltscan.estimators._common import Problem, clipped_ratio, cut_mask, next_of, shift_next
+if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
+    from torch import Tensor
 
-REVERSE = True
-OUTPUTS = ("retrace_targets", "advantages")
+    from rltscan.estimators._common import Problem
+
+DECLARATION = Declaration(
+    name="retrace",
+    command="retrace",
+    function_name="retrace",
+    direction="backward",
+    inputs=(
+        "rewards",
+        "q_values",
+        "next_expected_q",
+        "logp_target",
+        "logp_behavior",
+        "terminated",
+        "truncated",
+        "v_pi",
+    ),
+    required=(
+        "rewards",
+        "q_values",
+        "next_expected_q",
+        "logp_target",
+        "logp_behavior",
+        "terminated",
+    ),
+    outputs=("retrace_targets", "advantages"),
+    parameters=(gamma_param(), lam_param(1.0), c_clip_param()),
+    missing_bootstrap=None,
+    help="Retrace(λ): writes retrace_targets (and advantages with --v-pi).",
+)
+REVERSE = DECLARATION.reverse
+OUTPUTS = DECLARATION.outputs
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
+    import torch
+
+    from rltscan.estimators._common import clipped_ratio, cut_mask, next_of, shift_next
+
     gamma, lam = p.params["gamma"], p.params["lam"]
     r, q = p.col("rewards"), p.col("q_values")
     ev = torch.where(p.flag("terminated"), 0.0, p.col("next_expected_q"))

@@ -12,16 +12,36 @@ differences", 1988; Sutton & Barto 2018, §12.1 (eq. 12.3 in recursive form).
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
-from rltscan.estimators._common import Problem, boot_mask, cut_mask, next_state_values, select
+from rltscan.estimators.declaration import BOOTSTRAP_INPUTS, Declaration, gamma_param, lam_param
 
-REVERSE = True
-OUTPUTS = ("lambda_returns",)
+if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
+    from torch import Tensor
+
+    from rltscan.estimators._common import Problem
+
+DECLARATION = Declaration(
+    name="td_lambda",
+    command="td-lambda",
+    function_name="td_lambda",
+    direction="backward",
+    inputs=("rewards", "values", "terminated", "truncated", *BOOTSTRAP_INPUTS),
+    required=("rewards", "terminated"),
+    outputs=("lambda_returns",),
+    parameters=(gamma_param(), lam_param(0.95)),
+    missing_bootstrap="error",
+    help="TD(λ) returns: writes lambda_returns.",
+)
+REVERSE = DECLARATION.reverse
+OUTPUTS = DECLARATION.outputs
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
+    import torch
+
+    from rltscan.estimators._common import boot_mask, cut_mask, next_state_values, select
+
     gamma, lam = p.params["gamma"], p.params["lam"]
     r = p.col("rewards")
     nv = torch.where(p.flag("terminated"), 0.0, next_state_values(p))

@@ -16,24 +16,62 @@ Espeholt et al., "IMPALA", ICML 2018, arXiv:1802.01561, eq. 1 and Remark 1
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING
 
-from rltscan.estimators._common import (
-    Problem,
-    boot_mask,
-    clipped_ratio,
-    cut_mask,
-    next_of,
-    next_state_values,
-    shift_next,
+from rltscan.estimators.declaration import (
+    BOOTSTRAP_INPUTS,
+    Declaration,
+    Param,
+    c_clip_param,
+    gamma_param,
+    lam_param,
 )
 
-REVERSE = True
-OUTPUTS = ("vs", "pg_advantages")
+if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
+    from torch import Tensor
+
+    from rltscan.estimators._common import Problem
+
+DECLARATION = Declaration(
+    name="vtrace",
+    command="vtrace",
+    function_name="vtrace",
+    direction="backward",
+    inputs=(
+        "rewards",
+        "values",
+        "logp_target",
+        "logp_behavior",
+        "terminated",
+        "truncated",
+        *BOOTSTRAP_INPUTS,
+    ),
+    required=("rewards", "values", "logp_target", "logp_behavior", "terminated"),
+    outputs=("vs", "pg_advantages"),
+    parameters=(
+        gamma_param(),
+        lam_param(1.0),
+        Param.positive("rho_clip", 1.0, "ρ̄, clip of the importance ratio (> 0)."),
+        c_clip_param(),
+        Param.positive(
+            "pg_rho_clip",
+            None,
+            "ρ̄ of the policy-gradient advantage (> 0).",
+            fallback="rho_clip",
+        ),
+    ),
+    missing_bootstrap="error",
+    help="V-trace (IMPALA): writes vs and pg_advantages.",
+)
+REVERSE = DECLARATION.reverse
+OUTPUTS = DECLARATION.outputs
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
+    import torch
+
+    from rltscan.estimators._common import clipped_ratio, cut_mask, next_state_values
+
     gamma, lam = p.params["gamma"], p.params["lam"]
     r, v = p.col("rewards"), p.col("values")
     nv = torch.where(p.flag("terminated"), 0.0, next_state_values(p))
@@ -45,6 +83,16 @@ def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
 
 
 def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:
+    import torch
+
+    from rltscan.estimators._common import (
+        boot_mask,
+        clipped_ratio,
+        next_of,
+        next_state_values,
+        shift_next,
+    )
+
     gamma = p.params["gamma"]
     r, v = p.col("rewards"), p.col("values")
     vs = v + y

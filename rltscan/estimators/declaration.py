@@ -1,0 +1,103 @@
+"""What an estimator is, declared without torch: the types of each module's ``DECLARATION``.
+
+Each estimator module (``gae.py``, ``vtrace.py``, ...) states its name, CLI command,
+direction, inputs (and which are required), parameters (default and range),
+outputs, missing-bootstrap default and one-line help as a :class:`Declaration`.
+Importing a module for its declaration imports no torch: the CLI builds its
+commands and ``--help`` from these, the file layer plans runs from them, and
+:mod:`rltscan.estimators.functions` builds the registry (``ESTIMATORS``) beside
+the torch code. See docs/CONVENTIONS.md for the conventions the estimators follow.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+# The bootstrap forms of the estimators that read V(s_t+1) (docs/CONVENTIONS.md §1.2)
+BOOTSTRAP_INPUTS = ("next_values", "bootstrap_values", "last_value")
+
+
+@dataclass(frozen=True)
+class Param:
+    """A scalar parameter: its default and its range (``low`` < or <= value <= ``high``)."""
+
+    name: str
+    default: float | None
+    help: str
+    low: float = 0.0
+    high: float | None = None  # None: no upper bound
+    low_open: bool = False  # True: the value must be > low
+    fallback: str | None = None  # a None default means "the value of this parameter"
+
+    @classmethod
+    def unit(cls, name: str, default: float, help: str) -> Param:
+        """A parameter in [0, 1] (γ, λ)."""
+        return cls(name, default, help, low=0.0, high=1.0)
+
+    @classmethod
+    def positive(
+        cls, name: str, default: float | None, help: str, fallback: str | None = None
+    ) -> Param:
+        """A parameter > 0 (the clips)."""
+        return cls(name, default, help, low=0.0, low_open=True, fallback=fallback)
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One estimator, as the CLI, the file layer and the registry see it (torch-free).
+
+    It answers the same attribute names as :class:`~rltscan.estimators.EstimatorSpec`
+    (``name``, ``command``, ``inputs``, ``required``, ``outputs``, ``params``,
+    ``reverse``); ``function`` loads the torch code on first use.
+    """
+
+    name: str  # Problem.kind / module key
+    command: str  # CLI subcommand
+    function_name: str  # the public function in rltscan / rltscan.estimators
+    direction: Literal["backward", "forward"]  # the scan's direction over time
+    inputs: tuple[str, ...]  # every array argument the function can take
+    required: tuple[str, ...]  # arrays it always needs
+    outputs: tuple[str, ...]
+    parameters: tuple[Param, ...]
+    missing_bootstrap: str | None  # the default of ``missing_bootstrap``; None: no such option
+    help: str  # one line, the CLI command's help
+
+    @property
+    def reverse(self) -> bool:
+        return self.direction == "backward"
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The parameter names, in declaration order (as ``EstimatorSpec.params``)."""
+        return tuple(p.name for p in self.parameters)
+
+    def defaults(self) -> dict[str, Any]:
+        """Keyword → default of the public function: each parameter, ``missing_bootstrap``."""
+        out: dict[str, Any] = {p.name: p.default for p in self.parameters}
+        if self.missing_bootstrap is not None:
+            out["missing_bootstrap"] = self.missing_bootstrap
+        return out
+
+    @property
+    def function(self) -> Callable[..., Any]:
+        """The public function, as registered in ``ESTIMATORS`` (imports torch)."""
+        functions = importlib.import_module("rltscan.estimators.functions")
+        return functions.ESTIMATORS[self.command].function
+
+
+def gamma_param(default: float = 0.99) -> Param:
+    """γ, shared by every discounting estimator."""
+    return Param.unit("gamma", default, "Discount γ in [0, 1].")
+
+
+def lam_param(default: float) -> Param:
+    """λ, the trace decay (its default differs per estimator)."""
+    return Param.unit("lam", default, "λ in [0, 1].")
+
+
+def c_clip_param(default: float = 1.0) -> Param:
+    """c̄, the clip of the trace coefficient (V-trace, Retrace)."""
+    return Param.positive("c_clip", default, "c̄, clip of the trace coefficient (> 0).")
