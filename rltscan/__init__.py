@@ -5,8 +5,10 @@ discounted returns, eligibility traces, episodic prefix sums), each a thin
 coefficient module over ONE first-order linear-recurrence scan
 ``y_t = a_t * y_{t±1} + b_t`` (see ``rltscan.scan``).
 
-Importing this package is cheap: torch is imported, triton, h5py and pyarrow
-are not (they load on first use).
+Importing this package is cheap: the errors and ``__version__`` load with it; the
+estimators, ``linear_scan``, ``run`` and ``inspect`` load (with torch) on first
+use, so the CLI's ``--help``, ``--version``, ``inspect`` and dry runs never import
+torch or triton (tests/test_startup.py).
 """
 
 from __future__ import annotations
@@ -27,30 +29,42 @@ from rltscan.errors import (
     ParameterError,
     RltscanError,
 )
-from rltscan.estimators import (
-    ESTIMATORS,
-    EstimatorSpec,
-    Result,
-    discounted_returns,
-    eligibility_traces,
-    gae,
-    prefix_sum,
-    retrace,
-    td_lambda,
-    vtrace,
-)
-from rltscan.scan import linear_scan
 
 __version__ = "0.1.0"
 
+# name -> the module that defines it; loaded (with torch) on first look-up (PEP 562)
+_LAZY = {
+    "ESTIMATORS": "rltscan.estimators",
+    "EstimatorSpec": "rltscan.estimators",
+    "Result": "rltscan.estimators",
+    "discounted_returns": "rltscan.estimators",
+    "eligibility_traces": "rltscan.estimators",
+    "gae": "rltscan.estimators",
+    "prefix_sum": "rltscan.estimators",
+    "retrace": "rltscan.estimators",
+    "td_lambda": "rltscan.estimators",
+    "vtrace": "rltscan.estimators",
+    "linear_scan": "rltscan.scan",
+    "run": "rltscan.api",  # the file-level API
+    "inspect": "rltscan.api",
+}
+
 
 def __getattr__(name: str):
-    """``rltscan.run`` / ``rltscan.inspect`` (the file-level API) load on first use."""
-    if name in ("run", "inspect"):
-        from rltscan import api
+    """The estimators, ``linear_scan``, ``run`` and ``inspect`` load on first use."""
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'rltscan' has no attribute {name!r}")
+    import importlib
 
-        return getattr(api, name)
-    raise AttributeError(f"module 'rltscan' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    if where != "rltscan.api":  # (run/inspect stay looked up, as before: tests patch them)
+        globals()[name] = value  # later look-ups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

@@ -6,16 +6,17 @@ behaviour, errors and :class:`~rltscan.report.RunReport`.
 
 from __future__ import annotations
 
-import inspect as _inspect
+import os
 import re
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, BinaryIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 import numpy as np
-import torch
 
 from rltscan.errors import (
     BackendUnavailableError,
@@ -31,6 +32,9 @@ from rltscan.io.columns import ALIASES, quoted
 from rltscan.io.layout import prepare
 from rltscan.report import OutputInfo, RunReport, Stage
 
+if TYPE_CHECKING:  # torch loads where a run computes; planning, inspect and --help need none
+    import torch
+
 Progress = Callable[[str, bool], None]  # (stage, started) -> None; the CLI draws it
 
 TERMINAL_RULE = "terminated wins over truncated; ends of data and of episodes are truncations"
@@ -39,9 +43,10 @@ POSITIVE = ("rho_clip", "c_clip", "pg_rho_clip")
 
 
 def _estimators() -> dict[str, Any]:
-    from rltscan.estimators import ESTIMATORS
+    """CLI command → the estimator's declaration (torch-free; ``.function`` loads torch)."""
+    from rltscan.estimators import DECLARATIONS
 
-    return ESTIMATORS
+    return DECLARATIONS
 
 
 def _version() -> str:
@@ -64,28 +69,111 @@ def check_params(params: Mapping[str, float | None]) -> None:
             raise ParameterError(f"{option} must be > 0, got {value}; pass a value like 1.0")
 
 
-def resolve_device(device: str) -> torch.device:
-    """``auto`` → CUDA when available, else CPU; ``cuda`` without a GPU is an error."""
+def _check_device(device: str) -> None:
     if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
         raise ParameterError(f'--device must be auto, cpu or cuda, got "{device}"')
+
+
+def _no_gpu(device: str) -> BackendUnavailableError:
+    return BackendUnavailableError(
+        f"--device {device} was asked for but no CUDA GPU is available; pass --device cpu"
+    )
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` → CUDA when available, else CPU; ``cuda`` without a GPU is an error."""
+    import torch
+
+    _check_device(device)
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise BackendUnavailableError(
-            f"--device {device} was asked for but no CUDA GPU is available; pass --device cpu"
-        )
+        raise _no_gpu(device)
     return torch.device(device)
 
 
-def _sync(device: torch.device) -> None:
+class PlannedDevice(NamedTuple):
+    """The device a dry run reports, named without importing torch (``str`` as torch's)."""
+
+    type: str
+    index: int | None = None
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+def planned_device(device: str) -> Any:
+    """What :func:`resolve_device` would answer, without importing torch when it can.
+
+    A dry run computes nothing, so it asks torch only when torch is already loaded or
+    cannot be read without loading it (a ROCm build, an unreadable install). Otherwise
+    a CPU build of torch means no GPU, and a CUDA build asks the driver how many
+    devices it sees (``cuDeviceGetCount``, honouring ``CUDA_VISIBLE_DEVICES``).
+    """
+    _check_device(device)
+    if "torch" in sys.modules:
+        return resolve_device(device)
+    if device == "cpu":
+        return PlannedDevice("cpu")
+    cuda = _cuda_available_without_torch()
+    if cuda is None:
+        return resolve_device(device)
+    if device == "auto":
+        return PlannedDevice("cuda" if cuda else "cpu")
+    if not cuda:
+        raise _no_gpu(device)
+    index = device.partition(":")[2]
+    return PlannedDevice("cuda", int(index) if index.isdigit() else None)
+
+
+def _cuda_available_without_torch() -> bool | None:
+    """``torch.cuda.is_available()`` from torch's build record and the driver; None: ask torch."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+        where = spec.submodule_search_locations if spec else None
+        text = (Path(next(iter(where))) / "version.py").read_text() if where else ""
+    except (ImportError, OSError, ValueError, StopIteration):
+        return None
+    build = {
+        m.group(1): m.group(2).strip()
+        for m in re.finditer(r"^(cuda|hip)\b[^=\n]*=\s*(.+)$", text, flags=re.MULTILINE)
+    }
+    if build.get("hip", "None") != "None" or "cuda" not in build:
+        return None  # ROCm, or a record this code does not know: torch answers
+    if build["cuda"] == "None":
+        return False  # a CPU build of torch sees no GPU
+    return _driver_device_count() > 0
+
+
+def _driver_device_count() -> int:
+    """Devices the CUDA driver reports (0 without a driver), through ``libcuda``."""
+    import ctypes
+
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+        return 0
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int(0)
+    if libcuda.cuInit(0) != 0 or libcuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return int(count.value)
+
+
+def _sync(device: Any) -> None:
     if device.type == "cuda":
+        import torch
+
         torch.cuda.synchronize(device)
 
 
 class _Clock:
     """Collects :class:`Stage` timings; synchronises the GPU before reading the clock."""
 
-    def __init__(self, device: torch.device, progress: Progress | None) -> None:
+    def __init__(self, device: Any, progress: Progress | None) -> None:
         self.device = device
         self.stages: list[Stage] = []
         self.progress = progress
@@ -111,6 +199,8 @@ class _Clock:
 
 def _to_device(kwargs: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
     """numpy → torch on ``device``: zero-copy on CPU, pinned + non_blocking to CUDA."""
+    import torch
+
     out: dict[str, Any] = {}
     for key, value in kwargs.items():
         if not isinstance(value, np.ndarray):
@@ -125,19 +215,10 @@ def _to_device(kwargs: Mapping[str, Any], device: torch.device) -> dict[str, Any
     return out
 
 
-def _params_used(
-    function: Callable[..., Any], names: tuple[str, ...], given: Mapping[str, Any]
-) -> dict:
+def _params_used(spec: Any, given: Mapping[str, Any]) -> dict:
     """Every parameter of the estimator with the value that will be used (defaults filled)."""
-    signature = _inspect.signature(function)
-    used = {}
-    for name in names:
-        if given.get(name) is not None:
-            used[name] = given[name]
-        elif name in signature.parameters:
-            default = signature.parameters[name].default
-            used[name] = None if default is _inspect.Parameter.empty else default
-    return used
+    defaults = spec.defaults()
+    return {n: given[n] if given.get(n) is not None else defaults.get(n) for n in spec.params}
 
 
 def refuse_reading_outputs(
@@ -167,16 +248,18 @@ def refuse_clash(source: Any, target: wb.Target, names: list[str]) -> None:
 def call_options(
     spec: Any, params: Mapping[str, float], missing_bootstrap: str | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(keyword arguments for every call, the parameters as used)`` (defaults filled)."""
+    """``(keyword arguments for every call, the parameters as used)`` (defaults filled).
+
+    ``spec`` is the estimator's :class:`~rltscan.estimators.declaration.Declaration`:
+    its declared defaults are the function's (tests/test_declarations.py checks it).
+    """
     call: dict[str, Any] = dict(params)
-    signature = _inspect.signature(spec.function).parameters
-    if missing_bootstrap is not None and "missing_bootstrap" in signature:
+    takes_missing = spec.missing_bootstrap is not None
+    if missing_bootstrap is not None and takes_missing:
         call["missing_bootstrap"] = missing_bootstrap
-    used = _params_used(spec.function, spec.params, params)
-    if "missing_bootstrap" in signature:
-        used["missing_bootstrap"] = call.get(
-            "missing_bootstrap", signature["missing_bootstrap"].default
-        )
+    used = _params_used(spec, params)
+    if takes_missing:
+        used["missing_bootstrap"] = call.get("missing_bootstrap", spec.missing_bootstrap)
     return call, used
 
 
@@ -195,7 +278,7 @@ def provenance(
     }
 
 
-def _backend_name(backend: str, device: torch.device) -> str:
+def _backend_name(backend: str, device: Any) -> str:
     if backend != "auto":
         return backend
     return "triton" if device.type == "cuda" else "torch"
@@ -287,7 +370,7 @@ def run(
             estimator,
             spec,
             input,
-            _Clock(torch.device("cpu"), progress),
+            _Clock(PlannedDevice("cpu"), progress),  # (shards run on their own devices)
             output=output,
             to=to,
             prefix=prefix,
@@ -313,7 +396,7 @@ def run(
             f"{input} is one file; --engine ray, --workers, --ray-address and --order-by take "
             "a directory or glob of Parquet shards (or a Minari Parquet dataset)"
         )
-    dev = resolve_device(device)
+    dev = planned_device(device) if dry_run else resolve_device(device)
     clock = _Clock(dev, progress)
     reset_committed()
     overrides = dict(columns or {})
@@ -354,7 +437,7 @@ def _run(
     spec: Any,
     source: Any,
     clock: _Clock,
-    dev: torch.device,
+    dev: Any,
     *,
     output: str | None,
     to: str | None,
@@ -517,7 +600,7 @@ def plan_report(
     names: list[str],
     used: Mapping[str, Any],
     clock: _Clock,
-    dev: torch.device,
+    dev: Any,
 ) -> RunReport:
     """The report of a dry run: what would be computed and written, from the plan alone."""
     ref = np.dtype(prepared.dtype)

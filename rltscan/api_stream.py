@@ -12,9 +12,7 @@ import resource
 import sys
 import time
 import warnings
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from rltscan import stream
 from rltscan.api import (
@@ -36,6 +34,9 @@ from rltscan.io import writeback as wb
 from rltscan.io.layout import prepare
 from rltscan.io.sinks import HDF5Sink, NullSink, ParquetSink
 from rltscan.report import OutputInfo, RunReport, Stage, StreamInfo
+
+if TYPE_CHECKING:  # torch loads when a run computes (a dry run never does)
+    import torch
 
 
 def run_streamed(
@@ -114,6 +115,8 @@ def run_streamed(
         return outputs, result.carry
 
     if dev.type == "cuda":
+        import torch
+
         torch.cuda.reset_peak_memory_stats(dev)
     progress = clock.progress
     advance = getattr(progress, "advance", None)

@@ -2,6 +2,11 @@
 
 Every command runs inside :func:`handled`, the one place where library errors
 become ``error: <message>`` on stderr and an exit code (README.md, "Exit codes").
+
+The estimator commands, their options and ``--help`` are built from the estimators'
+declarations (:data:`rltscan.estimators.DECLARATIONS`), which import no torch: ``--help``,
+``--version``, ``inspect`` and ``--dry-run`` start without torch or triton
+(tests/test_startup.py); a run loads them when it computes.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from typer.core import TyperGroup
 
 from rltscan import _interrupts, api
 from rltscan.errors import OutputRefusedError, ParameterError, RltscanError
-from rltscan.estimators import ESTIMATORS
+from rltscan.estimators import DECLARATIONS
 from rltscan.report import (
     RunReport,
     columns_table,
@@ -61,15 +66,7 @@ alongside the data.
 
 {EXIT_CODES}"""
 
-COMMAND_HELP = {
-    "gae": "Generalized advantage estimation: writes advantages and value_targets.",
-    "vtrace": "V-trace (IMPALA): writes vs and pg_advantages.",
-    "retrace": "Retrace(λ): writes retrace_targets (and advantages with --v-pi).",
-    "td-lambda": "TD(λ) returns: writes lambda_returns.",
-    "returns": "Discounted reward-to-go: writes returns.",
-    "traces": "Accumulating eligibility traces of --x (default: the rewards).",
-    "prefix-sum": "Episodic prefix sums of --x (default: the rewards).",
-}
+COMMAND_HELP = {command: d.help for command, d in DECLARATIONS.items()}
 
 # click's exceptions, from wherever this typer takes click (typer >= 0.2x vendors a copy)
 _clickx = importlib.import_module(typer.BadParameter.__module__)
@@ -343,35 +340,41 @@ def _root(
 
 P = inspect.Parameter
 
-# Estimator parameters: option names and help. The default shown in each command's help
-# is the one its estimator function uses (``api_defaults``), never typed here.
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+# Estimator parameters: option names and help, from the declarations (one entry per
+# name; a second spelling is the CLI's own). The default shown in each command's help is
+# the declared one (``api_defaults``), never typed here.
+PARAM_ALIASES = {"lam": ("--lambda",)}
 PARAM_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
-    "gamma": (("--gamma",), "Discount γ in [0, 1]."),
-    "lam": (("--lam", "--lambda"), "λ in [0, 1]."),
-    "rho_clip": (("--rho-clip",), "ρ̄, clip of the importance ratio (> 0)."),
-    "c_clip": (("--c-clip",), "c̄, clip of the trace coefficient (> 0)."),
-    "pg_rho_clip": (("--pg-rho-clip",), "ρ̄ of the policy-gradient advantage (> 0)."),
+    p.name: ((_flag(p.name), *PARAM_ALIASES.get(p.name, ())), p.help)
+    for d in DECLARATIONS.values()
+    for p in d.parameters
 }
-# What a parameter whose function default is None falls back to, in the help's words.
-NONE_DEFAULTS = {"pg_rho_clip": "the --rho-clip value"}
+# What a parameter whose declared default is None falls back to, in the help's words.
+NONE_DEFAULTS = {
+    p.name: f"the {_flag(p.fallback)} value"
+    for d in DECLARATIONS.values()
+    for p in d.parameters
+    if p.fallback is not None
+}
 
 
 def api_defaults(command: str) -> dict[str, Any]:
     """Option (Python name) → the value the API uses when the option is not given.
 
-    Read from the estimator's function signature (parameters, ``missing_bootstrap``),
-    ``api.run``'s signature and the streaming engine's constants: the one source of the
-    defaults shown in each command's help (a test checks them against real runs).
+    Read from the estimator's declaration (parameters, ``missing_bootstrap``; they are
+    its function's defaults, tests/test_declarations.py), ``api.run``'s signature and
+    the streaming engine's constants: the one source of the defaults shown in each
+    command's help (a test checks them against real runs).
     """
     from rltscan import stream
 
-    spec = ESTIMATORS[command]
-    own = inspect.signature(spec.function).parameters
+    out: dict[str, Any] = DECLARATIONS[command].defaults()
     run = inspect.signature(api.run).parameters
-    names = [n for n in spec.params if n in PARAM_OPTIONS]
-    if "missing_bootstrap" in own:
-        names.append("missing_bootstrap")
-    out: dict[str, Any] = {n: own[n].default for n in names}
     out |= {n: run[n].default for n in ("prefix", "device", "backend")}
     out |= {"chunk_steps": stream.DEFAULT_CHUNK_STEPS, "block_steps": stream.BLOCK_STEPS}
     return out
@@ -379,10 +382,10 @@ def api_defaults(command: str) -> dict[str, Any]:
 
 def command_defaults(command: str) -> dict[str, Any]:
     """Option flag (``--gamma``) → this command's default, as its help shows it."""
-    if command not in ESTIMATORS:
+    if command not in DECLARATIONS:
         return {}
     decls = {n: d[0] for n, (d, _) in PARAM_OPTIONS.items()}
-    return {decls.get(n, "--" + n.replace("_", "-")): v for n, v in api_defaults(command).items()}
+    return {decls.get(n, _flag(n)): v for n, v in api_defaults(command).items()}
 
 
 # CLI option -> (role for io, help). Shown on a command when its role is an estimator input.
@@ -694,7 +697,7 @@ def _make_command(command: str, spec: Any) -> Callable[..., None]:
     return command_fn
 
 
-for _command, _spec in ESTIMATORS.items():
+for _command, _spec in DECLARATIONS.items():
     app.command(_command, epilog=EXIT_CODES)(_make_command(_command, _spec))
 
 

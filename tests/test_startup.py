@@ -1,0 +1,147 @@
+"""The CLI starts without torch or triton (issue 12, "The CLI starts instantly").
+
+``--help``, ``--version``, each command's ``--help``, ``inspect`` and ``--dry-run``
+run in a fresh interpreter; at its exit the interpreter reports whether torch or
+triton were imported. The estimators' declarations, ``rltscan`` itself and the file
+layer (``rltscan.io``) import without them too; a real run still computes.
+Measured startup times: bench/results/startup-cpu-2core-2026-12-03/.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rltscan.estimators import DECLARATIONS
+from tests.io_helpers import FLAT, PARQUET, copy_sample
+
+HEAVY = ("torch", "triton")
+# Runs the CLI as the console script does and says, at exit, which heavy modules loaded.
+PROBE = """
+import atexit, sys
+atexit.register(lambda: sys.stderr.write(
+    "\\nIMPORTED:" + ",".join(m for m in {heavy!r} if m in sys.modules) + "\\n"))
+from rltscan.cli import main
+sys.argv = ["rltscan", *sys.argv[1:]]
+main()
+"""
+
+
+def run_cli(*args: str) -> tuple[int, str, list[str]]:
+    """``(exit code, stdout, heavy modules imported)`` of ``rltscan ARGS`` in a new process."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    line = done.stderr.rstrip().rsplit("\n", 1)[-1]
+    assert line.startswith("IMPORTED:"), done.stderr
+    imported = [m for m in line.removeprefix("IMPORTED:").split(",") if m]
+    return done.returncode, done.stdout, imported
+
+
+def imports_in_new_process(code: str) -> list[str]:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"{code}\nimport sys\nprint([m for m in {HEAVY!r} if m in sys.modules])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1].replace("'", '"'))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["--version"],
+        ["inspect", "--help"],
+        *[[command, "--help"] for command in DECLARATIONS],
+    ],
+    ids=" ".join,
+)
+def test_help_and_version_import_no_torch(args: list[str]) -> None:
+    code, out, imported = run_cli(*args)
+    assert code == 0
+    assert out.strip()
+    assert imported == []
+
+
+# the Parquet sample's episode ends are known only from its ids: the run says what they are
+EXTRA = {FLAT: [], PARQUET: ["--ends-are", "truncated"]}
+
+
+@pytest.mark.parametrize("sample", [FLAT, PARQUET], ids=lambda p: p.suffix)
+def test_inspect_imports_no_torch(sample: Path, tmp_path: Path) -> None:
+    path = str(copy_sample(sample, tmp_path))
+    code, out, imported = run_cli("inspect", path, "--json", *EXTRA[sample])
+    assert code == 0
+    assert json.loads(out)["estimators"]["gae"]["ready"]
+    assert imported == []
+
+
+@pytest.mark.parametrize("sample", [FLAT, PARQUET], ids=lambda p: p.suffix)
+@pytest.mark.parametrize("command", ["gae", "returns", "traces"])
+def test_dry_run_imports_no_torch(command: str, sample: Path, tmp_path: Path) -> None:
+    path = copy_sample(sample, tmp_path)
+    before = path.read_bytes()
+    code, out, imported = run_cli(command, str(path), "--dry-run", "--json", "-q", *EXTRA[sample])
+    assert code == 0
+    report = json.loads(out)
+    assert report["dry_run"] and not report["written"]
+    assert report["device"] == "cpu"  # --device auto on this (CPU-only) test machine
+    assert path.read_bytes() == before
+    assert imported == []
+
+
+def test_a_run_still_computes(tmp_path: Path) -> None:
+    """The estimator command loads torch when it computes, and writes its outputs."""
+    path = copy_sample(FLAT, tmp_path)
+    out = tmp_path / "out.h5"
+    code, stdout, imported = run_cli("gae", str(path), "-o", str(out), "--json", "-q")
+    assert code == 0
+    report = json.loads(stdout)
+    assert report["written"] and [o["name"] for o in report["outputs"]] == [
+        "advantages",
+        "value_targets",
+    ]
+    assert "torch" in imported
+    assert out.exists()
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import rltscan",
+        "import rltscan.estimators",
+        *[
+            f"import rltscan.estimators.{d.name}"
+            for d in DECLARATIONS.values()
+            if d.name not in ("returns", "traces")
+        ],
+        "import rltscan.estimators.discounted_returns, rltscan.estimators.eligibility_traces",
+        "import rltscan.io, rltscan.io.hdf5, rltscan.io.parquet, rltscan.io.layout, "
+        "rltscan.io.writeback, rltscan.io.sinks, rltscan.io.convert, rltscan.io.minari, "
+        "rltscan.io.shards",
+        "import rltscan.api, rltscan.api_stream, rltscan.stream, rltscan.report, rltscan.cli",
+        "from rltscan.estimators import DECLARATIONS; DECLARATIONS['gae'].defaults()",
+    ],
+)
+def test_imports_without_torch(code: str) -> None:
+    assert imports_in_new_process(code) == []
+
+
+def test_public_names_still_load() -> None:
+    """``from rltscan import gae`` and every name of ``__all__`` still work (lazily)."""
+    code = "import rltscan\nfor n in rltscan.__all__: getattr(rltscan, n)\nfrom rltscan import gae"
+    assert "torch" in imports_in_new_process(code)
