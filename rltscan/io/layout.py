@@ -304,6 +304,10 @@ def prepare(
                     )
                 kwargs["last_value"] = last
 
+    ends_by = "--ends-are"
+    if ends_are is None and source.conventions.get("ends_are"):  # the format's own rule
+        ends_are = source.conventions["ends_are"]  # type: ignore[assignment]
+        ends_by = f"{source.conventions.get('why', 'the format')}; --ends-are overrides"
     meaning: list[DonesMean] = []
     marks: dict[str, np.ndarray] = {}  # masks counted after the window is trimmed
     terminated, truncated, forced_mask = _flags(
@@ -321,6 +325,7 @@ def prepare(
         offset=window[0] if window is not None else 0,
         observation_gaps=observation_gaps,
         marks=marks,
+        ends_by=ends_by,
     )
     id_runs = None
     if keep is not None:
@@ -553,6 +558,7 @@ def _flags(
     offset: int = 0,
     observation_gaps: ObservationGaps = "error",
     marks: dict[str, np.ndarray] | None = None,
+    ends_by: str = "--ends-are",
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
     """``(terminated, truncated, unflagged)`` from whichever flag columns exist.
 
@@ -703,7 +709,7 @@ def _flags(
         else:
             trunc = trunc | unflagged
     if ends_are is not None:
-        notes.append(f"episode ends that no flag explains are {ends_are} (--ends-are)")
+        notes.append(f"episode ends that no flag explains are {ends_are} ({ends_by})")
     return term, trunc, unflagged
 
 

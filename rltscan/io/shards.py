@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from rltscan.errors import DataError, InputFileError, OutputRefusedError, ParameterError
-from rltscan.io import parquet
+from rltscan.io import lerobot, parquet
 from rltscan.io.atomic import TMP_MARK, _deferred_signals, _fsync_dir
 from rltscan.io.columns import ColumnInfo
 from rltscan.io.source import Source
@@ -47,13 +47,16 @@ class Shard:
     path: str
     rel: str
     episode: str | None = None  # Minari: the episode id (the directory name)
+    kind: str = "parquet"  # "lerobot": a LeRobot data file (its conventions apply)
 
 
 @dataclass(frozen=True)
 class Dataset:
     """The shards of a dataset in data order (the order of its steps)."""
 
-    kind: str  # "parquet" (flat rows, episodes may cross shards) | "minari" (one episode each)
+    # "parquet" (flat rows, episodes may cross shards) | "minari" (one episode each) |
+    # "lerobot" (flat rows, whole episodes per file; meta/info.json declares the columns)
+    kind: str
     root: str  # the directory the shards' ``rel`` paths are relative to
     where: str  # the input as the user named it
     shards: tuple[Shard, ...]
@@ -102,6 +105,8 @@ def _hidden(rel: str) -> bool:
 def discover(input: str, *, order_by: str | None = None) -> Dataset:
     """The shards of a directory, glob or Minari Parquet dataset, in data order."""
     path = Path(input)
+    if path.is_dir() and lerobot.is_dataset(path):
+        return _lerobot(path, input, order_by)
     if path.is_dir():
         backend = _minari_format(path)
         if backend is not None:
@@ -174,6 +179,30 @@ def _minari(root: Path, backend: str, input: str) -> Dataset:
     return Dataset("minari", str(root.absolute()), input, tuple(shards), tuple(extra))
 
 
+def _lerobot(root: Path, input: str, order_by: str | None) -> Dataset:
+    """A LeRobot dataset: its ``data/<chunk>/<file>.parquet`` files in path order (episode
+    order); ``meta/``, ``videos/`` and the rest are carried by ``-o``."""
+    lerobot.read_info(root)  # a version rltscan can keep loadable, or one line
+    found = [p for p in lerobot.data_files(root) if not _hidden(str(p.relative_to(root)))]
+    top = root.absolute()
+    shards = [
+        Shard(str(p.absolute()), p.absolute().relative_to(top).as_posix(), kind="lerobot")
+        for p in found
+    ]
+    shards.sort(key=lambda s: (natural_key(s.rel), s.rel))
+    if order_by is not None:
+        shards = _ordered_by(shards, order_by)
+    names = {s.rel for s in shards}
+    extra = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file()
+        and p.relative_to(root).as_posix() not in names
+        and not _hidden(str(p.relative_to(root)))
+    )
+    return Dataset("lerobot", str(top), input, tuple(shards), tuple(extra))
+
+
 def _ordered_by(shards: list[Shard], column: str) -> list[Shard]:
     """Shards sorted by the first value of ``column`` (empty shards go last)."""
     keyed = []
@@ -194,8 +223,12 @@ def _ordered_by(shards: list[Shard], column: str) -> list[Shard]:
 
 
 def open_shard(shard: Shard) -> Source:
-    """A shard as a flat Parquet source (its rows are steps); a bad file is an InputFileError."""
-    return parquet.open_parquet(Path(shard.path), display=shard.rel)
+    """A shard as a flat Parquet source (its rows are steps); a bad file is an InputFileError.
+    A LeRobot data file carries LeRobot's conventions (:data:`rltscan.io.lerobot.CONVENTIONS`)."""
+    src = parquet.open_parquet(Path(shard.path), display=shard.rel)
+    if shard.kind == "lerobot":
+        src.conventions = dict(lerobot.CONVENTIONS)
+    return src
 
 
 def shard_view(src: Source, nxt: Source | None) -> Source:
@@ -355,12 +388,20 @@ class Staging:
             targets = [atomic.real(Path(s.path)) for s in self.dataset.shards]
             pairs = zip(self.dataset.shards, targets, strict=True)
             moves = [[s.rel, os.path.relpath(t, root)] for s, t in pairs]
-            _write_journal(self.dir, moves)
+            metadata = self._stage_metadata(root)  # LeRobot's meta/info.json, same journal
+            _write_journal(
+                self.dir, moves + [[rel, os.path.relpath(t, root)] for rel, t in metadata]
+            )
             with _deferred_signals():
                 for shard, target in zip(self.dataset.shards, targets, strict=True):
                     os.replace(self.path(shard), target)
                     atomic._committed.append(Path(shard.path))  # for the interrupt message
-            for parent in {Path(s.path).parent for s in self.dataset.shards}:
+                for rel, target in metadata:
+                    os.replace(self.dir / rel, target)
+                    atomic._committed.append(root / rel)
+            for parent in {Path(s.path).parent for s in self.dataset.shards} | {
+                t.parent for _, t in metadata
+            }:
                 _fsync_dir(parent)
             _end_journal(self.dir)
             self._after(root)
@@ -370,6 +411,8 @@ class Staging:
             dst = self.dir / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(root / rel, dst)
+        for rel, target in self._stage_metadata(self.dir):  # the copy's own metadata
+            os.replace(self.dir / rel, target)
         self._after(self.dir)
         with _deferred_signals():
             if self.final.exists():
@@ -377,6 +420,30 @@ class Staging:
                 os.rename(self.final, self.trash)
             os.rename(self.dir, self.final)
         _fsync_dir(self.final.parent)
+
+    def _stage_metadata(self, root: Path) -> list[tuple[str, Path]]:
+        """LeRobot: ``meta/info.json`` of the dataset at ``root`` with the new output
+        columns declared in ``features`` (else lerobot cannot load the data files),
+        written under the staging directory. Returns ``(rel, file it replaces)`` pairs;
+        nothing when every output is declared already."""
+        if self.dataset.kind != "lerobot":
+            return []
+        from rltscan.io import atomic
+
+        info = lerobot.read_info(root)
+        new = lerobot.undeclared_outputs(info, self.path(self.dataset.shards[0]))
+        if not new:
+            return []
+        original = root / lerobot.INFO
+        target = atomic.real(atomic.replaceable(original))
+        staged = self.dir / f"{lerobot.INFO}{TMP_MARK}new"
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        lerobot.write_info(lerobot.declare(info, new), staged)
+        with contextlib.suppress(OSError):
+            shutil.copymode(original, staged)
+        with open(staged, "rb") as f:
+            os.fsync(f.fileno())
+        return [(staged.relative_to(self.dir).as_posix(), target)]
 
     def _after(self, root: Path) -> None:
         """What the dataset's own metadata says about its files, brought up to date

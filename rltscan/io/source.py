@@ -52,6 +52,10 @@ class Source:
     # What the reader derived rather than read (e.g. how a [T, B] layout was proved);
     # the report copies these into its notes.
     notes: list[str] = field(default_factory=list)
+    # What the format documents that a flag column cannot say, applied only where the
+    # user passed nothing: ``{"ends_are": "truncated", "why": "..."}`` for a LeRobot
+    # dataset (its ``next.done`` marks the end of a recording); the report says so.
+    conventions: dict[str, str] = field(default_factory=dict)
 
     def describe_columns(self) -> list[ColumnInfo]:
         return [*self.columns.values(), *self.extra.values()]
