@@ -187,3 +187,34 @@ def test_cli_gae_on_a_lerobot_dataset(tmp_path: Path) -> None:
     assert done.returncode == 0, err
     assert "LeRobot" in err  # the convention is in the report
     _loadable(fx.root)
+
+
+def test_a_commit_killed_among_the_renames_is_completed_with_its_info_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """meta/info.json is in the commit journal: a run killed after the first data file
+    was renamed is completed by the next start, declaration included."""
+    from rltscan.io import shards as io_shards
+
+    fx = build(tmp_path, "v2.1")
+    real_replace = os.replace
+    calls: list[str] = []
+
+    def killed_after_one(src: object, dst: object) -> None:
+        if ".rltscan-stage-" in str(src) and ".rltscan-stage-" not in str(dst):  # commit
+            calls.append(str(src))
+            if len(calls) == 2:
+                raise KeyboardInterrupt  # stands in for SIGKILL: nothing after it runs
+        real_replace(src, dst)
+
+    monkeypatch.setattr(io_shards.os, "replace", killed_after_one)
+    monkeypatch.setattr(io_shards.Staging, "abort", lambda self: None)  # as after SIGKILL
+    with pytest.raises(KeyboardInterrupt):
+        api.run("gae", str(fx.root), **CPU)
+    monkeypatch.undo()
+    assert "advantages" not in json.loads((fx.root / "meta" / "info.json").read_text())["features"]
+    moved = io_shards.recover(fx.root)
+    assert "meta/info.json" in moved and len(moved) == len(fx.data_files)  # 1 done before
+    info = json.loads((fx.root / "meta" / "info.json").read_text())
+    assert info["features"]["advantages"]["dtype"] == "float32"
+    _loadable(fx.root)
