@@ -49,7 +49,7 @@ def rltscan(*args: str | Path) -> subprocess.CompletedProcess:
     )
 
 
-def _buffers(rng: np.random.Generator, with_infos: bool) -> list:
+def _buffers(rng: np.random.Generator, with_infos: bool, extra_info: str | None = None) -> list:
     from minari.data_collector.episode_buffer import EpisodeBuffer
 
     lengths = [5, 3, 7, 1, 4, 6, 2, 3, 5, 4, 3]  # 11 episodes: episode_10 sorts before _2
@@ -70,6 +70,8 @@ def _buffers(rng: np.random.Generator, with_infos: bool) -> list:
                 "success": [False] * (n + 1),
                 "goal": rng.normal(size=(n + 1, 2)),
             }
+        if extra_info:
+            infos[extra_info] = [float(x) for x in rng.normal(size=n + 1)]
         out.append(
             EpisodeBuffer(
                 id=i,
@@ -84,13 +86,15 @@ def _buffers(rng: np.random.Generator, with_infos: bool) -> list:
     return out
 
 
-def _create(tmp: Path, data_format: str, with_infos: bool) -> tuple[str, Path]:
+def _create(
+    tmp: Path, data_format: str, with_infos: bool, extra_info: str | None = None
+) -> tuple[str, Path]:
     os.environ["MINARI_DATASETS_PATH"] = str(tmp / "datasets")
     name = f"rltscan/cartpole/{data_format}{'-infos' if with_infos else ''}-v0"
     rng = np.random.default_rng([len(data_format), with_infos])
     dataset = minari.create_dataset_from_buffers(
         name,
-        _buffers(rng, with_infos),
+        _buffers(rng, with_infos, extra_info),
         env=gym.make("CartPole-v1"),
         algorithm_name="random",
         author="rltscan tests",
@@ -242,3 +246,18 @@ def test_minari_parquet_on_the_shard_engine(tmp_path: Path) -> None:
     for a, b in zip(sharded, whole, strict=True):
         np.testing.assert_allclose(a.infos["advantages"], b.infos["advantages"], rtol=1e-6)
         assert np.isnan(a.infos["advantages"][0])
+
+
+@pytest.mark.parametrize("data_format", ["arrow", "parquet"])
+def test_minari_columnar_env_info_of_an_output_name_is_refused(data_format: str, tmp_path: Path):
+    """An env info called "returns" is the user's: `rltscan returns` stops (exit 5)."""
+    _, root = _create(tmp_path, data_format, with_infos=True, extra_info="returns")
+    before = {p: p.read_bytes() for p in sorted((root / "data").rglob("*")) if p.is_file()}
+    for extra in ([], ["--overwrite"]):
+        done = rltscan("returns", root, "--device", "cpu", *extra)
+        assert done.returncode == 5, done.stderr.decode()
+        assert '"returns"' in done.stderr.decode()
+    after = {p: p.read_bytes() for p in sorted((root / "data").rglob("*")) if p.is_file()}
+    assert after == before
+    ok = rltscan("returns", root, "--device", "cpu", "--prefix", "rl_")
+    assert ok.returncode == 0, ok.stderr.decode()

@@ -206,13 +206,17 @@ def _open_columnar(root: Path, backend: str) -> Source:
 
 
 def existing_columnar(root: Path, backend: str, names: list[str]) -> list[str]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     f = _part(episode_dirs(root)[0], backend)
     if backend == "parquet":
-        have = pq.ParquetFile(f).schema_arrow.names
+        schema = pq.ParquetFile(f).schema_arrow
     else:
-        have = list(parquet.open_arrow(f).columns)
+        schema = parquet.read_table(f, backend, str(f)).schema
+    have = set(schema.names)
+    if INFOS in have and pa.types.is_struct(schema.field(INFOS).type):
+        have |= {field.name for field in schema.field(INFOS).type}  # where minari shows them
     return [n for n in names if n in have]
 
 
