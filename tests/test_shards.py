@@ -383,26 +383,36 @@ def test_killed_job_leaves_every_shard_readable(tmp_path: Path) -> None:
 
 
 def test_readme_scaling_figures_come_from_the_result_file() -> None:
-    """The README quotes the Ray scaling run; the figures must be the result file's."""
+    """The README quotes the H200 Ray scaling run; the figures must be the result file's."""
     import json
     import re
 
-    result = json.loads(
-        (
-            ROOT / "bench" / "results" / "ray-scaling-cpu-2core-2026-12-02" / "result.json"
-        ).read_text()
-    )
-    ray_runs = {r["workers"]: r for r in result["runs"] if r["engine"] == "ray"}
+    rows = json.loads(
+        (ROOT / "bench" / "results" / "ray-scaling-h200-2026-12-03" / "result.json").read_text()
+    )["rows"]
+    data = {(r["scheduler"], r["device"].split()[0], r["workers"]): r for r in rows}
     text = " ".join((ROOT / "README.md").read_text().split())
     found = re.search(
-        r"(\d+)M steps in (\d+) shards, ([\d.]+) s on one Ray worker, ([\d.]+) s on two "
-        r"\(efficiency ([\d.]+)\)",
+        r"GAE over ([\d,]+) steps in (\d+) Parquet shards: 16 CPU workers ([\d.]+)M steps/s "
+        r"\(([\d.]+) s\), 16 GPU-sharing workers .*? ([\d.]+)M steps/s \(([\d.]+) s\), and "
+        r"([\d.]+)M / ([\d.]+)M with the plain-Ray-task scheduler; one worker ([\d.]+)M steps/s, "
+        r"so efficiency is ([\d.]+), ([\d.]+), ([\d.]+), ([\d.]+) at 2, 4, 8, 16",
         text,
     )
     assert found, "the README's scaling sentence moved; update this test"
-    steps, shards, one, two, eff = found.groups()
-    assert int(steps) * 10**6 == result["config"]["steps"]
-    assert int(shards) == result["config"]["shards"]
-    assert float(one) == round(ray_runs[1]["wall_s"], 1)
-    assert float(two) == round(ray_runs[2]["wall_s"], 1)
-    assert float(eff) == round(ray_runs[2]["efficiency"], 2)
+    g = found.groups()
+    cpu16, gpu16 = data[("data", "cpu", 16)], data[("data", "cuda", 16)]
+    assert int(g[0].replace(",", "")) == cpu16["steps"]
+    assert (float(g[2]), float(g[3])) == (
+        round(cpu16["steps_per_s"] / 1e6, 1),
+        round(cpu16["seconds"], 1),
+    )
+    assert (float(g[4]), float(g[5])) == (
+        round(gpu16["steps_per_s"] / 1e6, 1),
+        round(gpu16["seconds"], 1),
+    )
+    assert float(g[6]) == round(data[("tasks", "cpu", 16)]["steps_per_s"] / 1e6, 1)
+    assert float(g[7]) == round(data[("tasks", "cuda", 16)]["steps_per_s"] / 1e6, 1)
+    assert float(g[8]) == round(data[("data", "cpu", 1)]["steps_per_s"] / 1e6, 1)
+    for text_eff, workers in zip(g[9:13], (2, 4, 8, 16), strict=True):
+        assert float(text_eff) == round(data[("data", "cpu", workers)]["efficiency"], 2)
