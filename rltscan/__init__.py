@@ -48,6 +48,11 @@ _LAZY = {
     "run": "rltscan.api",  # the file-level API
     "inspect": "rltscan.api",
 }
+# every declared estimator's public function (a new estimator module adds its own; the
+# declarations import no torch)
+from rltscan.estimators import DECLARATIONS as _DECLARATIONS
+
+_LAZY.update({d.function_name: "rltscan.estimators" for d in _DECLARATIONS.values()})
 
 
 def __getattr__(name: str):
@@ -92,3 +97,4 @@ __all__ = [
     "td_lambda",
     "vtrace",
 ]
+__all__ += sorted({d.function_name for d in _DECLARATIONS.values()} - set(__all__))

@@ -19,17 +19,14 @@ import oracles
 import torch
 
 import rltscan
+from rltscan.estimators import DECLARATIONS
 
-ESTIMATORS = (
-    "gae",
-    "td_lambda",
-    "discounted_returns",
-    "vtrace",
-    "retrace",
-    "eligibility_traces",
-    "prefix_sum",
-)
-BACKWARD = ("gae", "td_lambda", "discounted_returns", "vtrace", "retrace")
+# Every declared estimator, by public function name, in the CLI's order: a new module is
+# tested as soon as it exists (its cases come from ``generic_case`` and its oracle in
+# ``oracles.ORACLES`` unless a hand-written branch of ``make_case`` knows it better).
+DECLARED = {d.function_name: d for d in DECLARATIONS.values()}
+ESTIMATORS = tuple(DECLARED)
+BACKWARD = tuple(n for n, d in DECLARED.items() if d.reverse)
 FORMS = ("next", "boot", "last")  # the three bootstrap input forms of ALGORITHMS.md §1.3
 
 DTYPES = {
@@ -298,10 +295,55 @@ def make_case(
         pos = ["x"]
         expected = {"prefix_sums": out[0] if B is None else np.stack(out)}
     else:
-        raise ValueError(name)
+        return generic_case(name, rng, shape, term, trunc, form=form, dtype=dtype, D=D,
+                            params={"gamma": gamma, "lam": lam, **extra})  # fmt: skip
     if extra:
         raise TypeError(f"unused case parameters {sorted(extra)}")
     return Case(name, pos, arrays, params, expected)
+
+
+def generic_case(
+    name: str,
+    rng: np.random.Generator,
+    shape: tuple[int, ...],
+    term: np.ndarray,
+    trunc: np.ndarray,
+    *,
+    form: str,
+    dtype: torch.dtype,
+    D: int | None,
+    params: dict[str, Any],
+) -> Case:
+    """A case built from the estimator's declaration: its required float inputs random,
+    its flags, the bootstrap form asked for (when it reads V(s_t+1)), and its declared
+    parameters (``params`` overrides those it declares, e.g. γ and λ; the rest are the
+    defaults). The expected outputs come from ``oracles.ORACLES[name]``, called per
+    sequence with the row's arrays, ``nv`` (when it bootstraps) and the parameters."""
+    d = DECLARED[name]
+    flat = len(shape) == 1
+    oracle = oracles.ORACLES[name]  # KeyError: add the estimator's oracle to tests/oracles.py
+    arrays: dict[str, Any] = {k: v for k, v in (("terminated", term), ("truncated", trunc))
+                              if k in d.inputs}  # fmt: skip
+    for n in d.float_inputs:
+        if n in d.required or (n == "values" and form != "next"):
+            wide = d.features and n == d.inputs[0] and D is not None
+            arrays[n] = quantize(rng.normal(size=(*shape, D) if wide else shape), dtype)
+    kw: dict[str, Any] = {}
+    nv = None
+    if any(i in d.inputs for i in ("next_values", "bootstrap_values", "last_value")):
+        kw, nv = _bootstrap_inputs(rng, form, term, trunc, arrays.get("values"), dtype)
+        if kw.get("missing_bootstrap") == d.missing_bootstrap:
+            kw.pop("missing_bootstrap")
+    values = {p.name: params.get(p.name, p.default) for p in d.parameters}
+    values = {k: v for k, v in values.items() if v is not None}
+    case_params = {**values, **{k: v for k, v in kw.items() if not isinstance(v, np.ndarray)}}
+    arrays.update({k: v for k, v in kw.items() if isinstance(v, np.ndarray)})
+    rows = []
+    for i in range(1 if flat else shape[0]):
+        row = {k: (v if flat else v[i]) for k, v in arrays.items()}
+        rows.append(oracle(**row, **({"nv": nv[i]} if nv is not None else {}), **values))
+    pos = [n for n in d.signature[: d.positional] if n in arrays]
+    return Case(name, pos, arrays, case_params, _stack(rows, flat))
 
 
 def _rows_x(x: np.ndarray, B: int | None) -> list[np.ndarray]:

@@ -39,6 +39,21 @@ class MissingBootstrap(Exception):
     """A step needs V(s_{t+1}) and no input form supplies it."""
 
 
+# Public function name -> the oracle ``tests/cases.generic_case`` calls for one sequence:
+# ``oracle(**row_arrays, [nv=...,] **params) -> {output: values}``. An estimator added as
+# one module registers its oracle here (``@oracle("name")``); the hand-written case
+# builders of the first seven call their oracles directly.
+ORACLES: dict[str, Callable[..., dict[str, Any]]] = {}
+
+
+def oracle(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        ORACLES[name] = fn
+        return fn
+
+    return register
+
+
 # ---------------------------------------------------------------------------
 # Section 1.3: the effective next-state value, built by explicit branches.
 # ---------------------------------------------------------------------------

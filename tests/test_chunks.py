@@ -12,10 +12,12 @@ import pytest
 import torch
 
 import rltscan
+from rltscan.estimators import DECLARATIONS
 from tests.conftest import assert_close_to_oracle, is_slow_backend
 
-KINDS = ["gae", "td_lambda", "returns", "vtrace", "retrace", "traces", "prefix_sum"]
-REVERSE = {k: k not in ("traces", "prefix_sum") for k in KINDS}
+BY_KIND = {d.name: d for d in DECLARATIONS.values()}  # every declared estimator
+KINDS = list(BY_KIND)
+REVERSE = {k: d.reverse for k, d in BY_KIND.items()}
 
 
 def make(kind: str, shape: tuple[int, ...], rng: np.random.Generator, p_done: float) -> dict:
@@ -29,6 +31,13 @@ def make(kind: str, shape: tuple[int, ...], rng: np.random.Generator, p_done: fl
         return rng.standard_normal(shape)
 
     boot = np.where(trunc & ~term, f(), np.nan)
+    if kind not in ("gae", "td_lambda", "returns", "vtrace", "retrace", "traces", "prefix_sum"):
+        d = BY_KIND[kind]  # a declared estimator: its required inputs, flags, bootstraps
+        out = {n: f() for n in d.float_inputs if n in d.required}
+        out.update({k: v for k, v in (("terminated", term), ("truncated", trunc)) if k in d.inputs})
+        if "bootstrap_values" in d.inputs:
+            out["bootstrap_values"] = boot
+        return out
     if kind in ("traces", "prefix_sum"):
         return {"x": f(), "terminated": term, "truncated": trunc}
     base = {"rewards": f(), "terminated": term, "truncated": trunc}
@@ -46,16 +55,9 @@ def make(kind: str, shape: tuple[int, ...], rng: np.random.Generator, p_done: fl
 
 
 def call(kind: str, inputs: dict, **kw) -> rltscan.Result:
-    fn = {
-        "gae": rltscan.gae,
-        "td_lambda": rltscan.td_lambda,
-        "returns": rltscan.discounted_returns,
-        "vtrace": rltscan.vtrace,
-        "retrace": rltscan.retrace,
-        "traces": rltscan.eligibility_traces,
-        "prefix_sum": rltscan.prefix_sum,
-    }[kind]
-    params = {} if kind == "prefix_sum" else {"gamma": 0.97}
+    d = BY_KIND[kind]
+    fn = getattr(rltscan, d.function_name)
+    params = {"gamma": 0.97} if "gamma" in d.params else {}
     if kind in ("gae", "td_lambda", "traces", "retrace"):
         params["lam"] = 0.9
     return fn(**inputs, **params, **kw)

@@ -19,7 +19,7 @@ import numpy as np
 import oracles
 import pytest
 import torch
-from cases import ESTIMATORS, Case, make_case, random_flags, run
+from cases import BACKWARD, ESTIMATORS, Case, make_case, random_flags, run
 from conftest import assert_close_to_oracle, is_slow_backend
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -390,7 +390,7 @@ def test_episode_locality(name, backend, rng):
     if "is_first" in case.arrays:
         ends = np.zeros(T, bool)
     episode = np.concatenate([[0], np.cumsum(ends)[:-1]])
-    backward = name not in ("eligibility_traces", "prefix_sum")
+    backward = name in BACKWARD
     steps = rng.choice(T, size=2 if is_slow_backend(backend) else 6, replace=False)
     for j in steps:
         for key, arr in case.arrays.items():

@@ -20,6 +20,12 @@ import torch
 from torch import Tensor
 
 from rltscan.errors import DataError, DTypeError, MissingBootstrapError, ParameterError
+from rltscan.estimators.declaration import (
+    READ_AFTER_UNCUT,
+    READ_ALL,
+    READ_BOOT,
+    READ_NOT_TERMINATED,
+)
 from rltscan.scan import resolve_backend
 
 ArrayLike = Any  # torch.Tensor | numpy.ndarray | nested sequences
@@ -516,11 +522,8 @@ def per_row(name: str, x: ArrayLike | None, frame: Frame, device: torch.device) 
 # ---------------------------------------------------------------------------
 # Validation of contents (one device sync for all checks; details only on failure)
 
-# When an entry of a column is read (docs/CONVENTIONS.md §5: only read entries are checked).
-READ_ALL = "all"
-READ_NOT_TERMINATED = "not_terminated"  # nv-like: ignored after a terminal step
-READ_BOOT = "boot"  # bootstrap_values: only where boot_t
-READ_AFTER_UNCUT = "after_uncut"  # read at t iff t >= 1 and not cut_{t-1} (values_{t+1}, c_{t+1})
+# When an entry of a column is read (docs/CONVENTIONS.md §5: only read entries are
+# checked): the READ_* rules the declarations name (estimators/declaration.py).
 
 
 def read_mask(p: Problem, when: str) -> Tensor | None:
@@ -588,7 +591,10 @@ def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> Non
 
 
 def _needs_nv(p: Problem) -> bool:
-    return p.kind in ("gae", "td_lambda", "vtrace", "returns")
+    """The estimator reads V(s_t+1) and so has a missing-bootstrap rule (its declaration)."""
+    from rltscan.estimators import declared_module
+
+    return declared_module(p.kind).DECLARATION.missing_bootstrap is not None
 
 
 # ---------------------------------------------------------------------------
@@ -604,19 +610,30 @@ def solve(
     screen (one device sync instead of a pass per column); only when it fires
     does the host validator run, to name the input and the first bad index.
     """
-    from rltscan.estimators import MODULES
+    from rltscan.estimators import declared_module
 
+    mod = declared_module(p.kind)
     which = resolve_backend(backend, p.device)
     if which == "triton":
         from rltscan.scan import triton_scan
 
-        out, suspicious = triton_scan.solve(p, check=validate)
-        if suspicious:
-            validate_contents(p, reads, frame)  # raises with the exact message
-        return out
+        if triton_scan.fused(p.kind):
+            if p.carry is not None and p.carry.next_value is None and _reads_next_value(p):
+                next_of(p, "next_value")  # raises: the chunks mix bootstrap forms
+            out, suspicious = triton_scan.solve(p, _kernel_outputs(p, mod), check=validate)
+            if suspicious:
+                validate_contents(p, reads, frame)  # raises with the exact message
+            return out
+        # The generic path: no fused prologue for this kind, so its module builds
+        # (a, b) with torch and the kernel runs its plain linear-scan mode.
+        if validate:
+            validate_contents(p, reads, frame)
+        a, b = mod.coefficients(p)
+        init = None if p.boundary is None else p.boundary.to(p.dtype)
+        y = triton_scan.linear_scan(a.to(p.dtype), b.to(p.dtype), reverse=p.reverse, init=init)
+        return mod.finalize(p, y)
     if validate:
         validate_contents(p, reads, frame)
-    mod = MODULES[p.kind]
     if which == "reference":
         from rltscan.scan import reference
 
@@ -631,6 +648,19 @@ def solve(
     init = None if p.boundary is None else p.boundary.to(p.dtype)
     y = torch_scan.linear_scan(a, b, reverse=p.reverse, init=init)
     return mod.finalize(p, y)
+
+
+def _reads_next_value(p: Problem) -> bool:
+    """The fused kernel reads V of the next chunk's first step (values, not next_values)."""
+    return "values" in p.cols and p.nv_mode != NV_NEXT
+
+
+def _kernel_outputs(p: Problem, mod: Any) -> tuple[str, ...]:
+    """The outputs the fused epilogue writes: the declared ones, less an optional one
+    whose input is absent (Retrace's advantages without v_pi)."""
+    outputs = tuple(mod.OUTPUTS)
+    optional = dict(mod.DECLARATION.optional_outputs)
+    return tuple(o for o in outputs if optional.get(o) is None or optional[o] in p.cols)
 
 
 def warn_not_contractive(gamma: float, lam: float, c_clip: float, who: str) -> None:

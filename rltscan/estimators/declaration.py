@@ -18,6 +18,19 @@ from typing import Any, Literal
 
 # The bootstrap forms of the estimators that read V(s_t+1) (docs/CONVENTIONS.md §1.2)
 BOOTSTRAP_INPUTS = ("next_values", "bootstrap_values", "last_value")
+# Inputs that are 1-byte flags, and inputs that hold one value per sequence (no time axis)
+FLAG_INPUTS = ("terminated", "truncated", "is_first")
+PER_ROW_INPUTS = ("last_value", "init")
+
+# When an entry of a float input is read (docs/CONVENTIONS.md §5: only read entries are
+# checked). The estimators' ``reads`` name these; ``_common.read_mask`` implements them.
+READ_ALL = "all"
+READ_NOT_TERMINATED = "not_terminated"  # nv-like: ignored after a terminal step
+READ_BOOT = "boot"  # bootstrap_values: only where boot_t
+READ_AFTER_UNCUT = "after_uncut"  # read at t iff t >= 1 and not cut_{t-1} (values_{t+1}, c_{t+1})
+# What a bootstrap input's entries are read for unless a declaration says otherwise
+DEFAULT_READS = {"next_values": READ_NOT_TERMINATED, "bootstrap_values": READ_BOOT}
+
 
 
 @dataclass(frozen=True)
@@ -64,6 +77,21 @@ class Declaration:
     parameters: tuple[Param, ...]
     missing_bootstrap: str | None  # the default of ``missing_bootstrap``; None: no such option
     help: str  # one line, the CLI command's help
+    # --- the public function, generated from the fields above (estimators/functions.py)
+    doc: str = ""  # its docstring
+    positional: int = 1  # how many leading arguments are positional (the rest keyword-only)
+    # its arguments (arrays and parameters) in order; None: the inputs less ``init``, then
+    # ``extra_arguments``, the parameters, and ``init`` last
+    arguments: tuple[str, ...] | None = None
+    extra_arguments: tuple[str, ...] = ()  # arrays it takes that are not inputs (prepare() uses)
+    derivable: tuple[str, ...] = ()  # required inputs that prepare() may build (default None)
+    reads: tuple[tuple[str, str], ...] = ()  # input -> READ_* where not DEFAULT_READS/READ_ALL
+    features: bool = False  # the first input may carry trailing feature axes ([T, D])
+    optional_outputs: tuple[tuple[str, str], ...] = ()  # output -> the input it needs
+    contraction_warning: bool = False  # warn when γ·λ·c̄ > 1 (V-trace, Retrace)
+    carry_base: str | None = None  # y = first output − this input (V-trace's vs = V + y)
+    result: str | None = None  # the result class; None: CamelCase(name) + "Result"
+
 
     @property
     def reverse(self) -> bool:
@@ -73,6 +101,39 @@ class Declaration:
     def params(self) -> tuple[str, ...]:
         """The parameter names, in declaration order (as ``EstimatorSpec.params``)."""
         return tuple(p.name for p in self.parameters)
+
+    @property
+    def result_name(self) -> str:
+        """The result class's name (``GAEResult``, ``ReturnToGoResult``)."""
+        if self.result is not None:
+            return self.result
+        return "".join(w.capitalize() for w in self.name.split("_")) + "Result"
+
+    @property
+    def signature(self) -> tuple[str, ...]:
+        """The function's array and parameter arguments, in order (then the controls)."""
+        if self.arguments is not None:
+            return self.arguments
+        arrays = tuple(i for i in self.inputs if i != "init") + self.extra_arguments
+        tail = ("init",) if "init" in self.inputs else ()
+        return (*arrays, *self.params, *tail)
+
+    def read_rule(self, name: str) -> str:
+        """When the entries of float input ``name`` are read (a ``READ_*``)."""
+        return dict(self.reads).get(name, DEFAULT_READS.get(name, READ_ALL))
+
+    @property
+    def float_inputs(self) -> tuple[str, ...]:
+        """The per-step float inputs (not flags, not per-sequence values), in the order
+        they are checked: as declared, except that the V(s_t+1) sources follow ``values``."""
+        skip = (*FLAG_INPUTS, *PER_ROW_INPUTS)
+        names = [i for i in self.inputs if i not in skip]
+        if "values" in names:
+            nv = [i for i in names if i in BOOTSTRAP_INPUTS]
+            names = [i for i in names if i not in nv]
+            at = names.index("values") + 1
+            names[at:at] = nv
+        return tuple(names)
 
     def defaults(self) -> dict[str, Any]:
         """Keyword → default of the public function: each parameter, ``missing_bootstrap``."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rltscan.estimators.declaration import BOOTSTRAP_INPUTS, Declaration, gamma_param
+from rltscan.estimators.declaration import BOOTSTRAP_INPUTS, READ_BOOT, Declaration, gamma_param
 
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
@@ -30,6 +30,15 @@ DECLARATION = Declaration(
     parameters=(gamma_param(),),
     missing_bootstrap="zero",  # returns are often computed without a critic (D5)
     help="Discounted reward-to-go: writes returns.",
+    doc="""Discounted reward-to-go (``returns``), docs/CONVENTIONS.md §3.3.
+
+    Bootstrap values are read only at truncations and the window end; without
+    any, they count as 0 (``missing_bootstrap="zero"``, the default here).
+    """,
+    # values are accepted like the other bootstrapping estimators' but never read: nv is
+    # only needed at truncations and the window end
+    arguments=("rewards", "terminated", "truncated", "values", *BOOTSTRAP_INPUTS, "gamma"),
+    reads=(("next_values", READ_BOOT),),
 )
 REVERSE = DECLARATION.reverse
 OUTPUTS = DECLARATION.outputs

@@ -29,6 +29,12 @@ DECLARATION = Declaration(
     parameters=(gamma_param(), lam_param(0.95)),
     missing_bootstrap=None,
     help="Accumulating eligibility traces of --x (default: the rewards).",
+    doc="""Accumulating eligibility traces (``eligibility_traces``), docs/CONVENTIONS.md §3.6.
+
+    ``x`` has the flags' shape, optionally with trailing feature axes (``[T, D]``);
+    ``init`` (scalar, ``[D]``, per sequence, or both) is the trace before step 0.
+    """,
+    features=True,
 )
 REVERSE = DECLARATION.reverse
 OUTPUTS = DECLARATION.outputs

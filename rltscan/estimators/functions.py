@@ -1,14 +1,20 @@
-"""The seven estimators as a Python API (torch): the public functions and the registry.
+"""The estimators as a Python API (torch): the public functions, their result types and
+the registry, all generated from the declarations.
 
-Each function validates its inputs, brings them to ``[R, T]`` (``_common.Frame``),
-and hands a ``Problem`` to the chosen backend. The estimator modules beside this
-file declare themselves (``DECLARATION``, torch-free) and build the recurrence
-coefficients and post-process; none loops over time. ``ESTIMATORS`` and
-``MODULES`` are derived from the declarations (:data:`rltscan.estimators.DECLARATIONS`).
+Each estimator module beside this file declares itself (``DECLARATION``, torch-free:
+inputs, parameters, outputs, the function's signature and docstring) and builds its
+recurrence coefficients and outputs with torch (``coefficients``, ``finalize``, an
+optional ``prepare`` for argument rules of its own); none loops over time. From each
+declaration this module builds the public function (``gae``, ``vtrace``, ...) with
+its exact signature, defaults and docstring, its result class (``GAEResult``, ...),
+and the rows of ``ESTIMATORS`` and ``MODULES``. Every function runs the same driver:
+check the parameters, read the bootstrap form, bring the arrays to ``[R, T]``
+(``_common.Frame``), and hand a ``Problem`` to the chosen backend.
 ``rltscan.estimators`` re-exports this module's names lazily.
 """
 
 from __future__ import annotations
+import __future__
 
 import dataclasses
 import functools
@@ -27,15 +33,11 @@ from rltscan.estimators._common import (
     NV_NEXT,
     NV_NONE,
     READ_AFTER_UNCUT,
-    READ_ALL,
-    READ_BOOT,
-    READ_NOT_TERMINATED,
     ArrayLike,
     Carry,
     Frame,
     Problem,
     Result,
-    as_tensor,
     check_params,
     check_shape,
     compute_device,
@@ -47,54 +49,10 @@ from rltscan.estimators._common import (
     solve,
     warn_not_contractive,
 )
+from rltscan.estimators.declaration import BOOTSTRAP_INPUTS, FLAG_INPUTS, Declaration
 
-# Problem.kind -> the estimator module (coefficients, finalize, REVERSE, OUTPUTS)
-MODULES: dict[str, ModuleType] = {
-    kind: declared_module(kind)
-    for kind in ("gae", "td_lambda", "returns", "vtrace", "retrace", "traces", "prefix_sum")
-}
-
-
-# ---------------------------------------------------------------------------
-# Result types
-
-
-@dataclasses.dataclass(frozen=True, repr=False, eq=False)
-class GAEResult(Result):
-    advantages: Any
-    value_targets: Any
-
-
-@dataclasses.dataclass(frozen=True, repr=False, eq=False)
-class TDLambdaResult(Result):
-    lambda_returns: Any
-
-
-@dataclasses.dataclass(frozen=True, repr=False, eq=False)
-class ReturnsResult(Result):
-    returns: Any
-
-
-@dataclasses.dataclass(frozen=True, repr=False, eq=False)
-class VTraceResult(Result):
-    vs: Any
-    pg_advantages: Any
-
-
-@dataclasses.dataclass(frozen=True, repr=False, eq=False)
-class RetraceResult(Result):
-    retrace_targets: Any
-    advantages: Any = None
-
-
-@dataclasses.dataclass(frozen=True, repr=False, eq=False)
-class TracesResult(Result):
-    eligibility_traces: Any
-
-
-@dataclasses.dataclass(frozen=True, repr=False, eq=False)
-class PrefixSumResult(Result):
-    prefix_sums: Any
+# Problem.kind -> the estimator module (coefficients, finalize, REVERSE, OUTPUTS), CLI order
+MODULES: dict[str, ModuleType] = {d.name: declared_module(d.name) for d in DECLARATIONS.values()}
 
 
 # ---------------------------------------------------------------------------
@@ -223,23 +181,22 @@ def _run(
     return result
 
 
-# The recurrence's own value y in terms of an estimator's first output
-_Y_BASE = {"vtrace": "values", "retrace": "q_values"}
-
-
 def _carry_out(p: Problem, out: dict[str, Any]) -> Carry:
     """The state the next chunk in scan order needs (docs/CONVENTIONS.md §2.4)."""
+    d = MODULES[p.kind].DECLARATION
     edge = 0 if p.reverse else -1  # only one column of anything is touched
 
     def col(name: str) -> torch.Tensor:
         return p.cols[name][:, edge].to(p.dtype)
 
-    y = out[MODULES[p.kind].OUTPUTS[0]][:, edge].to(p.dtype)
-    base = _Y_BASE.get(p.kind)
-    if base:
-        y = y - col(base)
+    # the recurrence's own value y, from the first output (minus its base: vs = V + y)
+    y = out[d.outputs[0]][:, edge].to(p.dtype)
+    if d.carry_base:
+        y = y - col(d.carry_base)
     if p.reverse:
-        nlr = col("logp_target") - col("logp_behavior") if p.kind == "retrace" else None
+        # an estimator that reads the next row's ratio (Retrace's c_{t+1}) carries it
+        reads_next_ratio = d.read_rule("logp_target") == READ_AFTER_UNCUT and p.has("logp_target")
+        nlr = col("logp_target") - col("logp_behavior") if reads_next_ratio else None
         nv = col("values") if p.has("values") else None
         return Carry(p.kind, y.clone(), next_value=nv, next_log_ratio=nlr)
     done = p.flag("terminated")[:, edge] | p.flag("truncated")[:, edge]
@@ -285,402 +242,136 @@ def _check_carry(
 
 
 # ---------------------------------------------------------------------------
-# Public API
+# Public API: one function per declaration, one driver for all
 
 
-def gae(
-    rewards: ArrayLike,
-    values: ArrayLike,
-    *,
-    terminated: ArrayLike,
-    truncated: ArrayLike | None = None,
-    next_values: ArrayLike | None = None,
-    bootstrap_values: ArrayLike | None = None,
-    last_value: ArrayLike | None = None,
-    gamma: float = 0.99,
-    lam: float = 0.95,
-    missing_bootstrap: str = "error",
-    carry: Carry | None = None,
-    time_dim: int = -1,
-    backend: str = "auto",
-    validate: bool = True,
-) -> GAEResult:
-    """Generalized advantage estimation: ``advantages`` and ``value_targets``.
-
-    ``terminated_t``/``truncated_t`` mark the END of step t (Gymnasium). The value of
-    the true successor state comes from exactly one of ``next_values`` (per step),
-    ``bootstrap_values`` (read only where a cut is not a termination) or
-    ``last_value`` (one per sequence, for the window end). See docs/CONVENTIONS.md §3.1.
-    """
-    check_params(gamma=gamma, lam=lam)
-    mode = _bootstrap_mode(next_values, bootstrap_values, last_value, values)
-    out = _run(
-        "gae",
-        ref="rewards",
-        floats={
-            "rewards": rewards,
-            "values": values,
-            "next_values": next_values,
-            "bootstrap_values": bootstrap_values,
-        },
-        flags={"terminated": terminated, "truncated": truncated},
-        reads={
-            "rewards": READ_ALL,
-            "values": READ_ALL,
-            "next_values": READ_NOT_TERMINATED,
-            "bootstrap_values": READ_BOOT,
-        },
-        params={"gamma": float(gamma), "lam": float(lam)},
-        time_dim=time_dim,
-        backend=backend,
-        validate=validate,
-        carry=carry,
-        nv_mode=mode,
-        missing_zero=_missing(missing_bootstrap),
-        last_value=last_value,
-    )
-    return GAEResult(**out)
+def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
+    """The parameters checked (a ``None`` default filled from its fallback)."""
+    for prm in d.parameters:
+        if args[prm.name] is None and prm.fallback is not None:
+            args[prm.name] = args[prm.fallback]
+    check_params(**{prm.name: args[prm.name] for prm in d.parameters})
+    return args
 
 
-def td_lambda(
-    rewards: ArrayLike,
-    values: ArrayLike | None = None,
-    *,
-    terminated: ArrayLike,
-    truncated: ArrayLike | None = None,
-    next_values: ArrayLike | None = None,
-    bootstrap_values: ArrayLike | None = None,
-    last_value: ArrayLike | None = None,
-    gamma: float = 0.99,
-    lam: float = 0.95,
-    missing_bootstrap: str = "error",
-    carry: Carry | None = None,
-    time_dim: int = -1,
-    backend: str = "auto",
-    validate: bool = True,
-) -> TDLambdaResult:
-    """TD(λ) returns (``lambda_returns``), docs/CONVENTIONS.md §3.2.
-
-    Needs ``next_values``, or ``values`` plus a bootstrap form; ``values`` is only
-    read as V(s_{t+1}) inside episodes.
-    """
-    check_params(gamma=gamma, lam=lam)
-    if values is None and next_values is None:
-        raise ParameterError('td_lambda needs "values" or "next_values"; pass one of them')
-    mode = _bootstrap_mode(next_values, bootstrap_values, last_value, values)
-    out = _run(
-        "td_lambda",
-        ref="rewards",
-        floats={
-            "rewards": rewards,
-            "values": values,
-            "next_values": next_values,
-            "bootstrap_values": bootstrap_values,
-        },
-        flags={"terminated": terminated, "truncated": truncated},
-        reads={
-            "rewards": READ_ALL,
-            "values": READ_AFTER_UNCUT,
-            "next_values": READ_NOT_TERMINATED,
-            "bootstrap_values": READ_BOOT,
-        },
-        params={"gamma": float(gamma), "lam": float(lam)},
-        time_dim=time_dim,
-        backend=backend,
-        validate=validate,
-        carry=carry,
-        nv_mode=mode,
-        missing_zero=_missing(missing_bootstrap),
-        last_value=last_value,
-    )
-    return TDLambdaResult(**out)
-
-
-def discounted_returns(
-    rewards: ArrayLike,
-    *,
-    terminated: ArrayLike,
-    truncated: ArrayLike | None = None,
-    values: ArrayLike | None = None,
-    next_values: ArrayLike | None = None,
-    bootstrap_values: ArrayLike | None = None,
-    last_value: ArrayLike | None = None,
-    gamma: float = 0.99,
-    missing_bootstrap: str = "zero",
-    carry: Carry | None = None,
-    time_dim: int = -1,
-    backend: str = "auto",
-    validate: bool = True,
-) -> ReturnsResult:
-    """Discounted reward-to-go (``returns``), docs/CONVENTIONS.md §3.3.
-
-    Bootstrap values are read only at truncations and the window end; without
-    any, they count as 0 (``missing_bootstrap="zero"``, the default here).
-    """
-    check_params(gamma=gamma)
-    # values are never read here: nv is only needed at truncations and the window end
-    mode = _bootstrap_mode(next_values, bootstrap_values, last_value, values, values_required=False)
-    out = _run(
-        "returns",
-        ref="rewards",
-        floats={
-            "rewards": rewards,
-            "next_values": next_values,
-            "bootstrap_values": bootstrap_values,
-        },
-        flags={"terminated": terminated, "truncated": truncated},
-        reads={
-            "rewards": READ_ALL,
-            "next_values": READ_BOOT,
-            "bootstrap_values": READ_BOOT,
-        },
-        params={"gamma": float(gamma)},
-        time_dim=time_dim,
-        backend=backend,
-        validate=validate,
-        carry=carry,
-        nv_mode=mode,
-        missing_zero=_missing(missing_bootstrap),
-        last_value=last_value,
-    )
-    return ReturnsResult(**out)
-
-
-def vtrace(
-    rewards: ArrayLike,
-    values: ArrayLike,
-    *,
-    logp_target: ArrayLike,
-    logp_behavior: ArrayLike,
-    terminated: ArrayLike,
-    truncated: ArrayLike | None = None,
-    next_values: ArrayLike | None = None,
-    bootstrap_values: ArrayLike | None = None,
-    last_value: ArrayLike | None = None,
-    gamma: float = 0.99,
-    lam: float = 1.0,
-    rho_clip: float = 1.0,
-    c_clip: float = 1.0,
-    pg_rho_clip: float | None = None,
-    missing_bootstrap: str = "error",
-    carry: Carry | None = None,
-    time_dim: int = -1,
-    backend: str = "auto",
-    validate: bool = True,
-) -> VTraceResult:
-    """V-trace value targets ``vs`` and ``pg_advantages`` (IMPALA), docs/CONVENTIONS.md §3.4."""
-    pg = rho_clip if pg_rho_clip is None else pg_rho_clip
-    check_params(gamma=gamma, lam=lam, rho_clip=rho_clip, c_clip=c_clip, pg_rho_clip=pg)
-    warn_not_contractive(float(gamma), float(lam), float(c_clip), "vtrace")
-    mode = _bootstrap_mode(next_values, bootstrap_values, last_value, values)
-    out = _run(
-        "vtrace",
-        ref="rewards",
-        floats={
-            "rewards": rewards,
-            "values": values,
-            "next_values": next_values,
-            "bootstrap_values": bootstrap_values,
-            "logp_target": logp_target,
-            "logp_behavior": logp_behavior,
-        },
-        flags={"terminated": terminated, "truncated": truncated},
-        reads={
-            "rewards": READ_ALL,
-            "values": READ_ALL,
-            "next_values": READ_NOT_TERMINATED,
-            "bootstrap_values": READ_BOOT,
-            "logp_target": READ_ALL,
-            "logp_behavior": READ_ALL,
-        },
-        params={
-            "gamma": float(gamma),
-            "lam": float(lam),
-            "rho_clip": float(rho_clip),
-            "c_clip": float(c_clip),
-            "pg_rho_clip": float(pg),
-        },
-        time_dim=time_dim,
-        backend=backend,
-        validate=validate,
-        carry=carry,
-        nv_mode=mode,
-        missing_zero=_missing(missing_bootstrap),
-        last_value=last_value,
-    )
-    return VTraceResult(**out)
-
-
-def retrace(
-    rewards: ArrayLike,
-    q_values: ArrayLike,
-    *,
-    next_expected_q: ArrayLike | None = None,
-    logp_target: ArrayLike,
-    logp_behavior: ArrayLike,
-    terminated: ArrayLike,
-    truncated: ArrayLike | None = None,
-    v_pi: ArrayLike | None = None,
-    next_target_probs: ArrayLike | None = None,
-    next_q: ArrayLike | None = None,
-    gamma: float = 0.99,
-    lam: float = 1.0,
-    c_clip: float = 1.0,
-    carry: Carry | None = None,
-    time_dim: int = -1,
-    backend: str = "auto",
-    validate: bool = True,
-) -> RetraceResult:
-    """Retrace(λ) targets ``retrace_targets`` (+ ``advantages`` with ``v_pi``), §3.5.
-
-    ``q_values`` is Q(s_t, a_t); ``next_expected_q`` is E_{a~π(.|s_{t+1})} Q(s_{t+1}, a)
-    for the true successor of step t (ignored at terminal steps). For discrete
-    actions pass ``next_target_probs`` and ``next_q`` (``[..., A]``, both describing
-    s_{t+1}) instead and the expectation is taken here.
-    """
-    check_params(gamma=gamma, lam=lam, c_clip=c_clip)
-    warn_not_contractive(float(gamma), float(lam), float(c_clip), "retrace")
-    if next_expected_q is None:
-        next_expected_q = _expected_next_q(next_target_probs, next_q, validate, terminated)
-    elif next_target_probs is not None or next_q is not None:
-        raise ParameterError(
-            '"next_expected_q" and "next_target_probs"/"next_q" were both given; pass one form'
+def _finish(d: Declaration, args: dict[str, Any]) -> Result:
+    """Everything after the parameters: the module's own argument rules, the bootstrap
+    form, then normalise, validate and solve (``_run``)."""
+    prepare = getattr(MODULES[d.name], "prepare", None)
+    if prepare is not None:
+        args = prepare(args)
+    nv_mode = NV_NONE
+    if any(i in d.inputs for i in BOOTSTRAP_INPUTS):
+        nv_mode = _bootstrap_mode(
+            args.get("next_values"),
+            args.get("bootstrap_values"),
+            args.get("last_value"),
+            args.get("values"),
+            values_required="values" in d.inputs,
         )
+    floats = d.float_inputs
     out = _run(
-        "retrace",
-        ref="rewards",
-        floats={
-            "rewards": rewards,
-            "q_values": q_values,
-            "next_expected_q": next_expected_q,
-            "logp_target": logp_target,
-            "logp_behavior": logp_behavior,
-            "v_pi": v_pi,
-        },
-        flags={"terminated": terminated, "truncated": truncated},
-        reads={
-            "rewards": READ_ALL,
-            "q_values": READ_ALL,
-            "next_expected_q": READ_NOT_TERMINATED,
-            "logp_target": READ_AFTER_UNCUT,
-            "logp_behavior": READ_AFTER_UNCUT,
-            "v_pi": READ_ALL,
-        },
-        params={"gamma": float(gamma), "lam": float(lam), "c_clip": float(c_clip)},
-        time_dim=time_dim,
-        backend=backend,
-        validate=validate,
-        carry=carry,
-        nv_mode=NV_NEXT,
+        d.name,
+        ref=d.inputs[0],
+        floats={n: args[n] for n in floats},
+        flags={n: args[n] for n in d.inputs if n in FLAG_INPUTS},
+        reads={n: d.read_rule(n) for n in floats},
+        params={prm.name: float(args[prm.name]) for prm in d.parameters},
+        time_dim=args["time_dim"],
+        backend=args["backend"],
+        validate=args["validate"],
+        carry=args["carry"],
+        nv_mode=nv_mode,
+        missing_zero=d.missing_bootstrap is not None and _missing(args["missing_bootstrap"]),
+        last_value=args.get("last_value"),
+        init=args.get("init"),
+        features=d.features,
     )
-    return RetraceResult(**out)
+    return RESULTS[d.name](**out)
 
 
-def _expected_next_q(
-    probs: ArrayLike | None, q: ArrayLike | None, validate: bool, terminated: ArrayLike
-) -> Any:
-    if probs is None or q is None:
-        raise ParameterError(
-            'retrace needs "next_expected_q", or both "next_target_probs" and "next_q"; '
-            "pass E_{a~pi(.|s_t+1)} Q(s_t+1, a) per step"
+def _argument(d: Declaration, name: str) -> str:
+    """One argument of the generated signature, as source (annotation and default)."""
+    param = next((prm for prm in d.parameters if prm.name == name), None)
+    if param is not None:
+        if param.default is None:
+            return f"{name}: float | None = None"
+        return f"{name}: float = {param.default!r}"
+    if name in d.required and name not in d.derivable:
+        return f"{name}: ArrayLike"
+    return f"{name}: ArrayLike | None = None"
+
+
+def _function(d: Declaration) -> Callable[..., Result]:
+    """The public function of one declaration: a real Python function (so its signature,
+    defaults, keyword errors and ``help()`` are those of a hand-written one)."""
+    parts = []
+    for i, name in enumerate(d.signature):
+        if i == d.positional:
+            parts.append("*")
+        parts.append(_argument(d, name))
+    if d.missing_bootstrap is not None:
+        parts.append(f"missing_bootstrap: str = {d.missing_bootstrap!r}")
+    parts += [
+        "carry: Carry | None = None",
+        "time_dim: int = -1",
+        'backend: str = "auto"',
+        "validate: bool = True",
+    ]
+    body = ["args = _begin(_D, locals())"]
+    if d.contraction_warning:  # here, so that the warning points at the caller
+        body.append(
+            'warn_not_contractive(float(args["gamma"]), float(args["lam"]), '
+            f'float(args["c_clip"]), {d.function_name!r})'
         )
-    p, qq = as_tensor("next_target_probs", probs), as_tensor("next_q", q)
-    if p.shape != qq.shape or p.ndim < 2:
-        raise DataError(
-            f'"next_target_probs" has shape {tuple(p.shape)} and "next_q" {tuple(qq.shape)}; '
-            "pass two [..., A] arrays of one shape"
-        )
-    if validate:
-        import warnings
-
-        off = (p.double().sum(-1) - 1.0).abs() > 1e-4
-        term = as_tensor("terminated", terminated)
-        if term.shape == off.shape:  # rows after a terminal step are never read (§6)
-            off &= term == 0
-        if bool(off.any()):
-            warnings.warn(
-                f'"next_target_probs" rows do not sum to 1 (first at index '
-                f"{tuple(torch.nonzero(off)[0].tolist())}); the expectation is taken as given",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-    ev = (p * qq).sum(-1)
-    return ev if isinstance(probs, torch.Tensor) else ev.numpy()
-
-
-def eligibility_traces(
-    x: ArrayLike,
-    *,
-    terminated: ArrayLike,
-    truncated: ArrayLike | None = None,
-    gamma: float = 0.99,
-    lam: float = 0.95,
-    init: ArrayLike | None = None,
-    carry: Carry | None = None,
-    time_dim: int = -1,
-    backend: str = "auto",
-    validate: bool = True,
-) -> TracesResult:
-    """Accumulating eligibility traces (``eligibility_traces``), docs/CONVENTIONS.md §3.6.
-
-    ``x`` has the flags' shape, optionally with trailing feature axes (``[T, D]``);
-    ``init`` (scalar, ``[D]``, per sequence, or both) is the trace before step 0.
-    """
-    check_params(gamma=gamma, lam=lam)
-    out = _run(
-        "traces",
-        ref="x",
-        floats={"x": x},
-        flags={"terminated": terminated, "truncated": truncated},
-        reads={"x": READ_ALL},
-        params={"gamma": float(gamma), "lam": float(lam)},
-        time_dim=time_dim,
-        backend=backend,
-        validate=validate,
-        carry=carry,
-        init=init,
-        features=True,
+    body.append("return _finish(_D, args)")
+    source = (
+        f"def {d.function_name}({', '.join(parts)}) -> {d.result_name}:\n"
+        + "".join(f"    {line}\n" for line in body)
     )
-    return TracesResult(**out)
+    namespace: dict[str, Any] = {
+        "_D": d,
+        "_begin": _begin,
+        "_finish": _finish,
+        "warn_not_contractive": warn_not_contractive,
+        "__name__": __name__,
+    }
+    flags = __future__.annotations.compiler_flag  # annotations stay strings, as in a module
+    code = compile(source, f"<rltscan.estimators.{d.function_name}>", "exec", flags, True)
+    exec(code, namespace)  # the source is built above from the declaration alone
+    fn = namespace[d.function_name]
+    fn.__doc__ = d.doc or d.help
+    fn.__module__ = __name__
+    return fn
 
 
-def prefix_sum(
-    x: ArrayLike,
-    *,
-    terminated: ArrayLike | None = None,
-    truncated: ArrayLike | None = None,
-    is_first: ArrayLike | None = None,
-    init: ArrayLike | None = None,
-    carry: Carry | None = None,
-    time_dim: int = -1,
-    backend: str = "auto",
-    validate: bool = True,
-) -> PrefixSumResult:
-    """Episodic inclusive prefix sums (``prefix_sums``), docs/CONVENTIONS.md §3.7.
-
-    Episodes restart after ``terminated``/``truncated`` steps, or at explicit
-    ``is_first`` markers (which then replace the derived starts).
-    """
-    if is_first is not None and (terminated is not None or truncated is not None):
-        raise ParameterError(
-            '"is_first" replaces the episode starts derived from "terminated"/"truncated"; '
-            "pass one or the other"
-        )
-    out = _run(
-        "prefix_sum",
-        ref="x",
-        floats={"x": x},
-        flags={"terminated": terminated, "truncated": truncated, "is_first": is_first},
-        reads={"x": READ_ALL},
-        params={},
-        time_dim=time_dim,
-        backend=backend,
-        validate=validate,
-        carry=carry,
-        init=init,
-        features=True,
+def _result_class(d: Declaration) -> type[Result]:
+    """``{Name}Result``: a frozen mapping of the declared outputs (an optional one is None)."""
+    optional = dict(d.optional_outputs)
+    fields: list[Any] = [
+        (o, "Any", dataclasses.field(default=None)) if o in optional else (o, "Any")
+        for o in d.outputs
+    ]
+    cls = dataclasses.make_dataclass(
+        d.result_name,
+        fields,
+        bases=(Result,),
+        frozen=True,
+        repr=False,
+        eq=False,
+        namespace={"__module__": __name__},
     )
-    return PrefixSumResult(**out)
+    cls.__doc__ = f"The outputs of :func:`{d.function_name}` ({', '.join(d.outputs)})."
+    cls.__qualname__ = d.result_name
+    return cls
+
+
+# Problem.kind -> its result class; both also named in this module (GAEResult, gae, ...)
+RESULTS: dict[str, type[Result]] = {}
+for _d in DECLARATIONS.values():
+    RESULTS[_d.name] = globals()[_d.result_name] = _result_class(_d)
+    globals()[_d.function_name] = _function(_d)
+del _d
 
 
 # ---------------------------------------------------------------------------
@@ -718,22 +409,11 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
 __all__ = [
     "ESTIMATORS",
     "MODULES",
+    "RESULTS",
     "Carry",
     "EstimatorSpec",
-    "GAEResult",
-    "PrefixSumResult",
     "Problem",
     "Result",
-    "RetraceResult",
-    "ReturnsResult",
-    "TDLambdaResult",
-    "TracesResult",
-    "VTraceResult",
-    "discounted_returns",
-    "eligibility_traces",
-    "gae",
-    "prefix_sum",
-    "retrace",
-    "td_lambda",
-    "vtrace",
+    *(d.result_name for d in DECLARATIONS.values()),
+    *(d.function_name for d in DECLARATIONS.values()),
 ]

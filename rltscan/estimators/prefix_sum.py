@@ -8,7 +8,7 @@ document starts). Blelloch, "Prefix Sums and Their Applications", 1990 (segmente
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rltscan.estimators.declaration import Declaration
 
@@ -28,9 +28,29 @@ DECLARATION = Declaration(
     parameters=(),
     missing_bootstrap=None,
     help="Episodic prefix sums of --x (default: the rewards).",
+    doc="""Episodic inclusive prefix sums (``prefix_sums``), docs/CONVENTIONS.md §3.7.
+
+    Episodes restart after ``terminated``/``truncated`` steps, or at explicit
+    ``is_first`` markers (which then replace the derived starts).
+    """,
+    features=True,
 )
 REVERSE = DECLARATION.reverse
 OUTPUTS = DECLARATION.outputs
+
+
+def prepare(args: dict[str, Any]) -> dict[str, Any]:
+    """Explicit episode starts replace the ones derived from the flags: one or the other."""
+    from rltscan.errors import ParameterError
+
+    if args["is_first"] is not None and (
+        args["terminated"] is not None or args["truncated"] is not None
+    ):
+        raise ParameterError(
+            '"is_first" replaces the episode starts derived from "terminated"/"truncated"; '
+            "pass one or the other"
+        )
+    return args
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:

@@ -15,9 +15,16 @@ sum of TD errors with E_π Q of the successor state).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from rltscan.estimators.declaration import Declaration, c_clip_param, gamma_param, lam_param
+from rltscan.estimators.declaration import (
+    READ_AFTER_UNCUT,
+    READ_NOT_TERMINATED,
+    Declaration,
+    c_clip_param,
+    gamma_param,
+    lam_param,
+)
 
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
@@ -51,9 +58,77 @@ DECLARATION = Declaration(
     parameters=(gamma_param(), lam_param(1.0), c_clip_param()),
     missing_bootstrap=None,
     help="Retrace(λ): writes retrace_targets (and advantages with --v-pi).",
+    doc="""Retrace(λ) targets ``retrace_targets`` (+ ``advantages`` with ``v_pi``), §3.5.
+
+    ``q_values`` is Q(s_t, a_t); ``next_expected_q`` is E_{a~π(.|s_{t+1})} Q(s_{t+1}, a)
+    for the true successor of step t (ignored at terminal steps). For discrete
+    actions pass ``next_target_probs`` and ``next_q`` (``[..., A]``, both describing
+    s_{t+1}) instead and the expectation is taken here.
+    """,
+    positional=2,
+    extra_arguments=("next_target_probs", "next_q"),
+    derivable=("next_expected_q",),
+    reads=(
+        ("next_expected_q", READ_NOT_TERMINATED),
+        ("logp_target", READ_AFTER_UNCUT),
+        ("logp_behavior", READ_AFTER_UNCUT),
+    ),
+    optional_outputs=(("advantages", "v_pi"),),
+    contraction_warning=True,
+    carry_base="q_values",
 )
 REVERSE = DECLARATION.reverse
 OUTPUTS = DECLARATION.outputs
+
+
+def prepare(args: dict[str, Any]) -> dict[str, Any]:
+    """E_π Q(s_t+1, ·) from ``next_target_probs`` and ``next_q`` when it is not given."""
+    from rltscan.errors import ParameterError
+
+    if args["next_expected_q"] is None:
+        args["next_expected_q"] = _expected_next_q(
+            args["next_target_probs"], args["next_q"], args["validate"], args["terminated"]
+        )
+    elif args["next_target_probs"] is not None or args["next_q"] is not None:
+        raise ParameterError(
+            '"next_expected_q" and "next_target_probs"/"next_q" were both given; pass one form'
+        )
+    return args
+
+
+def _expected_next_q(probs: Any, q: Any, validate: bool, terminated: Any) -> Any:
+    import torch
+
+    from rltscan.errors import DataError, ParameterError
+    from rltscan.estimators._common import as_tensor
+
+    if probs is None or q is None:
+        raise ParameterError(
+            'retrace needs "next_expected_q", or both "next_target_probs" and "next_q"; '
+            "pass E_{a~pi(.|s_t+1)} Q(s_t+1, a) per step"
+        )
+    p, qq = as_tensor("next_target_probs", probs), as_tensor("next_q", q)
+    if p.shape != qq.shape or p.ndim < 2:
+        raise DataError(
+            f'"next_target_probs" has shape {tuple(p.shape)} and "next_q" {tuple(qq.shape)}; '
+            "pass two [..., A] arrays of one shape"
+        )
+    if validate:
+        import warnings
+
+        off = (p.double().sum(-1) - 1.0).abs() > 1e-4
+        term = as_tensor("terminated", terminated)
+        if term.shape == off.shape:  # rows after a terminal step are never read (§6)
+            off &= term == 0
+        if bool(off.any()):
+            warnings.warn(
+                f'"next_target_probs" rows do not sum to 1 (first at index '
+                f"{tuple(torch.nonzero(off)[0].tolist())}); the expectation is taken as given",
+                RuntimeWarning,
+                stacklevel=5,  # the caller of retrace (prepare <- the driver <- retrace)
+            )
+    ev = (p * qq).sum(-1)
+    return ev if isinstance(probs, torch.Tensor) else ev.numpy()
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:

@@ -12,9 +12,15 @@ differences", 1988; Sutton & Barto 2018, §12.1 (eq. 12.3 in recursive form).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from rltscan.estimators.declaration import BOOTSTRAP_INPUTS, Declaration, gamma_param, lam_param
+from rltscan.estimators.declaration import (
+    BOOTSTRAP_INPUTS,
+    READ_AFTER_UNCUT,
+    Declaration,
+    gamma_param,
+    lam_param,
+)
 
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
@@ -32,9 +38,26 @@ DECLARATION = Declaration(
     parameters=(gamma_param(), lam_param(0.95)),
     missing_bootstrap="error",
     help="TD(λ) returns: writes lambda_returns.",
+    doc="""TD(λ) returns (``lambda_returns``), docs/CONVENTIONS.md §3.2.
+
+    Needs ``next_values``, or ``values`` plus a bootstrap form; ``values`` is only
+    read as V(s_{t+1}) inside episodes.
+    """,
+    positional=2,
+    reads=(("values", READ_AFTER_UNCUT),),
+    result="TDLambdaResult",
 )
 REVERSE = DECLARATION.reverse
 OUTPUTS = DECLARATION.outputs
+
+
+def prepare(args: dict[str, Any]) -> dict[str, Any]:
+    """Before the bootstrap form is read: V(s_t+1) has to come from somewhere."""
+    from rltscan.errors import ParameterError
+
+    if args["values"] is None and args["next_values"] is None:
+        raise ParameterError('td_lambda needs "values" or "next_values"; pass one of them')
+    return args
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:

@@ -676,18 +676,21 @@ _SLOTS = {
 }  # fmt: skip
 
 
-def _outputs(kind: str) -> tuple[str, ...]:
-    from rltscan.estimators import MODULES
+def fused(kind: str) -> bool:
+    """Whether ``kind`` has a fused prologue here; any other estimator runs through
+    :func:`linear_scan` with the ``(a, b)`` its module builds (``estimators._common.solve``)."""
+    return kind in _SLOTS
 
-    return MODULES[kind].OUTPUTS
 
+def solve(p, outputs: tuple[str, ...], check: bool = False) -> tuple[dict[str, Tensor], bool]:
+    """Run an ``estimators._common.Problem`` of a :func:`fused` kind through the kernel.
 
-def solve(p, check: bool = False) -> tuple[dict[str, Tensor], bool]:
-    """Run an ``estimators._common.Problem`` through the fused kernel.
-
-    With ``check`` the kernel also screens every entry it reads for NaN/Inf (a
-    missing bootstrap counts) and the second result says whether any was found;
-    that costs one device sync, not a pass over the data.
+    ``outputs`` are the estimator's output names, in the order its epilogue writes
+    them (``out0``, ``out1``). With ``check`` the kernel also screens every entry it
+    reads for NaN/Inf (a missing bootstrap counts) and the second result says whether
+    any was found; that costs one device sync, not a pass over the data. A carry's
+    fields must be complete (the caller checks: a chunk from another bootstrap form
+    has no ``next_value``).
     """
     slots = _SLOTS[p.kind]
     cols = {slots[name]: x for name, x in p.cols.items() if name in slots}
@@ -699,9 +702,6 @@ def solve(p, check: bool = False) -> tuple[dict[str, Tensor], bool]:
             cols["term"] = p.cols["terminated"]
         if "truncated" in p.cols:
             cols["trunc"] = p.cols["truncated"]
-    outputs = _outputs(p.kind)
-    if p.kind == "retrace" and "v_pi" not in p.cols:
-        outputs = outputs[:1]
     row, has_init = None, False
     if p.boundary is not None:
         row, has_init = p.boundary.to(p.dtype).contiguous(), True
@@ -710,10 +710,6 @@ def solve(p, check: bool = False) -> tuple[dict[str, Tensor], bool]:
     carry_rows = None
     if p.carry is not None:
         c = p.carry
-        if "values" in p.cols and p.nv_mode != "next" and c.next_value is None:
-            from rltscan.estimators._common import next_of
-
-            next_of(p, "next_value")  # raises: the chunks mix bootstrap forms
         carry_rows = {
             k: (v.to(torch.uint8) if k == "prev_done" else v.to(p.dtype)).contiguous()
             for k in _CARRY_ROWS
