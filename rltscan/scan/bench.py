@@ -23,13 +23,15 @@ import torch
 from torch import Tensor
 
 import rltscan
-from rltscan.estimators import MODULES
+from rltscan.estimators import DECLARATIONS, MODULES
 
 BATCHED = [(4096, 128), (16384, 128), (1024, 1024), (4096, 1024), (256, 8192), (16, 131072)]
 FLAT = [1 << 22, 1 << 26, 1 << 28]
 QUICK_BATCHED = [(4096, 128), (256, 8192)]
 QUICK_FLAT = [1 << 22]
-ESTIMATOR_ORDER = ["gae", "returns", "td_lambda", "vtrace", "retrace", "traces", "prefix_sum"]
+# every declared estimator (a new module is timed too), the CLI's order
+ESTIMATOR_ORDER = [d.name for d in DECLARATIONS.values()]
+_BY_KIND = {d.name: d for d in DECLARATIONS.values()}
 
 
 # ---------------------------------------------------------------------------
@@ -50,6 +52,15 @@ def make_inputs(
     truncated = (u >= 0.7 / ep_len) & (u < 1.0 / ep_len)
     lp = lambda: torch.log(torch.rand(shape, generator=g, device=device) * 0.9 + 0.1)  # noqa: E731
     rows = shape[:-1] if len(shape) > 1 else ()
+    known = ("gae", "returns", "td_lambda", "vtrace", "retrace", "traces", "prefix_sum")
+    if kind not in known:  # from the declaration: its required arrays and the flags
+        d = _BY_KIND[kind]
+        out: dict[str, Any] = {n: randn() for n in d.float_inputs if n in d.required}
+        flags = {"terminated": terminated, "truncated": truncated}
+        out.update({k: v for k, v in flags.items() if k in d.inputs})
+        if d.missing_bootstrap is not None:
+            out["missing_bootstrap"] = "zero"
+        return out
     if kind in ("traces", "prefix_sum"):
         return {"x": randn(), "terminated": terminated}
     base = {"rewards": randn(), "terminated": terminated, "truncated": truncated}
@@ -96,7 +107,7 @@ def call(kind: str, inputs: dict[str, Any], **kw: Any) -> dict[str, Any]:
 
 
 def _command(kind: str) -> str:
-    return {"td_lambda": "td-lambda", "prefix_sum": "prefix-sum"}.get(kind, kind)
+    return _BY_KIND[kind].command
 
 
 def traffic_bytes(inputs: dict[str, Any], outputs: dict[str, Any]) -> int:
