@@ -13,15 +13,18 @@ first time one of them is looked up here (PEP 562).
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from types import ModuleType
 from typing import Any
 
 from rltscan.estimators.declaration import Declaration
 
-# One module per estimator, in the order of the CLI's commands. The module names are
+# One module per estimator: every public module of this package (not ``declaration``,
+# ``functions``) declares one, so adding an estimator is adding its module. The first
+# seven keep the CLI's order; any other follows, by module name. The module names are
 # also the public functions' names: after loading, ``rltscan.estimators.gae`` is the
 # function (as it always was), the module is ``sys.modules["rltscan.estimators.gae"]``.
-_MODULE_NAMES = (
+_FIRST = (
     "gae",
     "vtrace",
     "retrace",
@@ -30,6 +33,12 @@ _MODULE_NAMES = (
     "eligibility_traces",
     "prefix_sum",
 )
+_FOUND = sorted(
+    m.name
+    for m in pkgutil.iter_modules(__path__)
+    if not m.name.startswith("_") and m.name not in ("declaration", "functions", *_FIRST)
+)
+_MODULE_NAMES = (*_FIRST, *_FOUND)
 _BY_KIND: dict[str, ModuleType] = {}
 for _name in _MODULE_NAMES:
     _module = importlib.import_module(f"{__name__}.{_name}")
@@ -89,4 +98,11 @@ __all__ = [
     "retrace",
     "td_lambda",
     "vtrace",
+]
+# an added estimator's function and result type are public too
+__all__ += [
+    name
+    for d in DECLARATIONS.values()
+    for name in (d.function_name, d.result_name)
+    if name not in __all__
 ]
