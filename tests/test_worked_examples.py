@@ -120,6 +120,13 @@ def _examples() -> list[Any]:
     ex = []
 
     def add(id_, fn, pos, scaled_kw, params, table, fixed_kw=None):
+        """One example; ``table`` names a table above or is one, ``{output: values}``
+        typed here (an estimator added as one module brings its example as one row,
+        checked against its oracle by ``test_oracles_reproduce_the_inline_tables``)."""
+        if isinstance(table, dict):
+            TABLES[id_] = table
+            INLINE[id_] = (fn, scaled_kw, params)
+            table = id_
         ex.append(pytest.param(fn, pos, scaled_kw, fixed_kw or {}, params, table, id=id_))
 
     gl = {"gamma": GAMMA, "lam": LAM}
@@ -217,6 +224,7 @@ def _examples() -> list[Any]:
     return ex
 
 
+INLINE: dict[str, tuple[str, dict, dict]] = {}  # example id -> (function, arrays, params)
 EXAMPLES = _examples()
 
 
@@ -436,3 +444,15 @@ def test_oracles_reproduce_every_table():
             carry = b[t] + a[t] * carry
             y[t] = carry
         np.testing.assert_allclose(y, AB_OUTPUT[name], rtol=0, atol=1e-14, err_msg=name)
+
+
+@pytest.mark.parametrize("id_", sorted(INLINE))
+def test_oracles_reproduce_the_inline_tables(id_):
+    """An inline table (a declared estimator's example row) is its oracle's answer on the
+    §3.0 inputs (rewards, flags), in exact rational arithmetic."""
+    fn, scaled_kw, params = INLINE[id_]
+    arrays = {"rewards": _fr(REWARDS), **{k: _fr(v) for k, v in scaled_kw.items()}}
+    exact = {k: Fraction(v) if isinstance(v, float) else v for k, v in params.items()}
+    got = oracles.ORACLES[fn](**arrays, terminated=TERMINATED, truncated=TRUNCATED, **exact)
+    for key, want in TABLES[id_].items():
+        assert list(got[key]) == _fr(want), key
