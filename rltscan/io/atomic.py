@@ -47,8 +47,18 @@ def reset_committed() -> None:
     _committed.clear()
 
 
+def mark_committed(path: Path) -> None:
+    """Record a target replaced by another writer of this run (a sharded commit)."""
+    _committed.append(path)
+
+
+def forget_all() -> None:
+    """Forget every input identity registered for this run (its start and its end)."""
+    _expected.clear()
+
+
 @contextlib.contextmanager
-def _deferred_signals() -> Iterator[None]:
+def deferred_signals() -> Iterator[None]:
     """Hold SIGINT/SIGTERM until the block ends, so "replaced" and "recorded" agree."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -100,7 +110,7 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):  # some filesystems refuse directory fsync
         _fsync_path(path)
 
@@ -148,7 +158,7 @@ def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0)
         check_space(dst, size_hint)
     tmp: Path | None = None
     try:
-        with _deferred_signals():  # a Ctrl-C inside mkstemp would lose the temp's name
+        with deferred_signals():  # a Ctrl-C inside mkstemp would lose the temp's name
             tmp = temp_name(dst)
         os.chmod(tmp, file_mode(dst))  # mkstemp's 0o600 would replace the file's own mode
         if copy_from is not None:
@@ -158,13 +168,13 @@ def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0)
         yield tmp
         keep_owner(dst, tmp)
         _fsync_path(tmp)
-        with _deferred_signals():
+        with deferred_signals():
             if _interrupts.seen():  # a Ctrl-C that something swallowed still stops the commit
                 raise KeyboardInterrupt
             check_unchanged(dst)
             os.replace(tmp, dst)
             _committed.append(dst)
-        _fsync_dir(dst.parent)
+        fsync_dir(dst.parent)
     except OSError as err:
         _remove(tmp)
         if is_full_disk(err):
@@ -215,7 +225,7 @@ def set_break_links(allow: bool) -> None:
     _policy["break_links"] = bool(allow)
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
     for test, name in (
         (stat.S_ISCHR, "a character device"),
         (stat.S_ISBLK, "a block device"),
@@ -248,7 +258,7 @@ def replaceable(dst: Path, *, shown: Path | None = None) -> Path:
     if st is not None:
         if not stat.S_ISREG(st.st_mode):
             raise OutputRefusedError(
-                f"{shown} is {_kind(st.st_mode)}; rltscan never replaces one with a file, "
+                f"{shown} is {kind_of(st.st_mode)}; rltscan never replaces one with a file, "
                 "pass -o PATH to a regular file (or -o - for stdout)"
             )
         if st.st_nlink > 1 and not _policy["break_links"]:

@@ -151,7 +151,7 @@ def table_from_hdf5(source: Source) -> tuple[Any, dict[str, Any]]:
     from rltscan.io import hdf5
 
     fh = source.raw
-    with hdf5._structure(source.where):
+    with hdf5.structure(source.where):
         root = fh[source.group]
         if source.layout == "episodes":
             return _episodes_table(source, root)
@@ -186,7 +186,7 @@ def table_from_hdf5(source: Source) -> tuple[Any, dict[str, Any]]:
             elif not _carriable(ds):
                 bad.append(_bad(name, ds, "Parquet cannot hold this dtype"))
             elif dims[: len(step_dims)] == step_dims and dims:
-                arr = hdf5._read_raw(ds, source.where, name)
+                arr = hdf5.read_raw(ds, source.where, name)
                 if layout == "time-major":
                     arr = np.swapaxes(arr, 0, 1)  # [T, B, ...] -> [B, T, ...]: env-major rows
                 if layout != "flat":
@@ -252,7 +252,7 @@ def _episodes_table(source: Source, root: Any) -> tuple[Any, dict[str, Any]]:
             if not dims or dims[0] not in (t, t + 1):
                 bad.append(_bad(f"{key}/{name}", ds, f"neither {t} nor {t + 1} rows"))
                 continue
-            arr = hdf5._read_raw(ds, source.where, f"{key}/{name}")
+            arr = hdf5.read_raw(ds, source.where, f"{key}/{name}")
             parts.setdefault(name, []).append(arr[:t])
             if dims[0] == t + 1:
                 nexts.setdefault(name, []).append(arr[1:])
@@ -297,7 +297,7 @@ def table_from_minari_columnar(source: Source) -> Any:
     pieces = []
     names: list[str] | None = None
     for d in dirs:
-        f = minari._part(d, source.backend or "parquet")
+        f = minari.part_file(d, source.backend or "parquet")
         table = parquet.read_table(f, source.backend or "parquet", str(f))
         if names is None:
             names = table.column_names
@@ -402,9 +402,9 @@ def write_hdf5(
     """A flat HDF5 file (or the ``[T, B]`` buffer the table came from) with the outputs."""
     import h5py
 
-    from rltscan.io.parquet import _check_names
+    from rltscan.io.parquet import check_names
 
-    _check_names(table.column_names, where)
+    check_names(table.column_names, where)
     meta_raw = table.schema.metadata or {}
     convert: dict[str, Any] = {}
     if META_KEY in meta_raw:

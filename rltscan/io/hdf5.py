@@ -93,7 +93,7 @@ H5_ERRORS = (
 
 
 @contextmanager
-def _structure(where: str, what: str = "its HDF5 metadata") -> Iterator[None]:
+def structure(where: str, what: str = "its HDF5 metadata") -> Iterator[None]:
     """Turn h5py's failures while walking a file into one-line InputFileErrors (exit 3)."""
     try:
         yield
@@ -186,7 +186,7 @@ def open_source(
     """Open ``path`` read-only and detect its layout (``layout`` overrides detection)."""
     fh = open_file(path)
     try:
-        with _structure(display or str(path)):
+        with structure(display or str(path)):
             source = _open(fh, path, group=group, layout=layout, rewards=rewards, display=display)
     except BaseException:
         _close_quietly(fh)
@@ -411,7 +411,7 @@ def _episodes_source(
     def read(column: str) -> list[np.ndarray]:
         out = []
         for key in keys:
-            with _structure(where, f'episode group "{key}"'):
+            with structure(where, f'episode group "{key}"'):
                 group = root[key]
                 found = column in group
                 ds = group[column] if found else None
@@ -445,15 +445,15 @@ def _episodes_source(
 
 
 def _read(ds: Any, where: str, key: str, index: Any = ()) -> np.ndarray:
-    with _structure(where, f'dataset "{key}"'):
+    with structure(where, f'dataset "{key}"'):
         dtype = ds.dtype
         check_dtype(dtype, where, key)
         return np.asarray(ds[index])
 
 
-def _read_raw(ds: Any, where: str, key: str) -> np.ndarray:
+def read_raw(ds: Any, where: str, key: str) -> np.ndarray:
     """A whole dataset, whatever its dtype (format conversion carries strings too)."""
-    with _structure(where, f'dataset "{key}"'):
+    with structure(where, f'dataset "{key}"'):
         return np.asarray(ds[()])
 
 
@@ -483,7 +483,7 @@ def existing_names(
 ) -> list[str]:
     """Which of ``names`` already exist where they would be written (a group is exit 2);
     with ``infos`` (a Minari dataset) also in each episode's ``infos`` group."""
-    with open_file(path) as fh, _structure(str(path), "its groups and links"):
+    with open_file(path) as fh, structure(str(path), "its groups and links"):
         root = fh[group]
         parents = [root[k] for k in episode_keys] if episode_keys else [root]
         if infos and episode_keys:
@@ -538,7 +538,7 @@ def check_replaceable(parent: Any, name: str, where: Any, *, overwrite: bool) ->
     return True
 
 
-def _storage_like(template: Any) -> dict[str, Any]:
+def storage_like(template: Any) -> dict[str, Any]:
     """Compression settings copied from a source dataset (gzip in D4RL files)."""
     if template is None or template.compression is None:
         return {}
@@ -582,8 +582,8 @@ def write_outputs(
             if episode_keys and like is None:
                 first = root[episode_keys[0]]
                 like = first[template] if template and template in first else None
-            storage = _storage_like(like)
-            attr_values = {k: _attr_value(v) for k, v in attrs.items()}
+            storage = storage_like(like)
+            attr_values = {k: attr_value(v) for k, v in attrs.items()}
             for name, value in outputs.items():
                 targets = (
                     [(root[k], arr) for k, arr in zip(episode_keys, value, strict=True)]
@@ -661,7 +661,7 @@ def materialize_links(fh: Any, src: Path, dst: Path) -> None:
                 elif isinstance(obj, h5py.Dataset) and obj.is_virtual:
                     found.append(path)
 
-    with _structure(str(src), "its links"):
+    with structure(str(src), "its links"):
         visit(fh, "/")
     if not found:
         return
@@ -687,7 +687,7 @@ def materialize_links(fh: Any, src: Path, dst: Path) -> None:
                 ds.attrs[key] = val
 
 
-def _attr_value(value: Any) -> Any:
+def attr_value(value: Any) -> Any:
     if isinstance(value, (dict, list, tuple)):
         return json.dumps(value, sort_keys=True)
     if value is None:

@@ -107,7 +107,7 @@ def undeclared_outputs(info: Mapping[str, Any], shard: Path) -> dict[str, str]:
     from rltscan.io import parquet
 
     schema = pq.read_schema(shard)
-    ours = set(parquet._recorded_outputs(schema.metadata))
+    ours = set(parquet.recorded_outputs(schema.metadata))
     out: dict[str, str] = {}
     for field in schema:
         if field.name not in ours:

@@ -75,7 +75,7 @@ def with_infos(
                 "writes; rltscan cannot add its outputs to it"
             )
         combined = column.combine_chunks()
-        ours = set(parquet._recorded_outputs(table.schema.metadata))
+        ours = set(parquet.recorded_outputs(table.schema.metadata))
         for i, field in enumerate(column.type):
             if field.name in outputs:
                 if not overwrite:
@@ -159,7 +159,7 @@ def episode_dirs(root: Path) -> list[Path]:
     return sorted(dirs, key=lambda p: int(p.name))  # numeric: 2 before 10
 
 
-def _part(directory: Path, backend: str) -> Path:
+def part_file(directory: Path, backend: str) -> Path:
     suffix = ".parquet" if backend == "parquet" else ".arrow"
     parts = sorted(directory.glob(f"*{suffix}"))
     if len(parts) != 1:
@@ -173,7 +173,7 @@ def _open_columnar(root: Path, backend: str) -> Source:
     dirs = episode_dirs(root)
     if not dirs:
         raise InputFileError(f"{root} has no episode directories under data/; nothing to read")
-    files = [_part(d, backend) for d in dirs]
+    files = [part_file(d, backend) for d in dirs]
     opener = parquet.open_parquet if backend == "parquet" else parquet.open_arrow
     first = opener(files[0])
     columns = {k: ColumnInfo(k, v.shape, v.dtype) for k, v in first.columns.items()}
@@ -209,7 +209,7 @@ def existing_columnar(root: Path, backend: str, names: list[str]) -> list[str]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    f = _part(episode_dirs(root)[0], backend)
+    f = part_file(episode_dirs(root)[0], backend)
     if backend == "parquet":
         schema = pq.ParquetFile(f).schema_arrow
     else:
@@ -234,7 +234,7 @@ def write_columnar(
     so an error or interrupt while writing changes nothing. ``dataset_size`` in
     ``data/metadata.json`` is brought up to date afterwards.
     """
-    files = [_part(d, backend) for d in episode_dirs(root)]
+    files = [part_file(d, backend) for d in episode_dirs(root)]
     written = 0
     with contextlib.ExitStack() as stack:
         for i, f in enumerate(files):

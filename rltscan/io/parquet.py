@@ -82,7 +82,7 @@ def _structure(where: str, what: str) -> Iterator[None]:
         raise InputFileError(f"{where}: {what} ({_first_line(err)}); the file is corrupt") from None
 
 
-def _check_names(names: list[str], where: str) -> None:
+def check_names(names: list[str], where: str) -> None:
     """Two columns of one name would make every read by name pick one of them silently."""
     seen: set[str] = set()
     for name in names:
@@ -136,7 +136,7 @@ def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
 
 
 def _table_source(table: Any, fmt: str, where: str, path: Path | None, raw: Any) -> Source:
-    _check_names(table.column_names, where)
+    check_names(table.column_names, where)
     columns = {
         name: _column_info(name, field.type, table.num_rows)
         for name, field in zip(table.column_names, table.schema, strict=True)
@@ -171,7 +171,7 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
         meta = schema.metadata or {}
         attrs = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in meta.items()}
         reader = RowGroupReader(pf, where)
-    _check_names(names, where)
+    check_names(names, where)
 
     def read(name: str) -> np.ndarray:
         with _structure(where, f'column "{name}" cannot be read'):
@@ -363,7 +363,7 @@ def _check_existing(
         )
     if not clash:
         return
-    ours = set(_recorded_outputs(metadata))
+    ours = set(recorded_outputs(metadata))
     foreign = [n for n in clash if n not in ours]
     if foreign:
         raise OutputRefusedError(
@@ -373,7 +373,7 @@ def _check_existing(
         )
 
 
-def _recorded_outputs(metadata: Mapping[bytes, bytes] | None) -> list[str]:
+def recorded_outputs(metadata: Mapping[bytes, bytes] | None) -> list[str]:
     try:
         record = json.loads((metadata or {})[META_KEY])
         return [str(n) for n in record.get("outputs", {})]

@@ -32,7 +32,7 @@ import numpy as np
 
 from rltscan.errors import DataError, InputFileError, OutputRefusedError, ParameterError
 from rltscan.io import lerobot, parquet
-from rltscan.io.atomic import TMP_MARK, _deferred_signals, _fsync_dir
+from rltscan.io.atomic import TMP_MARK, deferred_signals, fsync_dir
 from rltscan.io.columns import ColumnInfo
 from rltscan.io.source import Source
 
@@ -392,17 +392,17 @@ class Staging:
             _write_journal(
                 self.dir, moves + [[rel, os.path.relpath(t, root)] for rel, t in metadata]
             )
-            with _deferred_signals():
+            with deferred_signals():
                 for shard, target in zip(self.dataset.shards, targets, strict=True):
                     os.replace(self.path(shard), target)
-                    atomic._committed.append(Path(shard.path))  # for the interrupt message
+                    atomic.mark_committed(Path(shard.path))  # for the interrupt message
                 for rel, target in metadata:
                     os.replace(self.dir / rel, target)
-                    atomic._committed.append(root / rel)
+                    atomic.mark_committed(root / rel)
             for parent in {Path(s.path).parent for s in self.dataset.shards} | {
                 t.parent for _, t in metadata
             }:
-                _fsync_dir(parent)
+                fsync_dir(parent)
             _end_journal(self.dir)
             self._after(root)
             return
@@ -414,12 +414,12 @@ class Staging:
         for rel, target in self._stage_metadata(self.dir):  # the copy's own metadata
             os.replace(self.dir / rel, target)
         self._after(self.dir)
-        with _deferred_signals():
+        with deferred_signals():
             if self.final.exists():
                 self.trash = self.dir.with_name(self.dir.name + "-old")
                 os.rename(self.final, self.trash)
             os.rename(self.dir, self.final)
-        _fsync_dir(self.final.parent)
+        fsync_dir(self.final.parent)
 
     def _stage_metadata(self, root: Path) -> list[tuple[str, Path]]:
         """LeRobot: ``meta/info.json`` of the dataset at ``root`` with the new output
@@ -480,13 +480,13 @@ def _write_journal(stage: Path, moves: list[list[str]]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, stage / JOURNAL)
-    _fsync_dir(stage)
+    fsync_dir(stage)
 
 
 def _end_journal(stage: Path) -> None:
     with contextlib.suppress(OSError):
         (stage / JOURNAL).unlink()
-    _fsync_dir(stage)
+    fsync_dir(stage)
 
 
 def recover(root: Path) -> list[str]:
@@ -513,14 +513,14 @@ def recover(root: Path) -> list[str]:
                     f"{journal} (an interrupted rltscan commit) cannot be read; move the "
                     f"staged shards in {stage} by hand or delete it to keep the old data"
                 ) from None
-            with _deferred_signals():
+            with deferred_signals():
                 for rel, target in moves:
                     staged = stage / rel
                     if staged.is_file():
                         os.replace(staged, root / target)
                         moved.append(target)
             for _, target in moves:
-                _fsync_dir((root / target).parent)
+                fsync_dir((root / target).parent)
             _end_journal(stage)
         shutil.rmtree(stage, ignore_errors=True)
     return moved

@@ -31,10 +31,10 @@ from rltscan.errors import InputFileError, OutputRefusedError, RltscanError
 from rltscan.io import hdf5, parquet
 from rltscan.io.atomic import (
     TMP_MARK,
-    _deferred_signals,
     atomic_path,
     check_space,
     copy_verified,
+    deferred_signals,
     is_full_disk,
     no_space,
 )
@@ -61,7 +61,7 @@ class HDF5Sink:
         overwrite: bool,
     ) -> None:
         self.dst, self.group, self.shape, self.time_axis = dst, group, shape, time_axis
-        self.attrs = {k: hdf5._attr_value(v) for k, v in attrs.items()}
+        self.attrs = {k: hdf5.attr_value(v) for k, v in attrs.items()}
         self.template, self.overwrite = template, overwrite
         self._fh: Any = None
         self._datasets: dict[str, Any] = {}
@@ -80,7 +80,7 @@ class HDF5Sink:
         self.copy_bytes = os.path.getsize(src)
         self._stack = contextlib.ExitStack()
         try:  # no temp copy outlives a failed (or interrupted) start
-            with _deferred_signals():  # a Ctrl-C waits until the temp and its copier are owned
+            with deferred_signals():  # a Ctrl-C waits until the temp and its copier are owned
                 self._tmp = self._stack.enter_context(atomic_path(dst, size_hint=self.copy_bytes))
                 self._copier.start()
         except BaseException as err:
@@ -125,7 +125,7 @@ class HDF5Sink:
             if hdf5.check_replaceable(root, name, self.dst, overwrite=self.overwrite):
                 del root[name]
             like = root.get(self.template) if self.template else None
-            storage = hdf5._storage_like(like)
+            storage = hdf5.storage_like(like)
             full = (*self.shape, *arr.shape[len(self.shape) :])
             ds = root.create_dataset(name, shape=full, dtype=arr.dtype, **storage)
         except RltscanError:

@@ -274,7 +274,7 @@ def guard(
             "(they would be written outside the group), pass a prefix without it"
         )
     atomic.set_break_links(break_links)
-    atomic._expected.clear()
+    atomic.forget_all()
     held: atomic.Lock | None = None
     try:
         if input != "-" and not dry_run:
@@ -283,7 +283,7 @@ def guard(
     finally:
         if held is not None:
             held.release()
-        atomic._expected.clear()
+        atomic.forget_all()
         atomic.set_break_links(False)
 
 
@@ -340,7 +340,7 @@ def _preflight(input: str, output: str | None, *, overwrite: bool) -> atomic.Loc
         return _lock_dir(path, input)
     if not stat.S_ISREG(st.st_mode):
         raise OutputRefusedError(
-            f"{input} is {atomic._kind(st.st_mode)} and cannot be written back in place; "
+            f"{input} is {atomic.kind_of(st.st_mode)} and cannot be written back in place; "
             "pass -o PATH (or -o - for stdout)"
         )
     atomic.replaceable(path, shown=path)
