@@ -734,7 +734,7 @@ def inspect(
                     flags_only=True,
                 )
             except RltscanError as err:
-                estimators[command] = {"ready": False, "needs": _needs(str(err))}
+                estimators[command] = {"ready": False, "needs": _needs(err)}
                 continue
             estimators[command] = {"ready": True, "needs": ""}  # bootstraps checked too
             roles.update(prepared.roles)
@@ -783,12 +783,12 @@ def _column_steps(source: Any) -> int | None:
     return None
 
 
-def _needs(message: str) -> str:
-    """What is missing, from an error message: ``"q_values" (--q-values KEY)``."""
-    found = re.search(r'has no column "([^"]+)"; pass (--[a-z-]+ KEY)', message)
-    if found:
-        return f'a "{found.group(1)}" column ({found.group(2)})'
-    return message.rsplit("; ", 1)[-1] if "; " in message else message
+def _needs(err: RltscanError) -> str:
+    """What is missing, from the error's fields: ``a "q_values" column (--q-values KEY)``,
+    else its fix, else the whole message."""
+    if err.column is not None and err.option is not None:
+        return f'a "{err.column}" column ({err.option})'
+    return err.fix or str(err)
 
 
 @contextmanager
@@ -797,8 +797,7 @@ def _cli_bootstrap_hint() -> Iterator[None]:
     try:
         yield
     except MissingBootstrapError as e:
-        raise MissingBootstrapError(
-            e.where,
-            "pass --next-values KEY (or --last-values KEY for a [T, B] buffer), "
+        raise e.replace(
+            fix="pass --next-values KEY (or --last-values KEY for a [T, B] buffer), "
             "or --missing-bootstrap zero to treat it as 0",
         ) from None

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rltscan import errors, stream
+from rltscan import stream
 from rltscan.errors import DataError, OutputRefusedError, ParameterError, RltscanError
 from rltscan.estimators._common import Carry
 from rltscan.io import shards as io_shards
@@ -147,13 +147,9 @@ def run_task(job: Job, item: Mapping[str, Any]) -> dict[str, Any]:
     try:
         payload = aggregate(job, k) if item["pass"] == 1 else outputs(job, k, item.get("y"))
     except RltscanError as err:
-        message = str(err)
-        if not message.startswith(shard.rel):
-            message = f"{shard.rel}: {message}"
-        payload = {
-            "error": {"type": type(err).__name__, "message": message},
-            "where": getattr(err, "where", None),
-        }
+        if not str(err).startswith(shard.rel):  # name the shard unless the error does
+            err = err.replace(where=shard.rel if not err.where else f"{shard.rel}: {err.where}")
+        payload = {"error": err.to_dict()}  # the class and the fields, plain JSON
     return {"k": k, "result": json.dumps(payload)}
 
 
@@ -469,19 +465,13 @@ def _results(items: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[in
     for item in items:
         payload = by_k.get(int(item["k"]))
         if payload is not None and "error" in payload:
-            _raise(payload["error"], payload.get("where"))
+            _raise(payload["error"])
     return by_k
 
 
-def _raise(error: Mapping[str, Any], where: str | None) -> None:
-    cls = getattr(errors, str(error.get("type")), None)
-    if not (isinstance(cls, type) and issubclass(cls, RltscanError)):
-        cls = RltscanError
-    err = cls.__new__(cls)
-    Exception.__init__(err, error["message"])
-    if where is not None:
-        err.where = where  # type: ignore[attr-defined]
-    raise err
+def _raise(error: Mapping[str, Any]) -> None:
+    """The task's error again, rebuilt from its fields (``RltscanError.to_dict``)."""
+    raise RltscanError.from_dict(dict(error))
 
 
 def _engine(name: str, *, ray_address: str | None, workers: int | None, device: str) -> Any:

@@ -22,7 +22,6 @@ so peak memory depends on the chunk size, not on the file size.
 from __future__ import annotations
 
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rltscan.errors import DataError, MissingBootstrapError, RltscanError
+from rltscan.errors import DataError, RltscanError
 
 DEFAULT_CHUNK_STEPS = 1 << 22  # steps (time × sequences) per window
 BLOCK_STEPS = 1 << 22  # steps per estimator call; the bit-level result depends on it
@@ -275,7 +274,7 @@ def _compute_window(
         try:
             outputs, carry = compute(block, carry)
         except RltscanError as err:
-            raise _shifted(err, b0, time_dim) from None
+            raise _shifted(err, b0) from None
         for name, value in outputs.items():
             pieces.setdefault(name, []).append((b0, value))
     if device.type == "cuda":
@@ -328,33 +327,11 @@ def _assemble(parts: list[tuple[int, Any]], time_dim: int) -> np.ndarray:
     return np.concatenate(arrays, axis=axis)
 
 
-_INDEX = re.compile(r"at index (\(?)(\d+)(?:, (\d+))?(\)?)")
-
-
-def _shifted(err: RltscanError, offset: int, time_dim: int) -> RltscanError:
+def _shifted(err: RltscanError, offset: int) -> RltscanError:
     """An estimator's error with its step index made absolute (the block starts at
-    ``offset``): "at index 5" in block 3 is "at index 3*block+5" of the file."""
-
-    def fix(text: str) -> str:
-        def sub(m: re.Match) -> str:
-            open_, first, second, close = m.groups()
-            if second is None:
-                return f"at index {open_}{int(first) + offset}{close}"
-            a, b = int(first), int(second)
-            a, b = (a + offset, b) if time_dim == 0 else (a, b + offset)
-            return f"at index {open_}{a}, {b}{close}"
-
-        return _INDEX.sub(sub, text, count=1)
-
-    if offset == 0:
-        return err
-    if isinstance(err, MissingBootstrapError):
-        fix_text = str(err)[len(err.where) + 2 :]
-        return MissingBootstrapError(fix(err.where), fix_text)
-    try:
-        return type(err)(fix(str(err)))
-    except TypeError:
-        return err
+    ``offset``): index 5 in the block that starts at step 40 is step 45 of the file.
+    The error says which entry of its index is the time step (``time_axis``)."""
+    return err.shifted(offset)
 
 
 def check_id_runs(runs: list[tuple[int, np.ndarray]], name: str, where: str) -> None:

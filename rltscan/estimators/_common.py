@@ -191,8 +191,8 @@ def next_of(p: Problem, what: str) -> Tensor | float:
     v = getattr(p.carry, what)
     if v is None:
         raise DataError(
-            f"the carry from the next chunk has no {what}; pass every chunk of a sequence "
-            "with the same bootstrap form"
+            f"the carry from the next chunk has no {what}",
+            "pass every chunk of a sequence with the same bootstrap form",
         )
     return v.to(p.dtype)
 
@@ -357,10 +357,6 @@ class Frame:
         return out if self.device is None else out.to(self.device)
 
 
-def fmt_index(idx: tuple[int, ...]) -> str:
-    return str(idx[0]) if len(idx) == 1 else str(tuple(idx))
-
-
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -371,7 +367,9 @@ def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Te
     elif isinstance(x, np.ndarray):
         if x.dtype.kind not in "biuf":
             raise DTypeError(
-                f'"{name}" has dtype {x.dtype}; pass a numeric (float or 0/1 flag) array'
+                f'"{name}" has dtype {x.dtype}',
+                "pass a numeric (float or 0/1 flag) array",
+                column=name,
             )
         t = (
             torch.from_numpy(x)
@@ -383,7 +381,9 @@ def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Te
             t = torch.as_tensor(np.asarray(x))
         except (TypeError, ValueError) as e:
             raise DTypeError(
-                f'"{name}" is not an array ({type(x).__name__}); pass a numpy array or torch tensor'
+                f'"{name}" is not an array ({type(x).__name__})',
+                "pass a numpy array or torch tensor",
+                column=name,
             ) from e
     if device is not None and t.device != device:
         t = t.to(device)
@@ -395,13 +395,22 @@ def float_column(name: str, x: ArrayLike, device: torch.device | None) -> Tensor
     if t.dtype in _FLOATS:
         return t
     if t.dtype.is_complex or t.dtype == torch.bool:
-        raise DTypeError(f'"{name}" has dtype {t.dtype}; pass a float array')
+        raise DTypeError(f'"{name}" has dtype {t.dtype}', "pass a float array", column=name)
     # integer rewards etc.: a lossless upcast, not a silent change of meaning
     return t.to(torch.float32 if t.element_size() <= 2 else torch.float64)
 
 
-def flag_column(name: str, x: ArrayLike, device: torch.device | None, validate: bool) -> Tensor:
-    """Flags stay 1 byte wide: bool and uint8 pass through; 0/1 ints and floats become bool."""
+def flag_column(
+    name: str,
+    x: ArrayLike,
+    device: torch.device | None,
+    validate: bool,
+    time_dim: int | None = None,
+) -> Tensor:
+    """Flags stay 1 byte wide: bool and uint8 pass through; 0/1 ints and floats become bool.
+
+    ``time_dim`` (None: only a 1-D array's is known) says which entry of an error's
+    index is the time step."""
     t = as_tensor(name, x, device)
     if t.dtype == torch.bool:
         return t
@@ -411,9 +420,13 @@ def flag_column(name: str, x: ArrayLike, device: torch.device | None, validate: 
             bad |= torch.isnan(t)
         if bool(bad.any()):
             first = tuple(int(i) for i in torch.nonzero(bad)[0].tolist())
+            axis = 0 if t.ndim == 1 else (None if time_dim is None else time_dim % t.ndim)
             raise DataError(
-                f'"{name}" must hold 0/1 flags but has {t[first].item()!r} at index '
-                f"{fmt_index(first)}; pass a boolean array"
+                f'"{name}" must hold 0/1 flags but has {t[first].item()!r}',
+                "pass a boolean array",
+                column=name,
+                index=first,
+                time_axis=axis,
             )
     if t.dtype == torch.uint8:
         return t
@@ -449,18 +462,21 @@ def _is_real_scalar(v: object) -> bool:
 def check_shape(name: str, t: Tensor, want: tuple[int, ...], ref: str) -> None:
     if tuple(t.shape) != want:
         raise DataError(
-            f'"{name}" has shape {tuple(t.shape)} but "{ref}" has {want}; '
-            "pass per-step arrays of one shape"
+            f'"{name}" has shape {tuple(t.shape)} but "{ref}" has {want}',
+            "pass per-step arrays of one shape",
+            column=name,
         )
 
 
 def normal_time_dim(time_dim: int, ndim: int, ref: str) -> int:
     if ndim == 0:
-        raise DataError(f'"{ref}" is a scalar; pass a per-step array of shape [T] or [B, T]')
+        raise DataError(
+            f'"{ref}" is a scalar', "pass a per-step array of shape [T] or [B, T]", column=ref
+        )
     if not -ndim <= time_dim < ndim:
         raise ParameterError(
-            f'time_dim = {time_dim} is out of range for "{ref}" with {ndim} dims; '
-            f"pass a value in [{-ndim}, {ndim - 1}]"
+            f'time_dim = {time_dim} is out of range for "{ref}" with {ndim} dims',
+            f"pass a value in [{-ndim}, {ndim - 1}]",
         )
     return time_dim % ndim
 
@@ -511,8 +527,9 @@ def per_row(name: str, x: ArrayLike | None, frame: Frame, device: torch.device) 
             continue
     else:
         raise DataError(
-            f'"{name}" has shape {tuple(t.shape)}; pass a scalar or one value per sequence '
-            f"(shape {lead})"
+            f'"{name}" has shape {tuple(t.shape)}',
+            f"pass a scalar or one value per sequence (shape {lead})",
+            column=name,
         )
     nl = len(lead)
     perm = [nl + i for i in range(len(feats))] + list(range(nl))
@@ -574,19 +591,27 @@ def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> Non
         if not hit:
             continue
         r, t = (int(i) for i in torch.nonzero(bad)[0].tolist())
-        idx = fmt_index(frame.user_index(r, t))
+        # the index is the user's (time at frame.time_dim); "{index}" is where it is said
+        idx = frame.user_index(r, t)
         if what == "missing":
-            where = "the window ends" if t == p.shape[1] - 1 else "the episode is truncated"
+            end = "the window ends" if t == p.shape[1] - 1 else "the episode is truncated"
             raise MissingBootstrapError(
-                f"{where} at index {idx} without termination but no bootstrap value was given",
+                f"{end} at index {{index}} without termination but no bootstrap value was given",
                 'pass "next_values", "bootstrap_values" or "last_value" '
                 '(or missing_bootstrap="zero" to treat it as 0)',
+                index=idx,
+                time_axis=frame.time_dim,
             )
-        if name == "last_value":
-            raise DataError(f'"last_value" has {what} at index {r}; pass finite bootstrap values')
+        if name == "last_value":  # one value per sequence: the index is the row's
+            raise DataError(
+                f'"last_value" has {what}', "pass finite bootstrap values", column=name, index=r
+            )
         raise DataError(
-            f'"{name}" has {what} at index {idx}, an entry that is read; '
-            "fix or mask the data (NaN is only allowed in ignored slots)"
+            f'"{name}" has {what} at index {{index}}, an entry that is read',
+            "fix or mask the data (NaN is only allowed in ignored slots)",
+            column=name,
+            index=idx,
+            time_axis=frame.time_dim,
         )
 
 

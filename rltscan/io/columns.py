@@ -141,8 +141,9 @@ def resolve_override(role: str, name: str, available: Mapping[str, ColumnInfo], 
     """Check that an explicit ``--<role> NAME`` exists; say what does otherwise."""
     if name not in available:
         raise DataError(
-            f'{where} has no column "{name}" (given by {OPTION.get(role, role)}); '
-            f"pass one of: {quoted(available)}"
+            f'{where} has no column "{name}" (given by {OPTION.get(role, role)})',
+            f"pass one of: {quoted(available)}",
+            column=name,
         )
     return name
 
@@ -152,4 +153,9 @@ def missing_column_error(role: str, available: Mapping[str, ColumnInfo], where: 
     default = ALIASES[role][0] if ALIASES.get(role) else role
     option = OPTION.get(role, f"--{role}")
     found = quoted(available) if available else "no per-step columns"
-    return DataError(f'{where} has no column "{default}"; pass {option} KEY (found: {found})')
+    return DataError(
+        f'{where} has no column "{default}"',
+        f"pass {option} KEY (found: {found})",
+        column=default,
+        option=f"{option} KEY",
+    )
