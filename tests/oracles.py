@@ -493,6 +493,19 @@ def prefix_sum(x, terminated=None, truncated=None, *, is_first=None, init=None) 
 
 
 # ---------------------------------------------------------------------------
+# Return-to-go (Decision Transformer, Chen et al. 2021 §3)
+# ---------------------------------------------------------------------------
+
+
+@oracle("return_to_go")
+def return_to_go(rewards, terminated, truncated=None, *, scale=1) -> dict[str, list]:
+    """R_t = (r_t + r_{t+1} + ... + r_end) / scale, end = the last step of t's episode."""
+    ends = _ends(terminated, truncated)
+    out = [sum(rewards[t : _segment_end(ends, t) + 1]) / scale for t in range(len(rewards))]
+    return {"returns_to_go": out}
+
+
+# ---------------------------------------------------------------------------
 # Batching helper
 # ---------------------------------------------------------------------------
 

@@ -221,6 +221,8 @@ def _examples() -> list[Any]:
     add("prefix-r", "prefix_sum", [REWARDS], {}, {}, "prefix_r")
     add("prefix-ones", "prefix_sum", [[1.0] * 6], {}, {}, "prefix_ones")
     add("prefix-r-init2.5", "prefix_sum", [REWARDS], {}, {"init": 2.5}, "prefix_r_init")
+    add("rtg-scale2", "return_to_go", [REWARDS], {}, {"scale": 2.0},
+        {"returns_to_go": [1.25, 0.75, 1.0, 1.0, 0.75, -0.5]})  # fmt: skip
     return ex
 
 
