@@ -10,8 +10,10 @@ Backends share one signature, ``linear_scan(a, b, *, reverse, init)`` over
 - ``torch``: vectorised chunked scan, CPU or GPU (``torch_scan.py``);
 - ``triton``: the fused single-pass kernel (``triton_scan.py``), loaded lazily.
 
-Estimators do not call this for the Triton backend: they hand the kernel their
-raw columns so the coefficients are built on-chip (``estimators._common.solve``).
+Estimators with a fused Triton prologue do not call this for the Triton backend:
+they hand the kernel their raw columns so the coefficients are built on-chip
+(``estimators._common.solve``); any other estimator builds ``(a, b)`` with torch and
+runs the kernel's plain linear mode. This package imports no estimator.
 """
 
 from __future__ import annotations

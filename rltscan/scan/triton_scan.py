@@ -1,12 +1,15 @@
-"""THE Triton kernel: one single-pass linear-recurrence scan for all seven estimators.
+"""THE Triton kernel: one single-pass linear-recurrence scan for every estimator.
 
     backward:  y_t = a_t * y_{t+1} + b_t        forward:  y_t = a_t * y_{t-1} + b_t
 
-One kernel, ``_scan_kernel``. Each estimator is a constexpr ``KIND`` that selects
-a small prologue (load its raw columns, build ``a_t``/``b_t`` on-chip) and
-epilogue (``value_targets = A + V``, V-trace's ``pg_advantages``, ...). No ``a``,
-``b`` or ``delta`` tensor ever reaches device memory; flags are read as stored
-(1 byte).
+One kernel, ``_scan_kernel``. The first seven estimators are each a constexpr ``KIND``
+that selects a small prologue (load its raw columns, build ``a_t``/``b_t`` on-chip)
+and epilogue (``value_targets = A + V``, V-trace's ``pg_advantages``, ...): for them
+no ``a``, ``b`` or ``delta`` tensor ever reaches device memory; flags are read as
+stored (1 byte). Any other estimator (:func:`fused` is False) runs the ``LINEAR``
+kind: its module builds ``(a, b)`` with torch and :func:`linear_scan` solves it
+(``estimators._common.solve``), so a new estimator module runs here unchanged. This
+module knows estimators only by kind name; it imports none of them.
 
 Work decomposition: the ``[R, T]`` problem (any strides: batch-major, time-major
 or one flat sequence) is cut into tiles of ``ROWS × CHUNK``. A program scans its
