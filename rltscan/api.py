@@ -38,8 +38,6 @@ if TYPE_CHECKING:  # torch loads where a run computes; planning, inspect and --h
 Progress = Callable[[str, bool], None]  # (stage, started) -> None; the CLI draws it
 
 TERMINAL_RULE = "terminated wins over truncated; ends of data and of episodes are truncations"
-UNIT_RANGE = ("gamma", "lam")
-POSITIVE = ("rho_clip", "c_clip", "pg_rho_clip")
 
 
 def _estimators() -> dict[str, Any]:
@@ -56,17 +54,11 @@ def _version() -> str:
 
 
 def check_params(params: Mapping[str, float | None]) -> None:
-    """Parameter ranges (docs/CONVENTIONS.md §5), checked before any file is opened."""
-    for name, value in params.items():
-        if value is None:
-            continue
-        option = "--" + name.replace("_", "-")
-        if not np.isfinite(value):
-            raise ParameterError(f"{option} must be a finite number, got {value}")
-        if name in UNIT_RANGE and not 0.0 <= value <= 1.0:
-            raise ParameterError(f"{option} must be in [0, 1], got {value}; pass a value like 0.95")
-        if name in POSITIVE and value <= 0.0:
-            raise ParameterError(f"{option} must be > 0, got {value}; pass a value like 1.0")
+    """Parameter ranges (docs/CONVENTIONS.md §5), checked before any file is opened: the
+    declared ranges (the one table, ``declaration.check_params``), named as options."""
+    from rltscan.estimators.declaration import check_params as declared
+
+    declared(params, options=True)
 
 
 def _check_device(device: str) -> None:

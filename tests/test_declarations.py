@@ -13,6 +13,8 @@ import rltscan
 from rltscan import api
 from rltscan.errors import ParameterError
 from rltscan.estimators import DECLARATIONS, ESTIMATORS, MODULES, declared_module
+from rltscan.estimators._common import check_params as python_check_params
+from rltscan.estimators.declaration import parameter_table
 
 # keywords every public function takes that are neither inputs nor parameters
 CONTROL = {"carry", "time_dim", "backend", "validate", "missing_bootstrap"}
@@ -71,20 +73,33 @@ def test_registry_is_derived_from_the_declarations(command: str) -> None:
     [(c, p) for c, d in DECLARATIONS.items() for p in d.parameters],
     ids=lambda x: getattr(x, "name", x),
 )
-def test_declared_ranges_are_the_checked_ranges(command: str, param) -> None:
-    """A value just outside the declared range is refused, the edges are accepted."""
+@pytest.mark.parametrize("check", ["file", "python"])
+def test_declared_ranges_are_the_checked_ranges(command: str, param, check: str) -> None:
+    """A value just outside the declared range is refused, the edges are accepted: by the
+    file runs' check (options) and the Python functions' check alike, which read the one
+    table (``declaration.parameter_table``) and say it in one wording."""
+    assert parameter_table()[param.name].range_text == param.range_text
+
+    def checked(value: float) -> None:
+        if check == "file":
+            api.check_params({param.name: value})
+        else:
+            python_check_params(**{param.name: value})
+
     outside = [param.low if param.low_open else param.low - 1e-6, math.inf]
     if param.high is not None:
         outside.append(param.high + 1e-6)
     for value in outside:
-        with pytest.raises(ParameterError):
-            api.check_params({param.name: value})
+        with pytest.raises(ParameterError) as err:
+            checked(value)
+        name = "--" + param.name.replace("_", "-") if check == "file" else param.name
+        assert str(err.value).startswith(f"{name} must be "), str(err.value)
     inside = [param.low + 1e-6 if param.low_open else param.low]
     if param.high is not None:
         inside.append(param.high)
     for value in inside:
-        api.check_params({param.name: value})
+        checked(value)
     if param.default is not None:
-        api.check_params({param.name: param.default})
+        checked(param.default)
     else:
         assert param.fallback in DECLARATIONS[command].params

@@ -5,7 +5,9 @@ fix as fields; ``str()`` formats the one line; nothing downstream parses a messa
 * errors travel as plain data (pickle, JSON) and come back equal, class included;
 * the estimators' index errors carry the index as data, and the streaming and shard
   engines report the step of the file by shifting that field;
-* ``inspect`` reads what is missing from the fields.
+* ``inspect`` reads what is missing from the fields;
+* one parameter table: the Python functions and the file runs refuse the same values
+  with one wording (the name is the option's at the CLI).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from rltscan.errors import (
     ParameterError,
     RltscanError,
 )
+from rltscan.estimators.declaration import check_params, parameter_table
 from rltscan.io.columns import missing_column_error
 from tests.shard_helpers import SIZES, table, write_shards
 
@@ -172,3 +175,40 @@ def test_inspect_reads_what_is_missing_from_the_fields() -> None:
         "pass --ends-are truncated"
     )
     assert api._needs(DataError("no fix known")) == "no fix known"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "tail"),
+    [
+        ("gamma", 1.5, "must be in [0, 1], got 1.5; pass a value like 0.95"),
+        ("lam", -0.1, "must be in [0, 1], got -0.1; pass a value like 0.95"),
+        ("c_clip", 0.0, "must be > 0, got 0.0; pass a value like 1.0"),
+        ("rho_clip", float("inf"), "must be a finite number, got inf; pass a value like 1.0"),
+        ("gamma", float("nan"), "must be a finite number, got nan; pass a value like 0.95"),
+    ],
+)
+def test_one_wording_for_functions_and_files(name: str, value: float, tail: str) -> None:
+    with pytest.raises(ParameterError) as py:
+        check_params({name: value})
+    with pytest.raises(ParameterError) as cli:
+        api.check_params({name: value})
+    assert str(py.value) == f"{name} {tail}"
+    assert str(cli.value) == f"--{name.replace('_', '-')} {tail}"
+    assert py.value.fix == cli.value.fix
+    # and the public functions say the same
+    fn = rltscan.vtrace if name in ("rho_clip", "c_clip") else rltscan.gae
+    args = (np.zeros(4), np.zeros(4))
+    extra = (
+        {"logp_target": np.zeros(4), "logp_behavior": np.zeros(4)} if fn is rltscan.vtrace else {}
+    )
+    with pytest.raises(ParameterError) as called:
+        fn(*args, **extra, terminated=np.zeros(4), missing_bootstrap="zero", **{name: value})
+    assert str(called.value) == str(py.value)
+
+
+def test_the_table_is_the_declarations() -> None:
+    from rltscan.estimators import DECLARATIONS
+
+    declared = {p.name for d in DECLARATIONS.values() for p in d.parameters}
+    assert set(parameter_table()) == declared
+    assert not hasattr(api, "UNIT_RANGE") and not hasattr(api, "POSITIVE")

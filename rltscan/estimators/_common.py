@@ -26,6 +26,7 @@ from rltscan.estimators.declaration import (
     READ_BOOT,
     READ_NOT_TERMINATED,
 )
+from rltscan.estimators.declaration import check_params as declared_check_params
 from rltscan.scan import resolve_backend
 
 ArrayLike = Any  # torch.Tensor | numpy.ndarray | nested sequences
@@ -434,16 +435,12 @@ def flag_column(
 
 
 def check_params(**params: float | None) -> None:
-    """Scalar hyperparameters: gamma and lam in [0, 1]; clips > 0."""
+    """Scalar hyperparameters: real numbers (numpy and 0-d torch scalars too) in their
+    declared ranges (``declaration.check_params``, the one table and wording)."""
     for name, v in params.items():
-        if v is None:
-            continue
-        if not _is_real_scalar(v) or math.isnan(float(v)):
-            raise ParameterError(f"{name} must be a number, got {v!r}; pass a float")
-        if name in ("gamma", "lam") and not 0.0 <= float(v) <= 1.0:
-            raise ParameterError(f"{name} = {v} is outside [0, 1]; pass a value in [0, 1]")
-        if name in ("rho_clip", "c_clip", "pg_rho_clip") and not float(v) > 0.0:
-            raise ParameterError(f"{name} = {v} must be > 0; pass a positive clip threshold")
+        if v is not None and not _is_real_scalar(v):
+            raise ParameterError(f"{name} must be a number, got {v!r}", "pass a float")
+    declared_check_params({k: None if v is None else float(v) for k, v in params.items()})
 
 
 def _is_real_scalar(v: object) -> bool:

@@ -11,10 +11,14 @@ the torch code. See docs/CONVENTIONS.md for the conventions the estimators follo
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from rltscan.errors import ParameterError
 
 # The bootstrap forms of the estimators that read V(s_t+1) (docs/CONVENTIONS.md §1.2)
 BOOTSTRAP_INPUTS = ("next_values", "bootstrap_values", "last_value")
@@ -32,7 +36,6 @@ READ_AFTER_UNCUT = "after_uncut"  # read at t iff t >= 1 and not cut_{t-1} (valu
 DEFAULT_READS = {"next_values": READ_NOT_TERMINATED, "bootstrap_values": READ_BOOT}
 
 
-
 @dataclass(frozen=True)
 class Param:
     """A scalar parameter: its default and its range (``low`` < or <= value <= ``high``)."""
@@ -44,18 +47,40 @@ class Param:
     high: float | None = None  # None: no upper bound
     low_open: bool = False  # True: the value must be > low
     fallback: str | None = None  # a None default means "the value of this parameter"
+    example: float | None = None  # the value a range error suggests (None: the default)
+
+    @property
+    def range_text(self) -> str:
+        """The declared range as the messages and ``--help`` say it: ``in [0, 1]``, ``> 0``."""
+        if self.high is not None:
+            return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
+        return f"{'>' if self.low_open else '>='} {self.low:g}"
+
+    def violation(self, value: float) -> tuple[str, str] | None:
+        """Why ``value`` is refused, as ``(what, fix)`` where ``what`` follows the
+        parameter's name (``must be in [0, 1], got 1.5``); None when it is accepted.
+        Values must be finite (they are recorded in the outputs' provenance)."""
+        v = float(value)
+        like = self.example if self.example is not None else self.default
+        fix = "pass a finite number" if like is None else f"pass a value like {like}"
+        if not math.isfinite(v):
+            return f"must be a finite number, got {v!r}", fix
+        above = v > self.low if self.low_open else v >= self.low
+        if above and (self.high is None or v <= self.high):
+            return None
+        return f"must be {self.range_text}, got {v!r}", fix
 
     @classmethod
     def unit(cls, name: str, default: float, help: str) -> Param:
         """A parameter in [0, 1] (γ, λ)."""
-        return cls(name, default, help, low=0.0, high=1.0)
+        return cls(name, default, help, low=0.0, high=1.0, example=0.95)
 
     @classmethod
     def positive(
         cls, name: str, default: float | None, help: str, fallback: str | None = None
     ) -> Param:
         """A parameter > 0 (the clips)."""
-        return cls(name, default, help, low=0.0, low_open=True, fallback=fallback)
+        return cls(name, default, help, low=0.0, low_open=True, fallback=fallback, example=1.0)
 
 
 @dataclass(frozen=True)
@@ -91,7 +116,6 @@ class Declaration:
     contraction_warning: bool = False  # warn when γ·λ·c̄ > 1 (V-trace, Retrace)
     carry_base: str | None = None  # y = first output − this input (V-trace's vs = V + y)
     result: str | None = None  # the result class; None: CamelCase(name) + "Result"
-
 
     @property
     def reverse(self) -> bool:
@@ -162,3 +186,38 @@ def lam_param(default: float) -> Param:
 def c_clip_param(default: float = 1.0) -> Param:
     """c̄, the clip of the trace coefficient (V-trace, Retrace)."""
     return Param.positive("c_clip", default, "c̄, clip of the trace coefficient (> 0).")
+
+
+# --------------------------------------------------------------------------- the range checks
+
+
+@functools.cache
+def parameter_table() -> dict[str, Param]:
+    """Every declared parameter by name: the one table that the range checks (Python
+    functions and file runs alike), ``--help`` and the provenance record read. A name
+    declared by several estimators has one range (its default may differ)."""
+    from rltscan.estimators import DECLARATIONS
+
+    table: dict[str, Param] = {}
+    for d in DECLARATIONS.values():
+        for p in d.parameters:
+            seen = table.setdefault(p.name, p)
+            if (seen.low, seen.high, seen.low_open) != (p.low, p.high, p.low_open):
+                raise RuntimeError(f"{p.name} is declared with two ranges ({d.command})")
+    return table
+
+
+def check_params(values: Mapping[str, float | None], *, options: bool = False) -> None:
+    """Refuse a value outside its declared range (docs/CONVENTIONS.md §5), one wording
+    for everyone: ``gamma must be in [0, 1], got 1.5; pass a value like 0.95``. With
+    ``options`` the name is the CLI's (``--gamma``). Every value must be finite; a name
+    no estimator declares is only checked for that."""
+    table = parameter_table()
+    for name, value in values.items():
+        if value is None:
+            continue
+        param = table.get(name) or Param(name, None, "", low=-math.inf)
+        refused = param.violation(value)
+        if refused is not None:
+            label = "--" + name.replace("_", "-") if options else name
+            raise ParameterError(f"{label} {refused[0]}", refused[1])
