@@ -90,8 +90,8 @@ def find_column(
     if len(found) > 1:
         option = OPTION.get(role, "--" + role.replace("_", "-"))
         raise AmbiguousInputError(
-            f'{source.where}: both "{found[0]}" and "{found[1]}" could be the {role} column; '
-            f"pass {option} KEY (or --ignore the other)"
+            f'{source.where}: both "{found[0]}" and "{found[1]}" could be the {role} column',
+            f"pass {option} KEY (or --ignore the other)",
         )
     return found[0] if found else None
 
@@ -102,8 +102,8 @@ def _without(source: Source, ignore: tuple[str, ...]) -> Source:
     for name in ignore:
         if name not in everything:
             raise ParameterError(
-                f'{source.where} has no column "{name}" (given by --ignore); '
-                f"pass one of: {quoted(everything)}"
+                f'{source.where} has no column "{name}" (given by --ignore)',
+                f"pass one of: {quoted(everything)}",
             )
     return dataclasses.replace(
         source,
@@ -125,8 +125,8 @@ def as_flag(arr: np.ndarray, name: str, where: str, role: str) -> np.ndarray:
         return arr
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise DataError(
-            f'{where}: column "{name}" has dtype {arr.dtype}, not 0/1 flags; '
-            f"pass another column with {OPTION.get(role, '--' + role)}"
+            f'{where}: column "{name}" has dtype {arr.dtype}, not 0/1 flags',
+            f"pass another column with {OPTION.get(role, '--' + role)}",
         )
     bad = ~((arr == 0) | (arr == 1))
     if bad.any():
@@ -134,8 +134,8 @@ def as_flag(arr: np.ndarray, name: str, where: str, role: str) -> np.ndarray:
         at = index[0] if len(index) == 1 else index
         raise DataError(
             f'{where}: column "{name}" must hold 0/1 flags, '
-            f"found {arr[index].item()!r} at index {at}; "
-            f"fix the column or pass another with {OPTION.get(role, '--' + role)}"
+            f"found {arr[index].item()!r} at index {at}",
+            f"fix the column or pass another with {OPTION.get(role, '--' + role)}",
         )
     return arr != 0
 
@@ -262,13 +262,14 @@ def prepare(
     if ref.ndim != ref_ndim:
         raise DataError(
             f'{source.where}: column "{ref_name}" has shape {ref.shape} but the {layout} layout '
-            f"needs {ref_ndim} dimension(s); pass --layout or the right {OPTION[reference]} KEY"
+            f"needs {ref_ndim} dimension(s)",
+            f"pass --layout or the right {OPTION[reference]} KEY",
         )
     kwargs[reference] = ref
     if ref.size == 0:
         raise DataError(
-            f'{source.where}: column "{ref_name}" has no steps (shape {ref.shape}); '
-            "pass a file that holds data"
+            f'{source.where}: column "{ref_name}" has no steps (shape {ref.shape})',
+            "pass a file that holds data",
         )
     for arg, value in list(kwargs.items()):
         if arg == reference or not isinstance(value, np.ndarray):
@@ -278,7 +279,8 @@ def prepare(
         if value.shape[: ref.ndim] != ref.shape:
             raise DataError(
                 f'{source.where}: column "{reader.roles[role]}" has shape {value.shape} but '
-                f'"{ref_name}" has {ref.shape}; every per-step column needs the same shape'
+                f'"{ref_name}" has {ref.shape}',
+                "every per-step column needs the same shape",
             )
         kwargs[arg] = value
 
@@ -291,8 +293,8 @@ def prepare(
             if layout == "flat":
                 if last.size != 1:
                     raise DataError(
-                        f'{source.where}: "{name}" has shape {last.shape}; a flat file takes '
-                        "one scalar last value"
+                        f'{source.where}: "{name}" has shape {last.shape}',
+                        "a flat file takes one scalar last value",
                     )
                 kwargs["last_value"] = float(last.reshape(()))
             else:
@@ -300,7 +302,8 @@ def prepare(
                 if last.shape != (n_seq,):
                     raise DataError(
                         f'{source.where}: "{name}" has shape {last.shape} but there are '
-                        f"{n_seq} sequences; last values need shape ({n_seq},)"
+                        f"{n_seq} sequences",
+                        f"last values need shape ({n_seq},)",
                     )
                 kwargs["last_value"] = last
 
@@ -430,8 +433,8 @@ def _check_overrides_used(
     for role, name in overrides.items():
         if name and role not in roles and role in OPTION:
             raise ParameterError(
-                f'{where}: {OPTION[role]} "{name}" is not used by this command here; '
-                f"drop {OPTION[role]}"
+                f'{where}: {OPTION[role]} "{name}" is not used by this command here',
+                f"drop {OPTION[role]}",
             )
 
 
@@ -447,7 +450,8 @@ def _check_whole_shapes(source: Source, roles: Mapping[str, str], ref_name: str)
         if shape[:dims] != ref_shape[:dims]:
             raise DataError(
                 f'{source.where}: column "{name}" has shape {shape} but "{ref_name}" has '
-                f"{ref_shape}; every per-step column needs the same shape"
+                f"{ref_shape}",
+                "every per-step column needs the same shape",
             )
 
 
@@ -536,7 +540,8 @@ def _read_flag(reader: _Reader, role: str, name: str, lengths: list[int], ndim: 
             if len(p) != t:
                 raise DataError(
                     f'{reader.source.where}: "{key}/{name}" has {len(p)} rows but the '
-                    f"episode has {t} steps; flags need one row per step"
+                    f"episode has {t} steps",
+                    "flags need one row per step",
                 )
         data = np.concatenate(parts)
     return as_flag(_squeeze(np.asarray(data), ndim), name, reader.source.where, role)
@@ -574,8 +579,8 @@ def _flags(
     def check(arr: np.ndarray, name: str) -> np.ndarray:
         if arr.shape != shape:
             raise DataError(
-                f'{where}: column "{name}" has shape {arr.shape} but the rewards have {shape}; '
-                "every per-step column needs the same shape"
+                f'{where}: column "{name}" has shape {arr.shape} but the rewards have {shape}',
+                "every per-step column needs the same shape",
             )
         return arr
 
@@ -619,8 +624,8 @@ def _flags(
             if not needed:
                 return None, None, unflagged
             raise DataError(
-                f'{where} has no "terminals" or "timeouts" column (nor dones or episode ids); '
-                f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)})"
+                f'{where} has no "terminals" or "timeouts" column (nor dones or episode ids)',
+                f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)})",
             )
         term, trunc = np.zeros(shape, bool), np.zeros(shape, bool)
         unflagged = ended
@@ -645,9 +650,10 @@ def _flags(
                     at = _at(bad if bad.any() else dones, source, lengths, offset)
                     raise AmbiguousInputError(
                         f'{where}: "{dones_name}" beside {names} reads two ways that give '
-                        f"different results ({at}); pass --terminals {dones_name} if it marks "
+                        f"different results ({at})",
+                        f"pass --terminals {dones_name} if it marks "
                         "terminations, --dones-mean ended if it means terminated or truncated, "
-                        f"--dones-mean starts if it marks episode starts, or --ignore {dones_name}"
+                        f"--dones-mean starts if it marks episode starts, or --ignore {dones_name}",
                     )
                 what = "terminations" if same_as_term else "terminations or truncations"
                 notes.append(f'"{dones_name}" repeats {names} ({what}); checked, not used')
@@ -682,8 +688,9 @@ def _flags(
                     f'{where}: "{reader.roles["observations"]}" jumps after '
                     f"{_at(hidden, source, lengths, offset)} where no flag ends the episode "
                     f'("{reader.roles["next_observations"]}" differs from the next row: a '
-                    "hidden episode end); pass --ends-from-observations to treat such rows as "
-                    "truncations, or --ignore-observation-gaps"
+                    "hidden episode end)",
+                    "pass --ends-from-observations to treat such rows as "
+                    "truncations, or --ignore-observation-gaps",
                 )
             if hidden.any():
                 trunc = trunc | hidden
@@ -701,8 +708,8 @@ def _flags(
             raise AmbiguousInputError(
                 f"{where}: {_why_unflagged(source, dones_name or starts_name, overrides)} "
                 f"({_at(unflagged, source, lengths, offset)}) but no flag says whether the "
-                "episode terminated or was truncated; pass --ends-are terminal or "
-                "--ends-are truncated"
+                "episode terminated or was truncated",
+                "pass --ends-are terminal or --ends-are truncated",
             )
         if ends_are == "terminal":
             term = term | unflagged
@@ -799,8 +806,8 @@ def _id_boundaries(ids: np.ndarray, name: str, where: str) -> np.ndarray:
         values, counts = np.unique(starts, return_counts=True)
         again = values[counts > 1][0]
         raise DataError(
-            f'{where}: episode id {again!r} in "{name}" appears in more than one run of rows; '
-            "sort the table by episode (keeping step order) first"
+            f'{where}: episode id {again!r} in "{name}" appears in more than one run of rows',
+            "sort the table by episode (keeping step order) first",
         )
     return cut
 
@@ -839,13 +846,14 @@ def _ended_from_dones(
         else:
             raise AmbiguousInputError(
                 f'{where}: "{dones_name}" may mean "episode ended after this step" or "this '
-                'step starts an episode"; pass --dones-mean ended or --dones-mean starts'
+                'step starts an episode"',
+                "pass --dones-mean ended or --dones-mean starts",
             )
     flag = _read_flag(reader, "dones", name, lengths, ndim)
     if flag.shape != shape:
         raise DataError(
-            f'{where}: column "{name}" has shape {flag.shape} but the rewards have {shape}; '
-            "every per-step column needs the same shape"
+            f'{where}: column "{name}" has shape {flag.shape} but the rewards have {shape}',
+            "every per-step column needs the same shape",
         )
     if decided is not None:
         decided.append(meaning)
