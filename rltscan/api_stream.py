@@ -1,8 +1,9 @@
-"""``run()`` on the streaming engine: the file walked in windows, outputs written as they come.
+"""The streaming engine: a file walked in windows, outputs written as they come.
 
-Used by :func:`rltscan.api.run` for HDF5 arrays and Parquet files written back
-to their own format. The timing report lists each stage's busy time (the stages
-overlap, so they add up to more than the wall time, which is reported apart).
+Used by :func:`rltscan.api.execute` for HDF5 arrays and Parquet files written back
+to their own format; it executes a :class:`~rltscan.plan.Plan`. The timing report
+lists each stage's busy time (the stages overlap, so they add up to more than the
+wall time, which is reported apart).
 """
 
 from __future__ import annotations
@@ -15,95 +16,68 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from rltscan import stream
-from rltscan.api import (
-    _backend_name,
-    _cli_bootstrap_hint,
-    _Clock,
-    _location,
-    _output_names,
-    _version,
-    assumption_notes,
-    call_options,
-    plan_report,
-    provenance,
-    refuse_clash,
-    refuse_reading_outputs,
-)
 from rltscan.errors import OutputRefusedError
 from rltscan.io import writeback as wb
 from rltscan.io.layout import prepare
-from rltscan.io.sinks import HDF5Sink, NullSink, ParquetSink
-from rltscan.report import OutputInfo, RunReport, Stage, StreamInfo
+from rltscan.io.sinks import HDF5Sink, ParquetSink
+from rltscan.options import RunOptions
+from rltscan.plan import (
+    Clock,
+    Plan,
+    backend_name,
+    bootstrap_hint,
+    dry_run_report,
+    location,
+    make_plan,
+    prepare_options,
+    report,
+)
+from rltscan.report import OutputInfo, Stage, StreamInfo
 
 if TYPE_CHECKING:  # torch loads when a run computes (a dry run never does)
-    import torch
+    from rltscan.report import RunReport
 
 
 def run_streamed(
-    estimator: str,
-    spec: Any,
-    source: Any,
-    clock: _Clock,
-    dev: torch.device,
-    *,
-    target: wb.Target,
-    prefix: str,
-    overwrite: bool,
-    dry_run: bool,
-    params: dict[str, float],
-    overrides: dict[str, str | None],
-    dones_mean: str | None,
-    ends_are: str | None,
-    missing_bootstrap: str | None,
-    backend: str,
-    chunk_steps: int | None,
-    block_steps: int | None,
-    ignore: tuple[str, ...] = (),
+    opts: RunOptions, source: Any, target: wb.Target, clock: Clock, dev: Any
 ) -> RunReport:
+    """Plan from the last step alone, then stream every window through the plan."""
     wall0 = time.perf_counter()
     steps = int(source.steps)
-    call, used = call_options(spec, params, missing_bootstrap)
-    options = dict(
-        arguments=spec.inputs,
-        required=spec.required,
-        overrides=overrides,
-        ends_are=ends_are,
-        ignore=ignore,
-        bootstrap=used.get("missing_bootstrap"),
-    )
     with clock.stage("plan"):
         # the last step alone: roles, flag meanings and errors before any real work
-        probe = prepare(source, dones_mean=dones_mean, window=(steps - 1, steps), **options)
-    decided = probe.dones_mean
-    names = [prefix + n for n in _output_names(spec, probe)]
-    if not dry_run and not overwrite:
-        refuse_clash(source, target, names)
-    refuse_reading_outputs(names, probe.roles, estimator)
-    if dry_run:
-        return _plan_streamed(
-            estimator, spec, source, target, names, used, clock, dev, options, decided, steps
-        )
-    call["time_dim"] = probe.time_dim
-    call["backend"] = backend
-    metadata = provenance(spec, estimator, used, probe.roles, source.layout)
+        probe = prepare(source, window=(steps - 1, steps), **prepare_options(opts))
+    plan = make_plan(opts, source, target, probe)
+    # what the probe decided for a dones column holds for every window
+    decided = dataclasses.replace(opts.reading, dones_mean=probe.dones_mean)
+    options = {**plan.prepare_options(), "reading": decided}
+    if opts.dry_run:
+        return _plan_streamed(plan, source, clock, dev, options, steps)
+    spec, prefix = plan.spec, opts.prefix
 
     ref = next(v for v in probe.kwargs.values() if hasattr(v, "ndim") and v.ndim > 0)
     rows = 1 if ref.ndim == 1 or source.layout == "flat" else int(ref.size)
-    plan = stream.make_plan(
-        steps, rows, reverse=spec.reverse, chunk_steps=chunk_steps, block_steps=block_steps
+    windows = stream.make_plan(
+        steps,
+        rows,
+        reverse=spec.reverse,
+        chunk_steps=opts.chunk_steps,
+        block_steps=opts.block_steps,
     )
     full_shape = (steps,) if source.layout == "flat" else _full_shape(source, steps, rows)
     notes = list(probe.notes)
-    if chunk_steps is not None and plan.chunk * plan.rows > max(chunk_steps, plan.rows):
+    chunk_steps = opts.chunk_steps
+    if chunk_steps is not None and windows.chunk * windows.rows > max(chunk_steps, windows.rows):
         notes.append(
             f"--chunk-steps {chunk_steps:,} is below one estimator call; raised to "
-            f"{plan.chunk * plan.rows:,} (lower --block-steps too for smaller windows)"
+            f"{windows.chunk * windows.rows:,} (lower --block-steps too for smaller windows)"
         )
 
     def prepare_window(start: int, stop: int) -> Any:
-        return prepare(source, dones_mean=decided, window=(start, stop), **options)
+        return prepare(source, window=(start, stop), **options)
 
     dtypes: dict[str, str] = {}
+    call = plan.call
 
     def compute(block: dict[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
         with warnings.catch_warnings():  # Arrow buffers are read-only; nothing writes them
@@ -130,16 +104,16 @@ def run_streamed(
     sink = None
     try:  # from the sink's start to its commit, any exception (Ctrl-C too) drops its temp files
         with clock.stage("open"):
-            sink = _sink(source, target, dry_run, full_shape, metadata, names, probe, overwrite)
+            sink = _sink(source, plan, full_shape, probe)
         if progress is not None:
             progress("stream", True)
             if advance is not None:
                 advance(0, steps * rows)
         t0 = time.perf_counter()
         try:
-            with _cli_bootstrap_hint():
+            with bootstrap_hint():
                 totals = stream.run_windows(
-                    plan,
+                    windows,
                     prepare_window,
                     compute,
                     sink.write,
@@ -154,7 +128,7 @@ def run_streamed(
                 progress("stream", False)
         walk = time.perf_counter() - t0
         for stage in ("read", "to device", "scan", "from device", "write"):
-            if stage not in totals.busy or (dry_run and stage == "write"):
+            if stage not in totals.busy:
                 clock.skip(stage)
                 continue
             nbytes = totals.bytes.get(stage, 0)
@@ -163,68 +137,46 @@ def run_streamed(
             sink.wait_copied()
             clock.stages.append(Stage("copy", sink.copy_seconds, sink.copy_bytes))
         clock.stages.append(Stage("stream (wall)", walk, 0, totals.steps))
-        written = False
-        if dry_run:
-            sink.commit()
-            clock.skip("commit")
-        else:
-            with clock.stage("commit", steps=totals.steps) as box:
-                box["bytes"] = sink.commit()
-            written = True
+        with clock.stage("commit", steps=totals.steps) as box:
+            box["bytes"] = sink.commit()
     except BaseException as err:
         if sink is not None:
             sink.abort(err)
         raise
 
     outputs = [
-        OutputInfo(name, tuple(full_shape), dtypes.get(name, ""), _location(source, target, name))
-        for name in names
+        OutputInfo(name, tuple(full_shape), dtypes.get(name, ""), location(source, target, name))
+        for name in plan.names
     ]
     info = StreamInfo(
-        chunk_steps=plan.chunk * plan.rows,
-        block_steps=plan.block * plan.rows,
+        chunk_steps=windows.chunk * windows.rows,
+        block_steps=windows.block * windows.rows,
         windows=totals.windows,
         peak_rss_bytes=_peak_rss(),
         peak_device_bytes=totals.peak_device_bytes if dev.type == "cuda" else None,
     )
-    return RunReport(
-        command=estimator,
-        input=source.where,
-        output=target.describe(),
-        format=source.format,
-        layout=source.layout,
-        device=str(dev),
-        backend=_backend_name(backend, dev),
+    return report(
+        plan,
+        source,
+        clock,
+        device=dev,
+        backend=backend_name(opts.backend, dev),
         dtype=probe.dtype,
         steps=totals.steps,
         episodes=totals.episodes,
         sequences=rows if source.layout != "flat" else 1,
-        params=used,
-        columns=dict(probe.roles),
         outputs=outputs,
-        stages=clock.stages,
         counts=totals.counts,
-        notes=[*notes, *assumption_notes(totals.counts, used, source.layout)],
-        dry_run=dry_run,
-        written=written,
-        rltscan_version=_version(),
-        wall_seconds=time.perf_counter() - wall0 + _before(clock),
+        notes=notes,
+        written=True,
+        wall_seconds=time.perf_counter() - wall0 + clock.seconds("detect"),
         streaming=info,
+        format=source.format,
     )
 
 
 def _plan_streamed(
-    estimator: str,
-    spec: Any,
-    source: Any,
-    target: wb.Target,
-    names: list[str],
-    used: dict[str, Any],
-    clock: _Clock,
-    dev: torch.device,
-    options: dict[str, Any],
-    decided: Any,
-    steps: int,
+    plan: Plan, source: Any, clock: Clock, dev: Any, options: dict[str, Any], steps: int
 ) -> RunReport:
     """``--dry-run`` of a streamed file: the same resolver over every window, reading
     only the flag columns and the reference column; nothing is computed or written."""
@@ -235,9 +187,7 @@ def _plan_streamed(
     with clock.stage("plan (flags)") as box:
         for start in range(0, steps, window):
             stop = min(start + window, steps)
-            part = prepare(
-                source, dones_mean=decided, window=(start, stop), flags_only=True, **options
-            )
+            part = prepare(source, window=(start, stop), flags_only=True, **options)
             for key, value in part.counts.items():
                 counts[key] = counts.get(key, 0) + value
             episodes += part.episodes
@@ -248,30 +198,15 @@ def _plan_streamed(
             stream.check_id_runs(runs, part.roles["episode_id"], source.where)
     total = steps * max(part.sequences, 1) if source.layout != "flat" else steps
     planned = dataclasses.replace(part, steps=total, counts=counts, episodes=episodes)
-    return plan_report(estimator, spec, source, target, planned, names, used, clock, dev)
-
-
-def _before(clock: _Clock) -> float:
-    """Time spent before this function (detect), which the wall time includes."""
-    return sum(s.seconds for s in clock.stages if s.name == "detect")
+    return dry_run_report(plan, source, clock, dev, planned)
 
 
 def _full_shape(source: Any, steps: int, rows: int) -> tuple[int, ...]:
     return (steps, rows) if source.layout == "time-major" else (rows, steps)
 
 
-def _sink(
-    source: Any,
-    target: wb.Target,
-    dry_run: bool,
-    full_shape: tuple[int, ...],
-    metadata: dict[str, Any],
-    names: list[str],
-    probe: Any,
-    overwrite: bool,
-) -> Any:
-    if dry_run:
-        return NullSink()
+def _sink(source: Any, plan: Plan, full_shape: tuple[int, ...], probe: Any) -> Any:
+    target, overwrite = plan.target, plan.opts.overwrite
     dst = target.path if target.kind == "file" else source.path
     if target.kind == "file" and target.path.exists() and not overwrite:
         raise OutputRefusedError(f"{target.path} already exists; pass --overwrite to replace it")
@@ -282,7 +217,7 @@ def _sink(
             group=source.group,
             shape=full_shape,
             time_axis=1 if source.layout == "batch-major" else 0,
-            attrs=wb.hdf5_attrs(metadata),
+            attrs=wb.hdf5_attrs(plan.metadata),
             template=probe.template,
             overwrite=overwrite,
         )
@@ -290,7 +225,7 @@ def _sink(
         source.raw,
         dst,
         steps=full_shape[0],
-        metadata=wb.parquet_entry(names, metadata),
+        metadata=wb.parquet_entry(list(plan.names), plan.metadata),
         overwrite=overwrite,
         where=source.where,
     )

@@ -466,6 +466,25 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
                 "used; repeat for several.",
             ),
         ),
+        (
+            "ends_from_observations",
+            B,
+            _opt(
+                "--ends-from-observations",
+                help="Where observations[t+1] differs from next_observations[t] and no flag "
+                "is set (a hidden episode end), treat the step as a truncation.",
+                default=False,
+            ),
+        ),
+        (
+            "ignore_observation_gaps",
+            B,
+            _opt(
+                "--ignore-observation-gaps",
+                help="Do not check observations against next_observations for hidden ends.",
+                default=False,
+            ),
+        ),
     ]
     if "missing_bootstrap" in defaults:
         spec += [
@@ -603,6 +622,16 @@ def _check_choice(option: str, value: str | None, choices: tuple[str, ...]) -> N
         raise ParameterError(f'{option} must be one of {", ".join(choices)}, got "{value}"{fix}')
 
 
+def _observation_gaps(ends_from: bool, ignore: bool) -> str:
+    """``--ends-from-observations`` / ``--ignore-observation-gaps`` as the API's choice."""
+    if ends_from and ignore:
+        raise ParameterError(
+            "--ends-from-observations and --ignore-observation-gaps contradict each other; "
+            "pass one of them"
+        )
+    return "truncate" if ends_from else "ignore" if ignore else "error"
+
+
 def _estimate(command: str, input: str, **kw: Any) -> None:
     json_out, debug, quiet = kw.pop("json_out"), kw.pop("debug"), kw.pop("quiet")
     with handled(json_out=json_out, debug=debug):
@@ -638,6 +667,9 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
             if name in COLUMN_OPTIONS:
                 columns[COLUMN_OPTIONS[name][0]] = kw.pop(name)
         kw["ignore"] = tuple(kw.get("ignore") or ())
+        kw["observation_gaps"] = _observation_gaps(
+            kw.pop("ends_from_observations"), kw.pop("ignore_observation_gaps")
+        )
         console = None if quiet else _stderr_console()
         report = api.run(
             command,
@@ -718,6 +750,12 @@ def inspect_command(
     dones_mean: Optional[str] = typer.Option(None, "--dones-mean", help="ended or starts."),  # noqa: UP045
     ends_are: Optional[str] = typer.Option(None, "--ends-are", help="terminal or truncated."),  # noqa: UP045
     ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="A column not to use."),  # noqa: B008, UP045
+    ends_from_observations: bool = typer.Option(
+        False, "--ends-from-observations", help="Hidden ends (observation jumps) truncate."
+    ),
+    ignore_observation_gaps: bool = typer.Option(
+        False, "--ignore-observation-gaps", help="Do not look for hidden ends."
+    ),
     missing_bootstrap: Optional[str] = typer.Option(  # noqa: UP045
         None, "--missing-bootstrap", help="error or zero (default: each command's own)."
     ),
@@ -748,6 +786,7 @@ def inspect_command(
             ends_are=ends_are,
             ignore=tuple(ignore or ()),
             missing_bootstrap=missing_bootstrap,
+            observation_gaps=_observation_gaps(ends_from_observations, ignore_observation_gaps),
         )
         if json_out:
             typer.echo(json.dumps(info, indent=2, default=str))

@@ -119,8 +119,8 @@ class RayEngine:
         ray = self.ray
         if not items:
             return []
-        if job.device != self.device:
-            job = dataclasses.replace(job, device=self.device)
+        if job.opts.device != self.device:
+            job = dataclasses.replace(job, opts=job.opts.replace(device=self.device))
         rows = [{"item": json.dumps(item)} for item in items]
         if self.scheduler == "tasks":
             self.last_rows = self._map_tasks(job, rows)

@@ -38,7 +38,6 @@ shard's first step.
 from __future__ import annotations
 
 import dataclasses
-import inspect as _inspect
 import json
 import time
 import warnings
@@ -51,13 +50,16 @@ import numpy as np
 import torch
 
 from rltscan import stream
+from rltscan.devices import resolve_device
 from rltscan.errors import DataError, OutputRefusedError, ParameterError, RltscanError
 from rltscan.estimators._common import Carry
 from rltscan.io import shards as io_shards
 from rltscan.io import writeback as wb
-from rltscan.io.layout import Prepared, prepare
+from rltscan.io.layout import Prepared, Reading, prepare
 from rltscan.io.sinks import NullSink, ParquetSink
 from rltscan.io.source import Source
+from rltscan.options import RunOptions
+from rltscan.plan import Clock, backend_name, bootstrap_hint, make_plan, prepare_options, report
 from rltscan.report import OutputInfo, RunReport, Stage
 
 ENGINES = ("local", "ray")
@@ -67,21 +69,11 @@ ENGINES = ("local", "ray")
 class Job:
     """What every shard task needs; plain data, so that it travels to Ray workers."""
 
-    command: str
+    opts: RunOptions
     dataset: io_shards.Dataset
-    params: dict[str, float]
-    overrides: dict[str, str | None]
-    dones_mean: str | None
-    ends_are: str | None
-    missing_bootstrap: str | None
-    backend: str
-    device: str
-    chunk_steps: int | None
-    block_steps: int | None
-    prefix: str
-    overwrite: bool
+    reading: Reading  # opts.reading with the probe's decision for a dones column
     names: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
+    call_args: dict[str, Any] = field(default_factory=dict)  # besides data, carry, time_dim
     dtypes: dict[str, str] = field(default_factory=dict)
     entry: dict[str, Any] = field(default_factory=dict)  # Parquet key-value metadata
     stage_dir: str | None = None
@@ -90,11 +82,11 @@ class Job:
     def spec(self) -> Any:
         from rltscan.estimators import ESTIMATORS
 
-        return ESTIMATORS[self.command]
+        return ESTIMATORS[self.opts.command]
 
     @property
     def reverse(self) -> bool:
-        return bool(self.spec.reverse)
+        return bool(self.opts.declaration.reverse)
 
     @property
     def crosses(self) -> bool:
@@ -102,33 +94,12 @@ class Job:
         return self.dataset.kind != "minari"
 
     def options(self) -> dict[str, Any]:
-        return dict(
-            arguments=self.spec.inputs,
-            required=self.spec.required,
-            overrides=self.overrides,
-            dones_mean=self.dones_mean,
-            ends_are=self.ends_are,
-            ignore=self.ignore,
-            bootstrap=self.bootstrap_rule,
-        )
-
-    @property
-    def bootstrap_rule(self) -> str | None:
-        """The missing-bootstrap rule in force (None: the estimator reads no V(s_t+1))."""
-        signature = _inspect.signature(self.spec.function).parameters
-        if "missing_bootstrap" not in signature:
-            return None
-        return self.missing_bootstrap or signature["missing_bootstrap"].default
+        """Keyword arguments of :func:`rltscan.io.layout.prepare` for every shard."""
+        return {**prepare_options(self.opts), "reading": self.reading}
 
     def call(self, time_dim: int = -1) -> dict[str, Any]:
         """Estimator keyword arguments besides the data and the carry."""
-        out: dict[str, Any] = dict(self.params)
-        signature = _inspect.signature(self.spec.function).parameters
-        if self.missing_bootstrap is not None and "missing_bootstrap" in signature:
-            out["missing_bootstrap"] = self.missing_bootstrap
-        out["time_dim"] = time_dim
-        out["backend"] = self.backend
-        return out
+        return {**self.call_args, "time_dim": time_dim}
 
     def scan_order(self) -> list[int]:
         n = len(self.dataset.shards)
@@ -185,7 +156,7 @@ def _open(job: Job, k: int) -> _Opened:
 
 def _check_existing(job: Job, src: Source, rel: str) -> None:
     clash = [n for n in job.names if n in src.columns]
-    if clash and not job.overwrite:
+    if clash and not job.opts.overwrite:
         raise OutputRefusedError(
             f'{rel} already has column "{clash[0]}"; pass --overwrite or --prefix P'
         )
@@ -237,9 +208,7 @@ def _with_y(carry: Carry, y: torch.Tensor) -> Carry:
 
 
 def _device(job: Job) -> torch.device:
-    from rltscan.api import resolve_device
-
-    return resolve_device(job.device)
+    return resolve_device(job.opts.device)
 
 
 def _slice_prepared(prepared: Prepared, start: int, stop: int) -> Prepared:
@@ -269,8 +238,6 @@ def _walk(
     carry: Any,
 ) -> tuple[stream.Totals, int]:
     """The single-file streaming walk over one shard; returns the totals and its steps."""
-    from rltscan.api import _cli_bootstrap_hint
-
     options = job.options()
     if job.dataset.kind == "minari":
         whole = prepare(opened.view, **options)
@@ -285,16 +252,20 @@ def _walk(
             return prepare(opened.view, window=(start, stop), **options)
 
     plan = stream.make_plan(
-        steps, 1, reverse=job.reverse, chunk_steps=job.chunk_steps, block_steps=job.block_steps
+        steps,
+        1,
+        reverse=job.reverse,
+        chunk_steps=job.opts.chunk_steps,
+        block_steps=job.opts.block_steps,
     )
-    with _cli_bootstrap_hint():
+    with bootstrap_hint():
         totals = stream.run_windows(
             plan, prepare_window, compute, write, device=_device(job), time_dim=-1, carry=carry
         )
     if totals.id_runs:  # ids must form runs; across shards only at the edges (see docs)
         from rltscan.io.layout import find_column
 
-        name = find_column(opened.src, "episode_id", job.overrides) or "episode_id"
+        name = find_column(opened.src, "episode_id", job.reading.columns) or "episode_id"
         stream.check_id_runs(totals.id_runs, name, opened.src.where)
     return totals, steps
 
@@ -368,7 +339,7 @@ def outputs(job: Job, k: int, y: list[float] | None) -> dict[str, Any]:
         if staged is not None:
             dtypes = {n: np.dtype(d) for n, d in job.dtypes.items()}
             io_shards.write_empty(
-                shard, staged, outputs=dtypes, metadata=job.entry, overwrite=job.overwrite
+                shard, staged, outputs=dtypes, metadata=job.entry, overwrite=job.opts.overwrite
             )
         return {"steps": 0, "episodes": 0, "counts": {}, "busy": {}, "bytes": {}, "windows": 0}
     carry = None
@@ -385,7 +356,7 @@ def outputs(job: Job, k: int, y: list[float] | None) -> dict[str, Any]:
             staged,
             steps=opened.steps,
             metadata=job.entry,
-            overwrite=job.overwrite,
+            overwrite=job.opts.overwrite,
             where=shard.rel,
             minari_infos=job.dataset.kind == "minari",
         )
@@ -393,7 +364,7 @@ def outputs(job: Job, k: int, y: list[float] | None) -> dict[str, Any]:
 
     def compute(block: Mapping[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
         result = _estimate(job, _strip(block, carry), call, carry)
-        produced = {job.prefix + n: v for n, v in dict(result).items() if v is not None}
+        produced = {job.opts.prefix + n: v for n, v in dict(result).items() if v is not None}
         return produced, result.carry
 
     try:
@@ -482,134 +453,90 @@ def _engine(name: str, *, ray_address: str | None, workers: int | None, device: 
     return LocalEngine()
 
 
-def run_sharded(
-    estimator: str,
-    spec: Any,
-    input: str,
-    clock: Any,
-    *,
-    output: str | None,
-    to: str | None,
-    prefix: str,
-    overwrite: bool,
-    dry_run: bool,
-    params: dict[str, float],
-    overrides: dict[str, str | None],
-    dones_mean: str | None,
-    ends_are: str | None,
-    missing_bootstrap: str | None,
-    device: str,
-    backend: str,
-    chunk_steps: int | None,
-    block_steps: int | None,
-    engine: str | None,
-    ray_address: str | None,
-    workers: int | None,
-    order_by: str | None,
-    ignore: tuple[str, ...] = (),
-) -> RunReport:
-    """``rltscan.run`` on a sharded dataset (a directory or glob of Parquet files, or a
-    Minari Parquet dataset): the protocol of this module on the chosen engine."""
-    from rltscan.api import (
-        _backend_name,
-        _output_names,
-        _version,
-        call_options,
-        provenance,
-        refuse_reading_outputs,
-        resolve_device,
-    )
-
-    engine = engine or "local"
+def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
+    """``rltscan.run`` on a sharded dataset (a directory or glob of Parquet files, a
+    Minari Parquet dataset or a LeRobot dataset): the protocol of this module on the
+    chosen engine, executing the same plan as the single-file engines."""
+    engine = opts.engine or "local"
     wall0 = time.perf_counter()
-    if engine != "ray" and (workers is not None or ray_address is not None):
+    output, workers = opts.output, opts.workers
+    if engine != "ray" and (workers is not None or opts.ray_address is not None):
         raise ParameterError("--workers and --ray-address apply to --engine ray; add --engine ray")
     if workers is not None and workers < 1:
         raise ParameterError(f"--workers must be a positive number, got {workers}")
     if output == "-":
         raise ParameterError(
-            f"{input} is a sharded dataset; -o - (stdout) takes one file, pass -o OUT_DIR"
+            f"{opts.input} is a sharded dataset; -o - (stdout) takes one file, pass -o OUT_DIR"
         )
-    if to is not None:
+    if opts.to is not None:
         raise ParameterError("--to applies to single files; a sharded dataset stays Parquet")
     if engine == "local":
-        dev_name = str(resolve_device(device))
+        dev_name = str(resolve_device(opts.device))
     else:
-        dev_name = device if device != "auto" else "auto (ray workers)"
+        dev_name = opts.device if opts.device != "auto" else "auto (ray workers)"
 
     with clock.stage("detect"):
-        dataset = io_shards.discover(input, order_by=order_by)
-        if not dry_run:
-            io_shards.Staging.check(dataset, output, overwrite=overwrite)
-    job = Job(
-        command=estimator,
-        dataset=dataset,
-        params=dict(params),
-        overrides=dict(overrides),
-        dones_mean=dones_mean,
-        ends_are=ends_are,
-        missing_bootstrap=missing_bootstrap,
-        backend=backend,
-        device=device,
-        chunk_steps=chunk_steps,
-        block_steps=block_steps,
-        prefix=prefix,
-        overwrite=overwrite,
-        ignore=tuple(ignore),
-    )
+        dataset = io_shards.discover(opts.input, order_by=opts.order_by)
+        if not opts.dry_run:
+            io_shards.Staging.check(dataset, output, overwrite=opts.overwrite)
+    kind = {"minari": "minari/parquet", "lerobot": "lerobot/parquet"}.get(dataset.kind, "parquet")
+    where = output or dataset.where
+    view = _DatasetView(dataset.where, f"{kind} shards", dataset.layout)
+    target = wb.Target("inplace" if output is None else "file", Path(where), f"{kind} shards")
+    job = Job(opts=opts, dataset=dataset, reading=opts.reading)
     with clock.stage("plan"):
         probe, probe_src = _probe(job)
-        names = tuple(prefix + n for n in _output_names(spec, probe))
-        refuse_reading_outputs(names, probe.roles, estimator)
-        job = dataclasses.replace(job, names=names, dones_mean=probe.dones_mean or dones_mean)
-        if not dry_run:
+        plan = make_plan(opts, view, target, probe, time_dim=-1, check_clash=False)
+        reading = dataclasses.replace(opts.reading, dones_mean=probe.dones_mean)
+        call_args = {k: v for k, v in plan.call.items() if k != "time_dim"}
+        job = dataclasses.replace(job, names=plan.names, reading=reading, call_args=call_args)
+        if not opts.dry_run:
             _check_existing(job, probe_src, probe_src.where)
         dtypes = _output_dtypes(job, probe)
-        _, used = call_options(spec, params, missing_bootstrap)
-        metadata = provenance(spec, estimator, used, probe.roles, dataset.layout)
-        job = dataclasses.replace(job, dtypes=dtypes, entry=wb.parquet_entry(list(names), metadata))
+        job = dataclasses.replace(
+            job, dtypes=dtypes, entry=wb.parquet_entry(list(plan.names), plan.metadata)
+        )
 
     count = len(dataset.shards)
-    kind = "minari/parquet" if dataset.kind == "minari" else "parquet"
-    order = "episode" if dataset.kind == "minari" else ("--order-by" if order_by else "file-name")
+    order = {"minari": "episode", "lerobot": "episode (path)"}.get(
+        dataset.kind, "--order-by" if opts.order_by else "file-name"
+    )
     skipped = "" if job.crosses else " (one episode per shard: no carries, pass 1 skipped)"
     notes = [*probe.notes, f"{count} shard(s) in {order} order on the {engine} engine{skipped}"]
-    if dry_run:
+    device = _NamedDevice(dev_name)
+    backend = backend_name(opts.backend, device)
+    if opts.dry_run:
         steps = sum(
             io_shards.rows(s) - (1 if dataset.kind == "minari" else 0) for s in dataset.shards
         )
-        where = output or dataset.where
-        return RunReport(
-            command=estimator,
-            input=dataset.where,
-            output=f"{where} ({kind} shards)",
-            format=f"{kind} shards",
-            layout=dataset.layout,
-            device=dev_name,
-            backend=_backend_name(backend, torch.device("cuda" if "cuda" in dev_name else "cpu")),
+        outputs = [
+            OutputInfo(n, (steps,), dtypes[n], f"{where}/<shard> column {n}") for n in plan.names
+        ]
+        return report(
+            plan,
+            view,
+            clock,
+            device=device,
+            backend=backend,
             dtype=probe.dtype,
             steps=steps,
             episodes=0,
             sequences=1,
-            params=used,
-            columns=dict(probe.roles),
-            outputs=[
-                OutputInfo(n, (steps,), dtypes[n], f"{where}/<shard> column {n}") for n in names
-            ],
-            stages=clock.stages,
+            outputs=outputs,
+            counts={},
             notes=notes,
-            dry_run=True,
             written=False,
-            rltscan_version=_version(),
         )
 
-    staging = io_shards.Staging(dataset, output, overwrite=overwrite)
+    staging = io_shards.Staging(dataset, output, overwrite=opts.overwrite)
     job = dataclasses.replace(job, stage_dir=str(staging.dir))
     runner = None
     try:
         if engine == "ray":
             with clock.stage("start ray"):
-                runner = _engine(engine, ray_address=ray_address, workers=workers, device=device)
+                runner = _engine(
+                    engine, ray_address=opts.ray_address, workers=workers, device=opts.device
+                )
             dev_name = f"{'cuda' if runner.num_gpus else 'cpu'} (ray workers)"
         else:
             runner = LocalEngine()
@@ -651,36 +578,53 @@ def run_sharded(
             busy[key] = busy.get(key, 0.0) + value
         for key, value in d["bytes"].items():
             moved[key] = moved.get(key, 0) + value
-    stages = list(clock.stages)
+    stages = clock.stages  # the report lists the clock's stages; these are added
     for stage in ("read", "to device", "scan", "from device", "write"):
         if stage in busy:
             stages.append(
                 Stage(f"{stage} (pass 2, sum over shards)", busy[stage], moved.get(stage, 0), steps)
             )
     where = str(staging.final) if staging.final is not None else dataset.where
-    return RunReport(
-        command=estimator,
-        input=dataset.where,
-        output=f"{where} ({kind} shards)",
-        format=f"{kind} shards",
-        layout=dataset.layout,
-        device=dev_name,
-        backend=_backend_name(backend, torch.device("cuda" if "cuda" in dev_name else "cpu")),
+    device = _NamedDevice(dev_name)
+    return report(
+        plan,
+        view,
+        clock,
+        device=device,
+        backend=backend_name(opts.backend, device),
         dtype=probe.dtype,
         steps=steps,
         episodes=sum(d["episodes"] for d in done.values()),
         sequences=count if dataset.kind == "minari" else 1,
-        params=used,
-        columns=dict(probe.roles),
-        outputs=[OutputInfo(n, (steps,), dtypes[n], f"{where}/<shard> column {n}") for n in names],
-        stages=stages,
+        outputs=[
+            OutputInfo(n, (steps,), dtypes[n], f"{where}/<shard> column {n}") for n in plan.names
+        ],
         counts=counts,
         notes=notes,
-        dry_run=False,
         written=True,
-        rltscan_version=_version(),
         wall_seconds=time.perf_counter() - wall0,
     )
+
+
+@dataclass(frozen=True)
+class _DatasetView:
+    """What the plan and the report read of an input, for a sharded dataset."""
+
+    where: str
+    format: str
+    layout: str
+    backend: None = None
+
+
+class _NamedDevice:
+    """A device the report names (``cuda (ray workers)``); ``type`` picks the backend."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.type = "cuda" if "cuda" in name else "cpu"
+
+    def __str__(self) -> str:
+        return self.name
 
 
 def _probe(job: Job) -> tuple[Prepared, Source]:
@@ -704,6 +648,8 @@ def _output_dtypes(job: Job, probe: Prepared) -> dict[str, str]:
     kwargs = {k: v for k, v in probe.kwargs.items() if k not in stream.PER_ROW}
     result = _estimate(job, kwargs, job.call(probe.time_dim), None, validate=False)
     out = {
-        job.prefix + n: str(np.asarray(v).dtype) for n, v in dict(result).items() if v is not None
+        job.opts.prefix + n: str(np.asarray(v).dtype)
+        for n, v in dict(result).items()
+        if v is not None
     }
     return {n: out.get(n, "float32") for n in job.names}

@@ -23,7 +23,7 @@ from rltscan.errors import (
 )
 from rltscan.io import open_input
 from rltscan.io.formats import sniff_bytes
-from rltscan.io.layout import prepare
+from rltscan.io.layout import Reading, prepare
 from tests.io_helpers import (
     BUFFER,
     FLAT,
@@ -122,7 +122,10 @@ def test_override_to_missing_column_lists_what_exists() -> None:
         DataError, match=r'has no column "nope" \(given by --rewards\); pass one of'
     ):
         prepare(
-            source, arguments=("rewards",), required=("rewards",), overrides={"rewards": "nope"}
+            source,
+            arguments=("rewards",),
+            required=("rewards",),
+            reading=Reading(columns={"rewards": "nope"}),
         )
 
 
@@ -149,7 +152,7 @@ def test_minari_episode_groups_sorted_numerically(tmp_path: Path) -> None:
             g["truncations"] = np.zeros(3, bool)
     source = open_input(str(path))
     assert source.episode_keys == ["episode_1", "episode_2", "episode_10"]
-    prepared = prepare(source, arguments=("x",), required=("x", "terminated"), overrides={})
+    prepared = prepare(source, arguments=("x",), required=("x", "terminated"))
     np.testing.assert_array_equal(prepared.kwargs["x"], np.repeat([1.0, 2.0, 10.0], 3))
 
 
@@ -161,7 +164,7 @@ def test_bare_dones_is_never_guessed(tmp_path: Path) -> None:
         f.attrs["layout"] = "time_major"
     source = open_input(str(path))
     with pytest.raises(AmbiguousInputError, match="pass --dones-mean ended or --dones-mean starts"):
-        prepare(source, arguments=("rewards",), required=("rewards", "terminated"), overrides={})
+        prepare(source, arguments=("rewards",), required=("rewards", "terminated"))
 
 
 def test_dones_mean_starts_shifts_by_one(tmp_path: Path) -> None:
@@ -176,9 +179,7 @@ def test_dones_mean_starts_shifts_by_one(tmp_path: Path) -> None:
         source,
         arguments=("rewards",),
         required=("rewards", "terminated"),
-        overrides={},
-        dones_mean="starts",
-        ends_are="terminal",
+        reading=Reading(dones_mean="starts", ends_are="terminal"),
     )
     assert prepared.kwargs["terminated"][:, 0].tolist() == [0, 0, 1, 0, 0, 0]
 
@@ -188,13 +189,12 @@ def test_episode_id_column_gives_boundaries(tmp_path: Path) -> None:
     pq.write_table(pa.table({"reward": [1.0] * 5, "episode_index": [0, 0, 1, 1, 1]}), path)
     source = open_input(str(path))
     with pytest.raises(AmbiguousInputError, match="pass --ends-are terminal"):
-        prepare(source, arguments=("rewards",), required=("rewards", "terminated"), overrides={})
+        prepare(source, arguments=("rewards",), required=("rewards", "terminated"))
     prepared = prepare(
         source,
         arguments=("rewards",),
         required=("rewards", "terminated"),
-        overrides={},
-        ends_are="truncated",
+        reading=Reading(ends_are="truncated"),
     )
     assert prepared.kwargs["truncated"].tolist() == [0, 1, 0, 0, 0]
 
@@ -206,7 +206,7 @@ def test_non_contiguous_episode_ids_are_refused(tmp_path: Path) -> None:
     )
     source = open_input(str(path))
     with pytest.raises(DataError, match="appears in more than one run of rows"):
-        prepare(source, arguments=("rewards",), required=("rewards", "terminated"), overrides={})
+        prepare(source, arguments=("rewards",), required=("rewards", "terminated"))
 
 
 # --------------------------------------------------------------------------- same data, layouts

@@ -345,22 +345,25 @@ def test_hidden_d4rl_ends_are_found_from_observations(tmp_path: Path) -> None:
     """Issue 14: an episode end with no flag shows as a jump between next_observations[t]
     and observations[t+1]; found (also across streaming windows), never merged."""
     from rltscan.io import open_input
-    from rltscan.io.layout import prepare
+    from rltscan.io.layout import Reading, prepare
 
     path = tmp_path / "d4rl.h5"
     _, hidden = _d4rl_segments(path, np.random.default_rng(7))
     source = open_input(str(path))
-    args = dict(arguments=("rewards",), required=("rewards", "terminated"), overrides={})
+    args = dict(arguments=("rewards",), required=("rewards", "terminated"))
     with pytest.raises(AmbiguousInputError, match=r"row 8 .*--ends-from-observations"):
         prepare(source, **args)
-    whole = prepare(source, observation_gaps="truncate", **args)
+    truncate = Reading(observation_gaps="truncate")
+    whole = prepare(source, reading=truncate, **args)
     assert whole.counts["observation_gaps"] == int(hidden.sum()) == 2
     np.testing.assert_array_equal(whole.kwargs["truncated"], hidden)
     parts = [
-        prepare(source, observation_gaps="truncate", window=(a, min(a + 5, 27)), **args)
+        prepare(
+            source, reading=Reading(observation_gaps="truncate"), window=(a, min(a + 5, 27)), **args
+        )
         for a in range(0, 27, 5)
     ]
     assert sum(p.counts["observation_gaps"] for p in parts) == 2
     np.testing.assert_array_equal(np.concatenate([p.kwargs["truncated"] for p in parts]), hidden)
-    ignored = prepare(source, observation_gaps="ignore", **args)
+    ignored = prepare(source, reading=Reading(observation_gaps="ignore"), **args)
     assert "observations" not in ignored.roles and not ignored.kwargs["truncated"].any()

@@ -34,6 +34,36 @@ EndsAre = Literal["terminal", "truncated"]
 ObservationGaps = Literal["error", "truncate", "ignore"]
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How a file's columns are read: every choice the resolver must not guess.
+
+    ``columns`` maps roles to column names (``--terminals done``, ...); ``dones_mean``,
+    ``ends_are`` and ``observation_gaps`` say what a ``dones`` column, unflagged episode
+    ends and hidden (observation) ends mean; ``ignore`` takes look-alike columns out of
+    every role; ``layout`` and ``group`` beat detection. One value serves ``inspect``,
+    ``--dry-run`` and the run (docs/CONVENTIONS.md §1).
+    """
+
+    columns: Mapping[str, str] = field(default_factory=dict)
+    layout: str | None = None
+    group: str | None = None
+    dones_mean: DonesMean | None = None
+    ends_are: EndsAre | None = None
+    ignore: tuple[str, ...] = ()
+    observation_gaps: ObservationGaps = "error"
+
+    def check(self) -> None:
+        """The choices' spelling (the CLI checks them too, with its hints)."""
+        for option, value, allowed in (
+            ("--dones-mean", self.dones_mean, ("ended", "starts")),
+            ("--ends-are", self.ends_are, ("terminal", "truncated")),
+            ("--observation-gaps", self.observation_gaps, ("error", "truncate", "ignore")),
+        ):
+            if value is not None and value not in allowed:
+                raise ParameterError(f'{option} must be one of {", ".join(allowed)}, got "{value}"')
+
+
 @dataclass
 class Prepared:
     """Estimator keyword arguments plus what is needed to put the results back."""
@@ -155,15 +185,11 @@ def prepare(
     *,
     arguments: tuple[str, ...],
     required: tuple[str, ...],
-    overrides: Mapping[str, str | None],
-    dones_mean: DonesMean | None = None,
-    ends_are: EndsAre | None = None,
+    reading: Reading = Reading(),
     window: tuple[int, int] | None = None,
-    ignore: tuple[str, ...] = (),
     bootstrap: str | None = None,
     strict: bool = True,
     flags_only: bool = False,
-    observation_gaps: ObservationGaps = "error",
 ) -> Prepared:
     """Read the columns an estimator takes (only those) and build its arguments.
 
@@ -172,19 +198,22 @@ def prepare(
     episode-id changes) and the arguments describe that window alone; the streaming
     engine walks a file this way. Counts and notes are the window's.
 
-    ``ignore`` names columns to leave out of every role (``--ignore``). ``bootstrap``
+    ``reading`` holds the user's choices (:class:`Reading`). ``bootstrap``
     (``"error"``/``"zero"``, None for estimators that read no V(s_{t+1})) applies the
     missing-bootstrap rule here, before any computing, so ``inspect``, ``--dry-run``
     and the run agree. ``strict`` refuses column overrides that nothing uses.
     ``flags_only`` (a plan, ``--dry-run``) reads the reference column and the flag
     columns only; the other columns are checked to exist with the right shape.
-    ``observation_gaps`` says what a flat file's hidden episode ends are (rows where
-    ``observations[t+1] != next_observations[t]`` and no flag is set): ``"error"``
-    (stop and ask), ``"truncate"`` (``--ends-from-observations``) or ``"ignore"``
-    (``--ignore-observation-gaps``; the observations are then not read).
+    A flat file's hidden episode ends (rows where ``observations[t+1] !=
+    next_observations[t]`` and no flag is set) follow ``reading.observation_gaps``:
+    ``"error"`` (stop and ask), ``"truncate"`` (``--ends-from-observations``) or
+    ``"ignore"`` (``--ignore-observation-gaps``; the observations are then not read).
     """
-    if ignore:
-        source = _without(source, ignore)
+    overrides: Mapping[str, str | None] = reading.columns
+    dones_mean, ends_are = reading.dones_mean, reading.ends_are
+    observation_gaps = reading.observation_gaps
+    if reading.ignore:
+        source = _without(source, reading.ignore)
     keep: int | None = None
     final = True
     whole = source

@@ -1,0 +1,109 @@
+"""What a run is asked to do: one frozen value, built and checked once.
+
+The CLI (or :func:`rltscan.run`) builds a :class:`RunOptions`; planning, the engines
+and the report read it and never restate its fields. How the file's columns are
+read is its :class:`~rltscan.io.layout.Reading` (the resolver's input). Torch-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rltscan.errors import ParameterError
+from rltscan.io.columns import quoted
+from rltscan.io.layout import Reading
+
+ENGINES = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything ``rltscan <command> INPUT [options]`` says, checked by :meth:`check`."""
+
+    command: str
+    input: str
+    reading: Reading = field(default_factory=Reading)
+    output: str | None = None
+    to: str | None = None
+    prefix: str = ""
+    overwrite: bool = False
+    dry_run: bool = False
+    params: Mapping[str, float] = field(default_factory=dict)
+    missing_bootstrap: str | None = None
+    device: str = "auto"
+    backend: str = "auto"
+    chunk_steps: int | None = None
+    block_steps: int | None = None
+    engine: str | None = None
+    ray_address: str | None = None
+    workers: int | None = None
+    order_by: str | None = None
+    break_links: bool = False
+
+    @property
+    def declaration(self) -> Any:
+        """The estimator's torch-free declaration (``.function`` loads torch)."""
+        from rltscan.estimators import DECLARATIONS
+
+        return DECLARATIONS[self.command]
+
+    def check(self) -> RunOptions:
+        """Every check that needs no file, with the one-line fix; returns ``self``."""
+        from rltscan.estimators import DECLARATIONS
+
+        if self.command not in DECLARATIONS:
+            raise ParameterError(
+                f'unknown estimator "{self.command}"; pick one of: {quoted(DECLARATIONS)}'
+            )
+        spec = self.declaration
+        unknown = [k for k in self.params if k not in spec.params]
+        if unknown:
+            raise ParameterError(
+                f'{self.command} takes no parameter "{unknown[0]}"; '
+                f"its parameters: {quoted(spec.params)}"
+            )
+        from rltscan.api import check_params  # the one range table (declarations)
+
+        check_params(self.params)
+        if self.missing_bootstrap not in (None, "error", "zero"):
+            raise ParameterError(
+                f'--missing-bootstrap must be "error" or "zero", got "{self.missing_bootstrap}"'
+            )
+        for name, value in (
+            ("--chunk-steps", self.chunk_steps),
+            ("--block-steps", self.block_steps),
+        ):
+            if value is not None and value < 1:
+                raise ParameterError(f"{name} must be a positive number of steps, got {value}")
+        if self.engine is not None and self.engine not in ENGINES:
+            raise ParameterError(f'--engine must be local or ray, got "{self.engine}"')
+        self.reading.check()
+        return self
+
+    def call_options(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(keyword arguments for every estimator call, the parameters as used)``: the
+        declared defaults filled in (tests/test_declarations.py ties them to the
+        functions' own defaults)."""
+        spec = self.declaration
+        call: dict[str, Any] = dict(self.params)
+        defaults = spec.defaults()
+        used = {
+            n: self.params[n] if self.params.get(n) is not None else defaults.get(n)
+            for n in spec.params
+        }
+        if spec.missing_bootstrap is not None:
+            if self.missing_bootstrap is not None:
+                call["missing_bootstrap"] = self.missing_bootstrap
+            used["missing_bootstrap"] = self.missing_bootstrap or spec.missing_bootstrap
+        return call, used
+
+    @property
+    def bootstrap_rule(self) -> str | None:
+        """The missing-bootstrap rule in force; None for estimators that read no V(s_t+1)."""
+        return self.call_options()[1].get("missing_bootstrap")
+
+    def replace(self, **changes: Any) -> RunOptions:
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,331 @@
+"""One planning step and one report for every engine (whole file, streaming, shards).
+
+A :class:`Plan` is decided once from the :class:`~rltscan.options.RunOptions`, the
+opened input, its target and a first resolution of its columns: output names,
+clashes, the estimator's call arguments and the provenance record. Engines execute a
+plan; :func:`report` turns what they did into the one
+:class:`~rltscan.report.RunReport`. Torch-free (a GPU clock syncs through a lazy
+import).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rltscan.errors import MissingBootstrapError, OutputRefusedError
+from rltscan.io import writeback as wb
+from rltscan.io.layout import Prepared
+from rltscan.options import RunOptions
+from rltscan.report import OutputInfo, RunReport, Stage, StreamInfo
+
+Progress = Callable[[str, bool], None]  # (stage, started) -> None; the CLI draws it
+
+TERMINAL_RULE = "terminated wins over truncated; ends of data and of episodes are truncations"
+
+
+def version() -> str:
+    import rltscan
+
+    return rltscan.__version__
+
+
+def _sync(device: Any) -> None:
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+class Clock:
+    """Collects :class:`Stage` timings; synchronises the GPU before reading the clock."""
+
+    def __init__(self, device: Any, progress: Progress | None) -> None:
+        self.device = device
+        self.stages: list[Stage] = []
+        self.progress = progress
+
+    @contextmanager
+    def stage(self, name: str, *, bytes: int = 0, steps: int = 0) -> Any:
+        box: dict[str, int] = {"bytes": bytes, "steps": steps}
+        if self.progress:
+            self.progress(name, True)
+        _sync(self.device)
+        start = time.perf_counter()
+        try:
+            yield box
+            _sync(self.device)
+        finally:
+            if self.progress:
+                self.progress(name, False)
+        self.stages.append(Stage(name, time.perf_counter() - start, box["bytes"], box["steps"]))
+
+    def skip(self, name: str) -> None:
+        self.stages.append(Stage(name, 0.0, skipped=True))
+
+    def seconds(self, name: str) -> float:
+        """Time spent so far in the stages called ``name``."""
+        return sum(s.seconds for s in self.stages if s.name == name)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run will do, decided before any value is computed."""
+
+    opts: RunOptions
+    spec: Any  # the estimator's declaration
+    target: wb.Target
+    names: tuple[str, ...]  # output names, with the prefix
+    call: Mapping[str, Any]  # estimator keyword arguments besides data and carry
+    used: Mapping[str, Any]  # the parameters as used (defaults filled)
+    metadata: Mapping[str, Any]  # provenance, written beside the outputs
+    roles: Mapping[str, str] = field(default_factory=dict)  # role -> column
+
+    def prepare_options(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`rltscan.io.layout.prepare` for this run."""
+        return dict(
+            arguments=self.spec.inputs,
+            required=self.spec.required,
+            reading=self.opts.reading,
+            bootstrap=self.used.get("missing_bootstrap"),
+        )
+
+
+def prepare_options(opts: RunOptions) -> dict[str, Any]:
+    """:meth:`Plan.prepare_options` before a plan exists (the first resolution)."""
+    spec = opts.declaration
+    return dict(
+        arguments=spec.inputs,
+        required=spec.required,
+        reading=opts.reading,
+        bootstrap=opts.bootstrap_rule,
+    )
+
+
+def make_plan(
+    opts: RunOptions,
+    source: Any,
+    target: wb.Target,
+    probe: Prepared,
+    *,
+    time_dim: int | None = None,
+    check_clash: bool = True,
+) -> Plan:
+    """Names, clashes, call arguments and provenance from the first resolution."""
+    spec = opts.declaration
+    names = tuple(opts.prefix + n for n in output_names(spec, probe))
+    if check_clash and not opts.dry_run and not opts.overwrite:
+        refuse_clash(source, target, list(names))
+    refuse_reading_outputs(names, probe.roles, opts.command)
+    call, used = opts.call_options()
+    call["time_dim"] = probe.time_dim if time_dim is None else time_dim
+    call["backend"] = opts.backend
+    return Plan(
+        opts=opts,
+        spec=spec,
+        target=target,
+        names=names,
+        call=call,
+        used=used,
+        metadata=provenance(spec, opts.command, used, probe.roles, source.layout),
+        roles=dict(probe.roles),
+    )
+
+
+def provenance(
+    spec: Any, command: str, used: Mapping[str, Any], roles: Mapping[str, str], layout: str
+) -> dict[str, Any]:
+    """What is recorded beside the outputs (HDF5 attributes, Parquet metadata)."""
+    return {
+        "estimator": spec.name,
+        "command": command,
+        "params": dict(used),
+        "source_columns": dict(roles),
+        "rltscan_version": version(),
+        "terminal_rule": TERMINAL_RULE,
+        "layout": layout,
+    }
+
+
+def refuse_reading_outputs(
+    names: list[str] | tuple[str, ...], roles: Mapping[str, str], estimator: str
+) -> None:
+    """An output may never replace a column the estimator reads, even with --overwrite."""
+    read_columns = set(roles.values())
+    for name in names:
+        if name in read_columns:
+            raise OutputRefusedError(
+                f'output "{name}" would overwrite input column "{name}" that {estimator} reads, '
+                "even with --overwrite; pass --prefix P"
+            )
+
+
+def refuse_clash(source: Any, target: wb.Target, names: list[str]) -> None:
+    """Outputs that already exist at the target need --overwrite (or a --prefix)."""
+    clash = wb.existing(source, target, names)
+    if clash:
+        raise OutputRefusedError(
+            f'{target.describe()} already has "{clash[0]}"; pass --overwrite or --prefix P'
+            if target.kind != "file"
+            else f"{clash[0]} already exists; pass --overwrite to replace it"
+        )
+
+
+def output_names(spec: Any, prepared: Any) -> list[str]:
+    """The outputs this call will produce (Retrace's advantages only with v_pi)."""
+    names = list(spec.outputs)
+    present = set(prepared.kwargs) | set(prepared.roles)
+    if "v_pi" in spec.inputs and "v_pi" not in present and "advantages" in names:
+        names.remove("advantages")
+    return names
+
+
+def location(source: Any, target: wb.Target, name: str) -> str:
+    """Where an output lands, as the report says it."""
+    if target.kind == "stdout":
+        return f"stdout column {name}"
+    if source.format in ("hdf5", "minari") and (
+        target.kind == "inplace" or target.format == "hdf5"
+    ):
+        group = source.group.rstrip("/")
+        if source.episode_keys:
+            return f"{target.path}:{group}/<episode>/{name}"
+        return f"{target.path}:{group}/{name}"
+    return f"{target.path} column {name}"
+
+
+def backend_name(backend: str, device: Any) -> str:
+    if backend != "auto":
+        return backend
+    return "triton" if device.type == "cuda" else "torch"
+
+
+def assumption_notes(counts: Mapping[str, int], used: Mapping[str, Any], layout: str) -> list[str]:
+    """The defaults that changed numbers in this run, as report notes (never silent)."""
+    notes = []
+    open_ends = counts.get("open_ends", 0)
+    if open_ends:
+        what = (
+            "the data ends with no flag"
+            if layout in ("flat", "episodes")
+            else f"{open_ends} sequence(s) end with no flag"
+        )
+        notes.append(f"{what}: treated as a truncation (bootstrapped from V(s_t+1))")
+    zero = counts.get("zero_bootstraps", 0)
+    if zero:
+        notes.append(
+            f"{zero} truncation(s) had no bootstrap value V(s_t+1) and used 0 "
+            f"(--missing-bootstrap {used.get('missing_bootstrap', 'zero')}); "
+            "pass --next-values KEY to bootstrap them"
+        )
+    gaps = counts.get("observation_gaps", 0)
+    if gaps:
+        notes.append(f"{gaps} hidden episode end(s) found where the observations jump")
+    return notes
+
+
+def planned_outputs(
+    plan: Plan, source: Any, prepared: Prepared, shape: tuple[int, ...] | None = None
+) -> list[OutputInfo]:
+    """The outputs as a plan sees them (a dry run, or before the dtypes are known)."""
+    ref = np.dtype(prepared.dtype)
+    dtype = str(ref) if ref.kind == "f" and ref.itemsize >= 4 else "float32"
+    shape = shape or planned_shape(source, prepared)
+    return [OutputInfo(n, shape, dtype, location(source, plan.target, n)) for n in plan.names]
+
+
+def planned_shape(source: Any, prepared: Prepared) -> tuple[int, ...]:
+    if prepared.lengths:
+        return (len(prepared.lengths), -1)  # one (T_i,) dataset per episode
+    if source.layout == "flat":
+        return (prepared.steps,)
+    per = prepared.steps // max(prepared.sequences, 1)
+    if source.layout == "time-major":
+        return (per, prepared.sequences)
+    return (prepared.sequences, per)
+
+
+def report(
+    plan: Plan,
+    source: Any,
+    clock: Clock,
+    *,
+    device: Any,
+    backend: str,
+    dtype: str,
+    steps: int,
+    episodes: int,
+    sequences: int,
+    outputs: list[OutputInfo],
+    counts: Mapping[str, int],
+    notes: list[str],
+    written: bool,
+    wall_seconds: float | None = None,
+    streaming: StreamInfo | None = None,
+    format: str | None = None,
+) -> RunReport:
+    """The one :class:`RunReport` builder: every engine and the dry runs end here."""
+    if format is None:
+        format = source.format if source.backend is None else f"{source.format}/{source.backend}"
+    return RunReport(
+        command=plan.opts.command,
+        input=source.where,
+        output=plan.target.describe(),
+        format=format,
+        layout=source.layout,
+        device=str(device),
+        backend=backend,
+        dtype=dtype,
+        steps=steps,
+        episodes=episodes,
+        sequences=sequences,
+        params=dict(plan.used),
+        columns=dict(plan.roles),
+        outputs=outputs,
+        stages=clock.stages,
+        counts=dict(counts),
+        notes=[*notes, *assumption_notes(counts, plan.used, source.layout)],
+        dry_run=plan.opts.dry_run,
+        written=written,
+        rltscan_version=version(),
+        wall_seconds=wall_seconds,
+        streaming=streaming,
+    )
+
+
+def dry_run_report(
+    plan: Plan, source: Any, clock: Clock, device: Any, prepared: Prepared
+) -> RunReport:
+    """The report of a dry run: what would be computed and written, from the plan alone."""
+    return report(
+        plan,
+        source,
+        clock,
+        device=device,
+        backend="none (dry run)",
+        dtype=prepared.dtype,
+        steps=prepared.steps,
+        episodes=prepared.episodes,
+        sequences=prepared.sequences,
+        outputs=planned_outputs(plan, source, prepared),
+        counts=prepared.counts,
+        notes=prepared.notes,
+        written=False,
+    )
+
+
+@contextmanager
+def bootstrap_hint() -> Iterator[None]:
+    """Say the file-level fix (column options) instead of the Python argument names."""
+    try:
+        yield
+    except MissingBootstrapError as e:
+        raise e.replace(
+            fix="pass --next-values KEY (or --last-values KEY for a [T, B] buffer), "
+            "or --missing-bootstrap zero to treat it as 0",
+        ) from None
