@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rltscan.errors import ParameterError
+from rltscan.estimators.declaration import check_params
 from rltscan.io.columns import quoted
 from rltscan.io.layout import Reading
 
@@ -65,9 +66,7 @@ class RunOptions:
                 f'{self.command} takes no parameter "{unknown[0]}"; '
                 f"its parameters: {quoted(spec.params)}"
             )
-        from rltscan.api import check_params  # the one range table (declarations)
-
-        check_params(self.params)
+        check_params(self.params, options=True)  # the one range table: the declarations
         if self.missing_bootstrap not in (None, "error", "zero"):
             raise ParameterError(
                 f'--missing-bootstrap must be "error" or "zero", got "{self.missing_bootstrap}"'
