@@ -8,8 +8,9 @@ import pstats
 
 import torch
 
+from rltscan import bench
 from rltscan.estimators import functions as est  # the module whose _run calls solve
-from rltscan.scan import bench, triton_scan
+from rltscan.scan import triton_scan
 
 inp = bench.make_inputs("gae", (4096, 128), ep_len=200.0, device="cuda")
 full = lambda: bench.call("gae", inp, backend="triton", validate=False)  # noqa: E731

@@ -7,7 +7,8 @@ import sys
 
 import triton.testing
 
-from rltscan.scan import bench, triton_scan
+from rltscan import bench
+from rltscan.scan import triton_scan
 
 
 def main() -> None:

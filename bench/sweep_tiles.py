@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from rltscan.scan import bench, triton_scan
+from rltscan import bench
+from rltscan.scan import triton_scan
 
 
 def main() -> None:

@@ -48,8 +48,8 @@ __all__ = ["check_params", "execute", "inspect", "resolve_device", "run"]
 
 def check_params(params: Mapping[str, float | None]) -> None:
     """Parameter ranges (docs/CONVENTIONS.md §5), checked before any file is opened: the
-    declared ranges (the one table, ``declaration.check_params``), named as options."""
-    from rltscan.estimators.declaration import check_params as declared
+    declared ranges (the one table, ``rltscan.estimators.check_params``), named as options."""
+    from rltscan.estimators import check_params as declared
 
     declared(params, options=True)
 

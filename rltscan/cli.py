@@ -807,7 +807,7 @@ def bench_command(
     """Time the backends against baselines and the memory floor on this machine."""
     with handled():
         try:
-            from rltscan.scan import bench
+            from rltscan import bench
         except ImportError as err:
             from rltscan.errors import BackendUnavailableError
 

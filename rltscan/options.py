@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rltscan.errors import ParameterError
-from rltscan.estimators.declaration import check_params
+from rltscan.estimators import check_params
 from rltscan.io.columns import quoted
 from rltscan.io.layout import Reading
 

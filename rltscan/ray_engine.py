@@ -29,6 +29,7 @@ import math
 import os
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from rltscan.errors import BackendUnavailableError
@@ -36,11 +37,9 @@ from rltscan.errors import BackendUnavailableError
 INSTALL = "pip install 'rltscan[ray]'"
 
 
-def _task(row: dict[str, Any], job: Any) -> dict[str, Any]:
-    from rltscan.shards import run_task
-
+def _task(row: dict[str, Any], job: Any, task: Callable[..., dict[str, Any]]) -> dict[str, Any]:
     t0, cpu0 = time.time(), time.process_time()
-    out = run_task(job, json.loads(row["item"]))
+    out = task(job, json.loads(row["item"]))
     # one task at a time per worker process, so the process's CPU time is the task's
     out["t0"], out["t1"] = t0, time.time()
     out["cpu"], out["pid"] = time.process_time() - cpu0, os.getpid()
@@ -69,7 +68,15 @@ class RayEngine:
     # ``workers`` in flight (bench/ray_scaling.py measures both)
     scheduler = "data"
 
-    def __init__(self, *, address: str | None, workers: int | None, device: str) -> None:
+    def __init__(
+        self,
+        *,
+        address: str | None,
+        workers: int | None,
+        device: str,
+        task: Callable[..., dict[str, Any]],
+    ) -> None:
+        self.task = task  # rltscan.shards.run_task: passed in, so this module needs no shards
         try:
             import ray
             import ray.data
@@ -115,7 +122,7 @@ class RayEngine:
             context.enable_progress_bars = False
 
     def map(self, job: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Run :func:`rltscan.shards.run_task` on every item, one Ray task each."""
+        """Run the task (:func:`rltscan.shards.run_task`) on every item, one Ray task each."""
         ray = self.ray
         if not items:
             return []
@@ -130,7 +137,7 @@ class RayEngine:
             ds = ray.data.from_items(rows, override_num_blocks=blocks)
         else:  # Ray < 2.10
             ds = ray.data.from_items(rows, parallelism=blocks)
-        kwargs: dict[str, Any] = {"fn_kwargs": {"job": job}, "num_cpus": 1}
+        kwargs: dict[str, Any] = {"fn_kwargs": {"job": job, "task": self.task}, "num_cpus": 1}
         if self.num_gpus:
             # Ray retires a GPU task's worker process after one call unless told
             # otherwise: every shard would pay a new process, torch import and CUDA
@@ -163,7 +170,7 @@ class RayEngine:
                 if len(pending) >= cap:
                     done, pending = ray.wait(pending, num_returns=1)
                     out.extend(ray.get(done))
-                pending.append(remote.remote(row, ref))
+                pending.append(remote.remote(row, ref, self.task))
             out.extend(ray.get(pending))
             pending = []
         finally:

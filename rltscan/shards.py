@@ -449,7 +449,7 @@ def _engine(name: str, *, ray_address: str | None, workers: int | None, device: 
     if name == "ray":
         from rltscan.ray_engine import RayEngine
 
-        return RayEngine(address=ray_address, workers=workers, device=device)
+        return RayEngine(address=ray_address, workers=workers, device=device, task=run_task)
     return LocalEngine()
 
 

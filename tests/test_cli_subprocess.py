@@ -44,8 +44,18 @@ def test_pipeline_stdout_to_stdin() -> None:
     )
     assert first.returncode == 0, first.stderr.decode()
     second = rltscan(
-        "prefix-sum", "-", "--x", "returns", "--ends-are", "truncated", "--device", "cpu", "-q",
-        "-o", "-", stdin=first.stdout,
+        "prefix-sum",
+        "-",
+        "--x",
+        "returns",
+        "--ends-are",
+        "truncated",
+        "--device",
+        "cpu",
+        "-q",
+        "-o",
+        "-",
+        stdin=first.stdout,
     )
     assert second.returncode == 0, second.stderr.decode()
     table = pq.read_table(io.BytesIO(second.stdout))

@@ -29,7 +29,7 @@ from rltscan.errors import (
     ParameterError,
     RltscanError,
 )
-from rltscan.estimators.declaration import check_params, parameter_table
+from rltscan.estimators import check_params, parameter_table
 from rltscan.io.columns import missing_column_error
 from tests.shard_helpers import SIZES, table, write_shards
 

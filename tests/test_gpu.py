@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from rltscan.scan import bench, triton_scan
+from rltscan import bench
+from rltscan.scan import triton_scan
 from tests.conftest import assert_close_to_oracle
 
 pytestmark = pytest.mark.gpu

@@ -12,12 +12,16 @@ first time one of them is looked up here (PEP 562).
 
 from __future__ import annotations
 
+import functools
 import importlib
+import math
 import pkgutil
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
-from rltscan.estimators.declaration import Declaration
+from rltscan.errors import ParameterError
+from rltscan.estimators.declaration import Declaration, Param
 
 # One module per estimator: every public module of this package (not ``declaration``,
 # ``functions``) declares one, so adding an estimator is adding its module. The first
@@ -56,6 +60,39 @@ def declared_module(kind: str) -> ModuleType:
     return _BY_KIND[kind]
 
 
+# --------------------------------------------------------------------------- the range checks
+
+
+@functools.cache
+def parameter_table() -> dict[str, Param]:
+    """Every declared parameter by name: the one table that the range checks (Python
+    functions and file runs alike), ``--help`` and the provenance record read. A name
+    declared by several estimators has one range (its default may differ)."""
+    table: dict[str, Param] = {}
+    for d in DECLARATIONS.values():
+        for p in d.parameters:
+            seen = table.setdefault(p.name, p)
+            if (seen.low, seen.high, seen.low_open) != (p.low, p.high, p.low_open):
+                raise RuntimeError(f"{p.name} is declared with two ranges ({d.command})")
+    return table
+
+
+def check_params(values: Mapping[str, float | None], *, options: bool = False) -> None:
+    """Refuse a value outside its declared range (docs/CONVENTIONS.md §5), one wording
+    for everyone: ``gamma must be in [0, 1], got 1.5; pass a value like 0.95``. With
+    ``options`` the name is the CLI's (``--gamma``). Every value must be finite; a name
+    no estimator declares is only checked for that."""
+    table = parameter_table()
+    for name, value in values.items():
+        if value is None:
+            continue
+        param = table.get(name) or Param(name, None, "", low=-math.inf)
+        refused = param.violation(value)
+        if refused is not None:
+            label = "--" + name.replace("_", "-") if options else name
+            raise ParameterError(f"{label} {refused[0]}", refused[1])
+
+
 _SUBMODULES = ("_common", "declaration", "functions")
 
 
@@ -90,10 +127,12 @@ __all__ = [
     "TDLambdaResult",
     "TracesResult",
     "VTraceResult",
+    "check_params",
     "declared_module",
     "discounted_returns",
     "eligibility_traces",
     "gae",
+    "parameter_table",
     "prefix_sum",
     "retrace",
     "td_lambda",

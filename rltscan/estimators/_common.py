@@ -20,13 +20,13 @@ import torch
 from torch import Tensor
 
 from rltscan.errors import DataError, DTypeError, MissingBootstrapError, ParameterError
+from rltscan.estimators import check_params as declared_check_params
 from rltscan.estimators.declaration import (
     READ_AFTER_UNCUT,
     READ_ALL,
     READ_BOOT,
     READ_NOT_TERMINATED,
 )
-from rltscan.estimators.declaration import check_params as declared_check_params
 from rltscan.scan import resolve_backend
 
 ArrayLike = Any  # torch.Tensor | numpy.ndarray | nested sequences
@@ -436,7 +436,7 @@ def flag_column(
 
 def check_params(**params: float | None) -> None:
     """Scalar hyperparameters: real numbers (numpy and 0-d torch scalars too) in their
-    declared ranges (``declaration.check_params``, the one table and wording)."""
+    declared ranges (``rltscan.estimators.check_params``, the one table and wording)."""
     for name, v in params.items():
         if v is not None and not _is_real_scalar(v):
             raise ParameterError(f"{name} must be a number, got {v!r}", "pass a float")

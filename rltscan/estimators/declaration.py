@@ -11,14 +11,11 @@ the torch code. See docs/CONVENTIONS.md for the conventions the estimators follo
 
 from __future__ import annotations
 
-import functools
 import importlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
-
-from rltscan.errors import ParameterError
 
 # The bootstrap forms of the estimators that read V(s_t+1) (docs/CONVENTIONS.md §1.2)
 BOOTSTRAP_INPUTS = ("next_values", "bootstrap_values", "last_value")
@@ -186,38 +183,3 @@ def lam_param(default: float) -> Param:
 def c_clip_param(default: float = 1.0) -> Param:
     """c̄, the clip of the trace coefficient (V-trace, Retrace)."""
     return Param.positive("c_clip", default, "c̄, clip of the trace coefficient (> 0).")
-
-
-# --------------------------------------------------------------------------- the range checks
-
-
-@functools.cache
-def parameter_table() -> dict[str, Param]:
-    """Every declared parameter by name: the one table that the range checks (Python
-    functions and file runs alike), ``--help`` and the provenance record read. A name
-    declared by several estimators has one range (its default may differ)."""
-    from rltscan.estimators import DECLARATIONS
-
-    table: dict[str, Param] = {}
-    for d in DECLARATIONS.values():
-        for p in d.parameters:
-            seen = table.setdefault(p.name, p)
-            if (seen.low, seen.high, seen.low_open) != (p.low, p.high, p.low_open):
-                raise RuntimeError(f"{p.name} is declared with two ranges ({d.command})")
-    return table
-
-
-def check_params(values: Mapping[str, float | None], *, options: bool = False) -> None:
-    """Refuse a value outside its declared range (docs/CONVENTIONS.md §5), one wording
-    for everyone: ``gamma must be in [0, 1], got 1.5; pass a value like 0.95``. With
-    ``options`` the name is the CLI's (``--gamma``). Every value must be finite; a name
-    no estimator declares is only checked for that."""
-    table = parameter_table()
-    for name, value in values.items():
-        if value is None:
-            continue
-        param = table.get(name) or Param(name, None, "", low=-math.inf)
-        refused = param.violation(value)
-        if refused is not None:
-            label = "--" + name.replace("_", "-") if options else name
-            raise ParameterError(f"{label} {refused[0]}", refused[1])

@@ -325,9 +325,8 @@ def _function(d: Declaration) -> Callable[..., Result]:
             f'float(args["c_clip"]), {d.function_name!r})'
         )
     body.append("return _finish(_D, args)")
-    source = (
-        f"def {d.function_name}({', '.join(parts)}) -> {d.result_name}:\n"
-        + "".join(f"    {line}\n" for line in body)
+    source = f"def {d.function_name}({', '.join(parts)}) -> {d.result_name}:\n" + "".join(
+        f"    {line}\n" for line in body
     )
     namespace: dict[str, Any] = {
         "_D": d,

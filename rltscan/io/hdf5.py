@@ -550,6 +550,15 @@ def storage_like(template: Any) -> dict[str, Any]:
     }
 
 
+def as_info(arr: np.ndarray) -> np.ndarray:
+    """A ``T``-step output as a Minari info of ``T+1`` entries: entry 0 (the reset
+    info) is NaN (0 for a non-float output), entry ``t+1`` is step ``t``."""
+    arr = np.asarray(arr)
+    fill = np.nan if arr.dtype.kind == "f" else 0
+    head = np.full((1, *arr.shape[1:]), fill, dtype=arr.dtype)
+    return np.concatenate([head, arr])
+
+
 def write_outputs(
     src: Path,
     dst: Path,
@@ -568,7 +577,7 @@ def write_outputs(
     ``group/name``) or one array per episode (written at ``group/<episode>/name``).
     With ``infos`` (a Minari dataset) each episode's output is also written where
     ``minari`` reads it: ``group/<episode>/infos/name``, ``T+1`` entries with entry 0
-    NaN (:func:`rltscan.io.minari.as_info`).
+    NaN (:func:`as_info`).
     Returns the bytes of output data written. A full disk is one OutputRefusedError
     (the HDF5 file is closed before the temp file goes, so nothing crashes later).
     """
@@ -592,7 +601,7 @@ def write_outputs(
                 )
                 if infos and episode_keys:
                     targets += [
-                        (_infos_group(parent, dst), minari_info(arr)) for parent, arr in targets
+                        (_infos_group(parent, dst), as_info(arr)) for parent, arr in targets
                     ]
                 for parent, arr in targets:
                     if check_replaceable(parent, name, dst, overwrite=overwrite):
@@ -607,12 +616,6 @@ def write_outputs(
             raise
         fh.close()
     return written
-
-
-def minari_info(arr: np.ndarray) -> np.ndarray:
-    from rltscan.io.minari import as_info
-
-    return as_info(arr)
 
 
 def _infos_group(episode: Any, where: Any) -> Any:

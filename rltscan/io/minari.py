@@ -26,25 +26,18 @@ from typing import Any
 
 import numpy as np
 
+import rltscan.io.hdf5 as hdf5
+import rltscan.io.parquet as parquet
 from rltscan.errors import DataError, InputFileError, OutputRefusedError
-from rltscan.io import hdf5, parquet
 from rltscan.io.atomic import atomic_path
 from rltscan.io.columns import ColumnInfo
+from rltscan.io.hdf5 import as_info
 from rltscan.io.source import Layout, Source
 
 EPISODE_DIR = re.compile(r"^\d+$")
 
 
 INFOS = "infos"
-
-
-def as_info(arr: np.ndarray) -> np.ndarray:
-    """A ``T``-step output as a Minari info of ``T+1`` entries: entry 0 (the reset
-    info) is NaN (0 for a non-float output), entry ``t+1`` is step ``t``."""
-    arr = np.asarray(arr)
-    fill = np.nan if arr.dtype.kind == "f" else 0
-    head = np.full((1, *arr.shape[1:]), fill, dtype=arr.dtype)
-    return np.concatenate([head, arr])
 
 
 def with_infos(

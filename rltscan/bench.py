@@ -499,7 +499,7 @@ def render_table(result: dict[str, Any]) -> Any:
 
 
 def main() -> None:
-    """``python -m rltscan.scan.bench [--quick] [--subset all|batched|flat] [--out DIR]``."""
+    """``python -m rltscan.bench [--quick] [--subset all|batched|flat] [--out DIR]``."""
     import argparse
     import os
     import sys
