@@ -113,15 +113,7 @@ def run(
     the flag columns and the reference column, checks the rest from the file's
     metadata, and computes and writes nothing.
     """
-    reading = Reading(
-        columns={k: v for k, v in (columns or {}).items() if v},
-        layout=layout,
-        group=group,
-        dones_mean=dones_mean,  # type: ignore[arg-type]
-        ends_are=ends_are,  # type: ignore[arg-type]
-        ignore=tuple(ignore),
-        observation_gaps=observation_gaps,
-    )
+    reading = _reading(columns, layout, group, dones_mean, ends_are, ignore, observation_gaps)
     opts = RunOptions(
         command=estimator,
         input=input,
@@ -161,12 +153,9 @@ def execute(
         from rltscan import shards
 
         return shards.run_sharded(opts, Clock(PlannedDevice("cpu"), progress))
-    if opts.engine == "ray" or opts.workers is not None or opts.ray_address is not None:
-        raise ParameterError(
-            f"{opts.input} is one file; --engine ray, --workers, --ray-address and --order-by "
-            "take a directory or glob of Parquet shards (or a Minari Parquet dataset)"
-        )
-    if opts.order_by is not None:
+    if opts.engine == "ray" or any(
+        x is not None for x in (opts.workers, opts.ray_address, opts.order_by)
+    ):
         raise ParameterError(
             f"{opts.input} is one file; --engine ray, --workers, --ray-address and --order-by "
             "take a directory or glob of Parquet shards (or a Minari Parquet dataset)"
@@ -191,6 +180,27 @@ def execute(
         return _run_whole(opts, source, target, clock, dev, stdout)
     finally:
         source.close()
+
+
+def _reading(
+    columns: Mapping[str, str | None] | None,
+    layout: str | None,
+    group: str | None,
+    dones_mean: str | None,
+    ends_are: str | None,
+    ignore: tuple[str, ...] | list[str],
+    observation_gaps: ObservationGaps,
+) -> Reading:
+    """The :class:`Reading` that ``run``'s and ``inspect``'s keywords describe."""
+    return Reading(
+        columns={k: v for k, v in (columns or {}).items() if v},
+        layout=layout,
+        group=group,
+        dones_mean=dones_mean,  # type: ignore[arg-type]
+        ends_are=ends_are,  # type: ignore[arg-type]
+        ignore=tuple(ignore),
+        observation_gaps=observation_gaps,
+    )
 
 
 def _run_whole(
@@ -309,15 +319,7 @@ def inspect(
     resolver, the same missing-bootstrap rule), so "ready" means the run will go."""
     from rltscan.estimators import DECLARATIONS
 
-    reading = Reading(
-        columns={k: v for k, v in (columns or {}).items() if v},
-        layout=layout,
-        group=group,
-        dones_mean=dones_mean,  # type: ignore[arg-type]
-        ends_are=ends_are,  # type: ignore[arg-type]
-        ignore=tuple(ignore),
-        observation_gaps=observation_gaps,
-    )
+    reading = _reading(columns, layout, group, dones_mean, ends_are, ignore, observation_gaps)
     reading.check()
     source = open_input(
         path, group=group, layout=layout, rewards=reading.columns.get("rewards"), stdin=stdin
