@@ -13,9 +13,9 @@ torch or triton (tests/test_startup.py).
 
 from __future__ import annotations
 
-from rltscan import _interrupts
+from rltscan import interrupts
 
-_interrupts.install_early()  # the CLI honours Ctrl-C during the imports below
+interrupts.install_early()  # the CLI honours Ctrl-C during the imports below
 
 # ruff: noqa: E402
 from rltscan.errors import (

@@ -155,16 +155,14 @@ def baseline_fn(kind: str) -> Callable[..., dict[str, Tensor]]:
 
 def problem_of(kind: str, inputs: dict[str, Any]) -> Any:
     """Capture the normalised Problem an estimator call builds (for the baseline)."""
-    from rltscan.estimators import _common
+    from rltscan.estimators import functions as est  # the module whose _run calls solve
 
     captured: dict[str, Any] = {}
-    orig = _common.solve
+    orig = est.solve
 
     def grab(p: Any, backend: str, **kw: Any) -> dict[str, Tensor]:
         captured["p"] = p
         return orig(p, backend, **kw)
-
-    from rltscan.estimators import functions as est  # the module whose _run calls solve
 
     est.solve = grab
     try:

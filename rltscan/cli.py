@@ -11,10 +11,12 @@ declarations (:data:`rltscan.estimators.DECLARATIONS`), which import no torch: `
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import inspect
 import json
+import os
 import signal
 import sys
 import threading
@@ -35,7 +37,7 @@ from rich.progress import (
 )
 from typer.core import TyperGroup
 
-from rltscan import _interrupts, api
+from rltscan import api, interrupts
 from rltscan.errors import OutputRefusedError, ParameterError, RltscanError
 from rltscan.estimators import DECLARATIONS
 from rltscan.report import (
@@ -230,6 +232,22 @@ def usage_message(err: Any, argv: list[str], group: Any) -> tuple[str, str | Non
     return f'{text[:1].lower()}{text[1:]}; see "{where} --help"', None
 
 
+_said = {"interrupted": False}  # handled() reported a Ctrl-C (main() must not again)
+
+
+def _interrupted() -> str:
+    """The one line for Ctrl-C/SIGTERM: what, if anything, was already written."""
+    from rltscan.io.atomic import committed
+
+    done = committed()
+    if done:
+        return (
+            f"interrupted after {', '.join(map(str, done))} was written in full; "
+            "re-run with --overwrite to be sure"
+        )
+    return "interrupted; nothing was written and the input is unchanged"
+
+
 @contextmanager
 def handled(*, json_out: bool = False, debug: bool = False) -> Iterator[None]:
     """Map :class:`RltscanError` to its exit code and Ctrl-C/SIGTERM to 130, in one place."""
@@ -238,21 +256,19 @@ def handled(*, json_out: bool = False, debug: bool = False) -> Iterator[None]:
     except RltscanError as err:
         if debug:
             traceback.print_exc(file=sys.stderr)
+        if interrupts.seen():  # a Ctrl-C broke the step that failed: report the Ctrl-C
+            _said["interrupted"] = True
+            _fail(130, _interrupted(), "Interrupted", json_out)
         _fail(err.exit_code, str(err), type(err).__name__, json_out)
     except KeyboardInterrupt:
-        from rltscan.io.atomic import committed
-
-        done = committed()
-        message = (
-            f"interrupted after {', '.join(map(str, done))} was written in full; "
-            "re-run with --overwrite to be sure"
-            if done
-            else "interrupted; nothing was written and the input is unchanged"
-        )
-        _fail(130, message, "Interrupted", json_out)
+        _said["interrupted"] = True
+        _fail(130, _interrupted(), "Interrupted", json_out)
     except (typer.Exit, typer.Abort, _clickx.ClickException):
         raise
     except Exception as err:  # a bug: the traceback follows; --json still gets an object
+        if interrupts.seen():  # e.g. a C extension's import broken by the Ctrl-C
+            _said["interrupted"] = True
+            _fail(130, _interrupted(), "Interrupted", json_out)
         if json_out:
             typer.echo(json.dumps(error_object(1, "InternalError", f"{type(err).__name__}: {err}")))
         raise
@@ -825,5 +841,20 @@ def main() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _term)
-    _interrupts.install_running()  # Ctrl-C/SIGTERM: KeyboardInterrupt, remembered
-    app()
+    interrupts.install_running()  # Ctrl-C/SIGTERM: KeyboardInterrupt, remembered
+    try:
+        app()
+    except KeyboardInterrupt:  # while the commands are built, before handled() runs
+        typer.echo(f"error: {_interrupted()}", err=True)
+        sys.exit(130)
+    except SystemExit as end:  # typer turns a Ctrl-C outside handled() into a silent 130
+        if end.code == 130 or interrupts.seen():
+            if not _said["interrupted"]:
+                typer.echo(f"error: {_interrupted()}", err=True)
+            # the run is over and cleaned up; leave without the interpreter's finalisation,
+            # where a pending Ctrl-C would end the process by SIGINT instead of 130
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            os._exit(130)
+        raise

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rltscan import _interrupts, api
+from rltscan import api, interrupts
 from rltscan.errors import InputFileError, OutputRefusedError, ParameterError
 from rltscan.io import atomic
 from rltscan.io import shards as io_shards
@@ -594,7 +594,7 @@ def test_output_elsewhere_resolves_virtual_datasets_and_external_links(tmp_path:
 
 def test_a_swallowed_ctrl_c_still_stops_the_commit(flat: Path, monkeypatch) -> None:
     before = fingerprint(h5_columns(flat))
-    monkeypatch.setitem(_interrupts._state, "seen", True)
+    monkeypatch.setitem(interrupts._state, "seen", True)
     with pytest.raises(KeyboardInterrupt):
         gae(flat)
     assert fingerprint(h5_columns(flat)) == before

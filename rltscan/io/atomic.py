@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from rltscan import _interrupts
+from rltscan import interrupts
 from rltscan.errors import InputFileError, OutputRefusedError
 
 TMP_MARK = ".rltscan-"
@@ -169,7 +169,7 @@ def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0)
         keep_owner(dst, tmp)
         _fsync_path(tmp)
         with deferred_signals():
-            if _interrupts.seen():  # a Ctrl-C that something swallowed still stops the commit
+            if interrupts.seen():  # a Ctrl-C that something swallowed still stops the commit
                 raise KeyboardInterrupt
             check_unchanged(dst)
             os.replace(tmp, dst)
