@@ -321,9 +321,7 @@ def inspect(
 
     reading = _reading(columns, layout, group, dones_mean, ends_are, ignore, observation_gaps)
     reading.check()
-    source = open_input(
-        path, group=group, layout=layout, rewards=reading.columns.get("rewards"), stdin=stdin
-    )
+    source, shards_note = _inspected_source(path, reading, stdin)
     try:
         cache: dict[str, Any] = {}
         read = source.read
@@ -384,6 +382,8 @@ def inspect(
             }
             for c in source.describe_columns()
         ]
+        if shards_note:
+            info["notes"] = [shards_note, *info["notes"]]
         if info["steps"] is None:  # nothing can run yet: say at least how big it is
             info["steps"] = source.steps or _column_steps(source)
             info["sequences"] = 1 if source.layout == "flat" else None
@@ -392,6 +392,31 @@ def inspect(
         return info
     finally:
         source.close()
+
+
+def _inspected_source(path: str, reading: Reading, stdin: BinaryIO | None) -> tuple[Any, str]:
+    """The source ``inspect`` resolves: the file itself, or for a sharded dataset (a
+    directory or glob of Parquet files, a LeRobot dataset) its first shard, opened as
+    the sharded engine opens it (with the dataset's conventions); plus a note saying so."""
+    from rltscan.io import shards as io_shards
+
+    if stdin is None and io_shards.is_sharded(path, None):
+        dataset = io_shards.discover(path)
+        source = io_shards.open_shard(dataset.shards[0])
+        note = (
+            f"{dataset.where} is a sharded dataset ({dataset.kind}, {len(dataset.shards)} "
+            f"shard(s)); shown: its first shard, {dataset.shards[0].rel} (a run resolves "
+            "every shard the same way and carries episodes across their edges)"
+        )
+        return source, note
+    source = open_input(
+        path,
+        group=reading.group,
+        layout=reading.layout,
+        rewards=reading.columns.get("rewards"),
+        stdin=stdin,
+    )
+    return source, ""
 
 
 def _column_steps(source: Any) -> int | None:

@@ -218,3 +218,17 @@ def test_a_commit_killed_among_the_renames_is_completed_with_its_info_json(
     info = json.loads((fx.root / "meta" / "info.json").read_text())
     assert info["features"]["advantages"]["dtype"] == "float32"
     _loadable(fx.root)
+
+
+@pytest.mark.parametrize("version", ["v2.1", "v3.0"])
+def test_inspect_reads_a_lerobot_dataset_like_the_run(tmp_path: Path, version: str) -> None:
+    """inspect resolves a LeRobot dataset as the run does (its first shard, LeRobot's
+    next.done convention), instead of refusing the directory."""
+    from rltscan import api
+
+    fx = build(tmp_path, version)
+    info = api.inspect(str(fx.root))
+    assert info["roles"]["rewards"] == "next.reward"
+    assert "sharded dataset (lerobot" in info["notes"][0]
+    assert any("next.done" in n for n in info["notes"])
+    assert info["estimators"]["returns"]["ready"]
