@@ -17,7 +17,6 @@ import importlib
 import inspect
 import json
 import os
-import signal
 import sys
 import threading
 import traceback
@@ -250,7 +249,11 @@ def _interrupted() -> str:
 
 @contextmanager
 def handled(*, json_out: bool = False, debug: bool = False) -> Iterator[None]:
-    """Map :class:`RltscanError` to its exit code and Ctrl-C/SIGTERM to 130, in one place."""
+    """Map :class:`RltscanError` to its exit code and Ctrl-C/SIGTERM to 130, in one place.
+
+    From here on Ctrl-C raises ``KeyboardInterrupt`` (temp files are removed on the
+    way out); before, it ends the process at once (nothing is written yet)."""
+    interrupts.install_running()
     try:
         yield
     except RltscanError as err:
@@ -650,6 +653,8 @@ def _observation_gaps(ends_from: bool, ignore: bool) -> str:
 
 def _estimate(command: str, input: str, **kw: Any) -> None:
     json_out, debug, quiet = kw.pop("json_out"), kw.pop("debug"), kw.pop("quiet")
+    if not kw["dry_run"]:
+        interrupts.preload(gpu=kw["device"] != "cpu")
     with handled(json_out=json_out, debug=debug):
         _check_choice("--dones-mean", kw["dones_mean"], ("ended", "starts"))
         _check_choice("--ends-are", kw["ends_are"], ("terminal", "truncated"))
@@ -821,6 +826,8 @@ def bench_command(
     ),
 ) -> None:
     """Time the backends against baselines and the memory floor on this machine."""
+    with contextlib.suppress(ImportError):  # (a missing torch is reported below)
+        interrupts.preload(gpu=True)
     with handled():
         try:
             from rltscan import bench
@@ -837,11 +844,9 @@ def bench_command(
 def main() -> None:
     """Console entry point: SIGTERM behaves like Ctrl-C (temp files removed, exit 130)."""
 
-    def _term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _term)
-    interrupts.install_running()  # Ctrl-C/SIGTERM: KeyboardInterrupt, remembered
+    # until a command's handled() block: Ctrl-C/SIGTERM exit at once with one line;
+    # an estimator command loads torch (and triton) first (see interrupts.preload)
+    interrupts.install_startup()
     try:
         app()
     except KeyboardInterrupt:  # while the commands are built, before handled() runs

@@ -3,7 +3,8 @@
 ``python -m rltscan`` and the ``rltscan`` script install :func:`_startup` before
 the heavy imports (torch): a signal then ends the process at once with the
 one-line message and exit 130 (nothing has been read or written yet). The CLI's
-``main()`` switches to :func:`_running`, which raises ``KeyboardInterrupt`` as
+command switches to :func:`_running` once its native libraries are loaded (they
+cannot take an exception raised inside their initialisation), which raises ``KeyboardInterrupt`` as
 Python does and also records the signal, so that a Ctrl-C swallowed by a library
 (a bare ``except:``) still stops the commit (:func:`rltscan.io.atomic.atomic_path`
 checks :func:`seen` right before the rename). Importing rltscan as a library
@@ -49,8 +50,25 @@ def _is_cli() -> bool:
 def install_early() -> None:
     """At the top of the package: the CLI's signals end the process until ``main()`` runs."""
     if _is_cli():
-        for sig in _SIGNALS:
-            signal.signal(sig, _startup)
+        install_startup()
+
+
+def install_startup() -> None:
+    """Ctrl-C/SIGTERM end the process at once with the one-line message (exit 130):
+    right while nothing has been read or written, and the only safe answer while
+    native libraries load (a ``KeyboardInterrupt`` raised inside torch's pybind11 init
+    aborts the process, inside a Cython module's init it leaves it half-imported)."""
+    for sig in _SIGNALS:
+        signal.signal(sig, _startup)
+
+
+def preload(*, gpu: bool) -> None:
+    """Load the native libraries a computing run needs while :func:`install_startup`'s
+    handler is in force: torch, and triton when the run may use the GPU."""
+    import torch
+
+    if gpu and torch.cuda.is_available():
+        import rltscan.scan.triton_scan  # noqa: F401 - the module that imports triton
 
 
 def install_running() -> None:
