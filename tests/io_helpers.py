@@ -48,6 +48,16 @@ def fingerprint(columns: dict[str, np.ndarray]) -> dict[str, str]:
     }
 
 
+def digest(path: Path) -> str:
+    """Bytes of a file, or of every file under a directory (names included)."""
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
 def parquet_columns(path: Path) -> dict[str, np.ndarray]:
     table = pq.read_table(path)
     return {n: table.column(n).to_numpy() for n in table.column_names}

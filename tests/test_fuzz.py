@@ -14,7 +14,6 @@ Run ``python tests/test_fuzz.py N [SEED]`` to fuzz N cases by hand and list fail
 from __future__ import annotations
 
 import faulthandler
-import hashlib
 import json
 import shutil
 import sys
@@ -33,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from rltscan import api  # noqa: E402
 from rltscan.errors import RltscanError  # noqa: E402
+from tests.io_helpers import digest  # noqa: E402
 
 # (sample, file inside it to mutate or None for the file itself)
 TARGETS: list[tuple[str, str | None]] = [
@@ -108,15 +108,6 @@ def mutate(data: bytes, rng: np.random.Generator, member: str | None) -> bytes:
     return bytes(buf)
 
 
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for f in files:
-        h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
-
-
 def prepare_case(case: Case, tmp: Path) -> Path:
     """The mutated copy of the case's sample under ``tmp``."""
     rng = np.random.default_rng(case.seed)
@@ -136,7 +127,7 @@ def run_case(case: Case, tmp: Path) -> str | None:
     """None if the case behaves; else what went wrong (a traceback or a changed input)."""
     tmp.mkdir(parents=True, exist_ok=True)
     path = prepare_case(case, tmp)
-    before = _digest(path)
+    before = digest(path)
     in_place = case.index % 3 == 0
     suffix = ".parquet" if path.is_dir() else path.suffix
     if case.index % 3 == 2:  # to the other format: the conversion reads everything
@@ -163,7 +154,7 @@ def run_case(case: Case, tmp: Path) -> str | None:
     took = time.perf_counter() - start
     if took > CASE_SECONDS:
         return f"took {took:.1f} s (a hang?)"
-    if (failed or not in_place) and _digest(path) != before:
+    if (failed or not in_place) and digest(path) != before:
         return "the input changed although the run failed" if failed else "-o changed the input"
     return None
 
@@ -200,7 +191,7 @@ def _h5(path: Path, **cols: object) -> Path:
 def _expect(path: Path, code: int, text: str) -> None:
     """``inspect`` ends normally or with a one-line RltscanError; the run refuses with
     ``code`` and ``text``; the input is untouched."""
-    before = _digest(path)
+    before = digest(path)
     try:
         api.inspect(str(path))
     except RltscanError as err:
@@ -209,7 +200,7 @@ def _expect(path: Path, code: int, text: str) -> None:
         api.run("gae", str(path), device="cpu")
     assert err.value.exit_code == code, err.value
     assert text in str(err.value) and "\n" not in str(err.value), err.value
-    assert _digest(path) == before
+    assert digest(path) == before
 
 
 ONES = np.ones(6, np.float32)

@@ -20,7 +20,6 @@ without episode ids and next values) and checks the same rule in process.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -45,6 +44,7 @@ from rltscan.errors import AmbiguousInputError, DataError, ParameterError
 from rltscan.io.columns import ALIASES
 from tests import oracles
 from tests.conftest import assert_close_to_oracle
+from tests.io_helpers import digest
 from tests.producers import (
     BUILDERS,
     Meaning,
@@ -95,16 +95,6 @@ def oracle(m: Meaning, estimator: str) -> dict[str, np.ndarray]:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def digest(path: Path) -> str:
-    """Bytes of a file, or of every file under a directory (names included)."""
-    h = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for f in files:
-        h.update(str(f.relative_to(path) if path.is_dir() else f.name).encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
 
 
 def fresh_copy(produced: Produced, tmp: Path) -> Path:
