@@ -373,6 +373,8 @@ PARAM_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     for d in DECLARATIONS.values()
     for p in d.parameters
 }
+# Parameters that take a word (Retrace's --trace), not a number.
+WORD_PARAMS = {p.name for d in DECLARATIONS.values() for p in d.parameters if p.choices}
 # What a parameter whose declared default is None falls back to, in the help's words.
 NONE_DEFAULTS = {
     p.name: f"the {_flag(p.fallback)} value"
@@ -726,7 +728,8 @@ def _make_command(command: str, spec: Any) -> Callable[..., None]:
             option = _opt(*decls, help=help_text, shown=NONE_DEFAULTS[name])
         else:
             option = _opt(*decls, help=help_text, default=defaults[name])
-        params.append(P(name, P.KEYWORD_ONLY, default=option, annotation=Optional[float]))  # noqa: UP045
+        kind = Optional[str] if name in WORD_PARAMS else Optional[float]  # noqa: UP045
+        params.append(P(name, P.KEYWORD_ONLY, default=option, annotation=kind))
     for name, (_, decl, help_text) in COLUMN_OPTIONS.items():
         wanted = INPUT_OF_OPTION[name] in spec.inputs or (name == "rewards")
         if wanted:

@@ -67,6 +67,9 @@ class RunOptions:
                 f"its parameters: {quoted(spec.params)}"
             )
         check_params(self.params, options=True)  # the one range table: the declarations
+        misused = spec.misused(self.params, options=True)
+        if misused is not None:
+            raise ParameterError(misused)
         if self.missing_bootstrap not in (None, "error", "zero"):
             raise ParameterError(
                 f'--missing-bootstrap must be "error" or "zero", got "{self.missing_bootstrap}"'

@@ -89,8 +89,8 @@ class Plan:
     def prepare_options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`rltscan.io.layout.prepare` for this run."""
         return dict(
-            arguments=self.spec.inputs,
-            required=self.spec.required,
+            arguments=self.spec.inputs_for(self.used),
+            required=self.spec.required_for(self.used),
             reading=self.opts.reading,
             bootstrap=self.used.get("missing_bootstrap"),
         )
@@ -99,9 +99,10 @@ class Plan:
 def prepare_options(opts: RunOptions) -> dict[str, Any]:
     """:meth:`Plan.prepare_options` before a plan exists (the first resolution)."""
     spec = opts.declaration
+    used = opts.call_options()[1]
     return dict(
-        arguments=spec.inputs,
-        required=spec.required,
+        arguments=spec.inputs_for(used),
+        required=spec.required_for(used),
         reading=opts.reading,
         bootstrap=opts.bootstrap_rule,
     )

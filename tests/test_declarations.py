@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import math
 
+import numpy as np
 import pytest
 
 import rltscan
@@ -67,6 +68,25 @@ def test_registry_is_derived_from_the_declarations(command: str) -> None:
     assert list(DECLARATIONS) == list(ESTIMATORS)  # one order: the CLI's
 
 
+def _check_word_parameter(command: str, param, check: str) -> None:
+    """Each declared word is accepted and anything else refused, with the one wording."""
+    d = DECLARATIONS[command]
+    name = "--" + param.name.replace("_", "-") if check == "file" else param.name
+    for word in param.choices:
+        assert param.violation(word) is None
+        if check == "file":
+            api.check_params({param.name: word})
+    for bad in ("nope", 1.0, param.default.upper()):
+        if check == "file":
+            with pytest.raises(ParameterError) as err:
+                api.check_params({param.name: bad})
+        else:
+            with pytest.raises(ParameterError) as err:
+                arrays = {n: np.zeros(3) for n in d.required}  # never looked at
+                d.function(**arrays, **{param.name: bad})
+        assert str(err.value).startswith(f"{name} must be one of "), str(err.value)
+
+
 @pytest.mark.parametrize(
     ("command", "param"),
     [(c, p) for c, d in DECLARATIONS.items() for p in d.parameters],
@@ -78,6 +98,9 @@ def test_declared_ranges_are_the_checked_ranges(command: str, param, check: str)
     file runs' check (options) and the Python functions' check alike, which read the one
     table (``declaration.parameter_table``) and say it in one wording."""
     assert parameter_table()[param.name].range_text == param.range_text
+    if param.choices is not None:  # a word parameter: its words, and nothing else
+        _check_word_parameter(command, param, check)
+        return
 
     def checked(value: float) -> None:
         if check == "file":

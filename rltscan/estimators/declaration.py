@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -35,28 +35,38 @@ DEFAULT_READS = {"next_values": READ_NOT_TERMINATED, "bootstrap_values": READ_BO
 
 @dataclass(frozen=True)
 class Param:
-    """A scalar parameter: its default and its range (``low`` < or <= value <= ``high``)."""
+    """A parameter: a scalar with its default and range (``low`` < or <= value <= ``high``),
+    or, with ``choices``, one word out of a fixed list (Retrace's ``trace``)."""
 
     name: str
-    default: float | None
+    default: Any
     help: str
     low: float = 0.0
     high: float | None = None  # None: no upper bound
     low_open: bool = False  # True: the value must be > low
     fallback: str | None = None  # a None default means "the value of this parameter"
     example: float | None = None  # the value a range error suggests (None: the default)
+    choices: tuple[str, ...] | None = None  # a word parameter: its accepted values
 
     @property
     def range_text(self) -> str:
         """The declared range as the messages and ``--help`` say it: ``in [0, 1]``, ``> 0``."""
+        if self.choices is not None:
+            return "one of " + ", ".join(self.choices)
         if self.high is not None:
             return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
         return f"{'>' if self.low_open else '>='} {self.low:g}"
 
-    def violation(self, value: float) -> tuple[str, str] | None:
+    def violation(self, value: Any) -> tuple[str, str] | None:
         """Why ``value`` is refused, as ``(what, fix)`` where ``what`` follows the
         parameter's name (``must be in [0, 1], got 1.5``); None when it is accepted.
         Values must be finite (they are recorded in the outputs' provenance)."""
+        if self.choices is not None:
+            if isinstance(value, str) and value in self.choices:
+                return None
+            return f"must be {self.range_text}, got {value!r}", f'pass e.g. "{self.default}"'
+        if isinstance(value, str):
+            return f"must be a number, got {value!r}", "pass a number"
         v = float(value)
         like = self.example if self.example is not None else self.default
         fix = "pass a finite number" if like is None else f"pass a value like {like}"
@@ -71,6 +81,11 @@ class Param:
     def unit(cls, name: str, default: float, help: str) -> Param:
         """A parameter in [0, 1] (γ, λ)."""
         return cls(name, default, help, low=0.0, high=1.0, example=0.95)
+
+    @classmethod
+    def choice(cls, name: str, default: str, choices: tuple[str, ...], help: str) -> Param:
+        """A word out of ``choices`` (``--trace tree-backup``)."""
+        return cls(name, default, help, choices=choices)
 
     @classmethod
     def positive(
@@ -112,6 +127,12 @@ class Declaration:
     optional_outputs: tuple[tuple[str, str], ...] = ()  # output -> the input it needs
     contraction_warning: bool = False  # warn when γ·λ·c̄ > 1 (V-trace, Retrace)
     carry_base: str | None = None  # y = first output − this input (V-trace's vs = V + y)
+    # inputs read only for some value of a word parameter: (parameter, value, inputs
+    # it reads); an input named here for no value of the parameter in force is not read
+    choice_inputs: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    # parameters that apply only with one value of a word parameter: (parameter, word
+    # parameter, value); anything but the parameter's default with another value is refused
+    only_with: tuple[tuple[str, str, str], ...] = ()
     result: str | None = None  # the result class; None: CamelCase(name) + "Result"
 
     @property
@@ -138,6 +159,48 @@ class Declaration:
         arrays = tuple(i for i in self.inputs if i != "init") + self.extra_arguments
         tail = ("init",) if "init" in self.inputs else ()
         return (*arrays, *self.params, *tail)
+
+    def _unread(self, used: Mapping[str, Any]) -> set[str]:
+        """Inputs the word parameters in ``used`` (defaults filled) leave unread."""
+        by_param: dict[str, set[str]] = {}
+        read: set[str] = set()
+        for param, value, inputs in self.choice_inputs:
+            by_param.setdefault(param, set()).update(inputs)
+            chosen = used.get(param)
+            if chosen is None:
+                chosen = self.defaults().get(param)
+            if chosen == value:
+                read.update(inputs)
+        return set().union(*by_param.values()) - read if by_param else set()
+
+    def inputs_for(self, used: Mapping[str, Any]) -> tuple[str, ...]:
+        """The inputs a call with parameters ``used`` reads (``inputs`` less those a
+        word parameter leaves unread: Q(λ) reads no log-probabilities)."""
+        unread = self._unread(used)
+        return tuple(i for i in self.inputs if i not in unread)
+
+    def required_for(self, used: Mapping[str, Any]) -> tuple[str, ...]:
+        """The inputs a call with parameters ``used`` needs: ``required`` plus the inputs
+        the chosen words read."""
+        unread = self._unread(used)
+        chosen = {i for _, _, inputs in self.choice_inputs for i in inputs} - unread
+        return tuple(i for i in self.inputs if (i in self.required or i in chosen))
+
+    def misused(self, given: Mapping[str, Any], *, options: bool = False) -> str | None:
+        """The one-line refusal when a parameter in ``given`` does not apply with the
+        word parameters given (``c_clip`` with ``trace="is"``); None when all apply."""
+        defaults = self.defaults()
+        for name, word, value in self.only_with:
+            chosen = given.get(word) if given.get(word) is not None else defaults.get(word)
+            v = given.get(name)
+            if chosen != value and v is not None and float(v) != float(defaults[name]):
+                if options:
+                    name, word = "--" + name.replace("_", "-"), "--" + word.replace("_", "-")
+                    want, got = f"{word} {value}", f"{word} {chosen}"
+                else:
+                    want, got = f'{word}="{value}"', f'{word}="{chosen}"'
+                return f"{name} applies only with {want}, not {got}; drop {name} or pass {want}"
+        return None
 
     def read_rule(self, name: str) -> str:
         """When the entries of float input ``name`` are read (a ``READ_*``)."""
@@ -183,3 +246,16 @@ def lam_param(default: float) -> Param:
 def c_clip_param(default: float = 1.0) -> Param:
     """c̄, the clip of the trace coefficient (V-trace, Retrace)."""
     return Param.positive("c_clip", default, "c̄, clip of the trace coefficient (> 0).")
+
+
+TRACES = ("retrace", "tree-backup", "q-lambda", "is")
+
+
+def trace_param(default: str = "retrace") -> Param:
+    """The off-policy trace coefficient c of the general off-policy return."""
+    return Param.choice(
+        "trace",
+        default,
+        TRACES,
+        "Trace c: retrace λmin(c̄,π/μ), tree-backup λπ, q-lambda λ, is λπ/μ.",
+    )

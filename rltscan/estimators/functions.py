@@ -32,7 +32,6 @@ from rltscan.estimators._common import (
     NV_LAST,
     NV_NEXT,
     NV_NONE,
-    READ_AFTER_UNCUT,
     ArrayLike,
     Carry,
     Frame,
@@ -195,8 +194,9 @@ def _carry_out(p: Problem, out: dict[str, Any]) -> Carry:
         y = y - col(d.carry_base)
     if p.reverse:
         # an estimator that reads the next row's ratio (Retrace's c_{t+1}) carries it
-        reads_next_ratio = d.read_rule("logp_target") == READ_AFTER_UNCUT and p.has("logp_target")
-        nlr = col("logp_target") - col("logp_behavior") if reads_next_ratio else None
+        # (the module says which log-ratio its trace reads: Retrace's four traces differ)
+        log_ratio_at = getattr(MODULES[p.kind], "log_ratio_at", None)
+        nlr = log_ratio_at(p, edge) if log_ratio_at is not None else None
         nv = col("values") if p.has("values") else None
         return Carry(p.kind, y.clone(), next_value=nv, next_log_ratio=nlr)
     done = p.flag("terminated")[:, edge] | p.flag("truncated")[:, edge]
@@ -250,13 +250,26 @@ def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
     for prm in d.parameters:
         if args[prm.name] is None and prm.fallback is not None:
             args[prm.name] = args[prm.fallback]
-    check_params(**{prm.name: args[prm.name] for prm in d.parameters})
+    check_params(**{prm.name: args[prm.name] for prm in d.parameters if prm.choices is None})
+    for prm in d.parameters:  # word parameters (Retrace's trace)
+        refused = prm.violation(args[prm.name]) if prm.choices is not None else None
+        if refused is not None:
+            raise ParameterError(f"{prm.name} {refused[0]}", refused[1])
+    misused = d.misused(args)
+    if misused is not None:
+        raise ParameterError(misused)
     return args
 
 
 def _finish(d: Declaration, args: dict[str, Any]) -> Result:
     """Everything after the parameters: the module's own argument rules, the bootstrap
     form, then normalise, validate and solve (``_run``)."""
+    unread = [i for i in d.inputs if i not in d.inputs_for(args) and args.get(i) is not None]
+    if unread:  # a word parameter (Retrace's trace) leaves this input unread
+        words = ", ".join(f"{p}={args[p]!r}" for p in dict.fromkeys(c[0] for c in d.choice_inputs))
+        raise ParameterError(
+            f'"{unread[0]}" is not read with {words}; drop it, or pick the option that reads it'
+        )
     prepare = getattr(MODULES[d.name], "prepare", None)
     if prepare is not None:
         args = prepare(args)
@@ -276,7 +289,10 @@ def _finish(d: Declaration, args: dict[str, Any]) -> Result:
         floats={n: args[n] for n in floats},
         flags={n: args[n] for n in d.inputs if n in FLAG_INPUTS},
         reads={n: d.read_rule(n) for n in floats},
-        params={prm.name: float(args[prm.name]) for prm in d.parameters},
+        params={
+            prm.name: args[prm.name] if prm.choices else float(args[prm.name])
+            for prm in d.parameters
+        },
         time_dim=args["time_dim"],
         backend=args["backend"],
         validate=args["validate"],
@@ -294,6 +310,8 @@ def _argument(d: Declaration, name: str) -> str:
     """One argument of the generated signature, as source (annotation and default)."""
     param = next((prm for prm in d.parameters if prm.name == name), None)
     if param is not None:
+        if param.choices is not None:
+            return f"{name}: str = {param.default!r}"
         if param.default is None:
             return f"{name}: float | None = None"
         return f"{name}: float = {param.default!r}"

@@ -1,15 +1,23 @@
-"""Retrace(λ), docs/CONVENTIONS.md §3.5.
+"""Retrace(λ) and the general off-policy return, docs/CONVENTIONS.md §3.5.
 
-    c_t     = λ min(c̄, π(a_t|s_t) / μ(a_t|s_t))               (log space, §2.6)
     delta_t = r_t - Q_t                        if terminated_t
             = r_t + γ E_π Q(s_{t+1}, ·) - Q_t  otherwise
     D_t = delta_t + a_t D_{t+1},   a_t = 0 if cut_t else γ c_{t+1}   backward, D_T = 0
     retrace_targets_t = Q_t + D_t;     advantages_t = retrace_targets_t - V^π_t (if given)
 
-The trace uses the NEXT row's ratio and is never read at a cut, so c_0 and the
-ratio past a cut are ignored. Munos et al., "Safe and Efficient Off-Policy
-Reinforcement Learning", NeurIPS 2016, arXiv:1606.02647, eq. 3 (written as a
-sum of TD errors with E_π Q of the successor state).
+which is ``G_t = r_t + γ (E_π Q(s_{t+1}) − c_{t+1} Q(s_{t+1}, a_{t+1}) + c_{t+1} G_{t+1})``.
+The trace ``c`` picks the member of the family (``trace``):
+
+    retrace      c_t = λ min(c̄, π(a_t|s_t) / μ(a_t|s_t))   (log space, §2.6)
+    tree-backup  c_t = λ π(a_t|s_t)
+    q-lambda     c_t = λ
+    is           c_t = λ π(a_t|s_t) / μ(a_t|s_t)
+
+The trace uses the NEXT row's coefficient and is never read at a cut, so c_0 and
+the coefficient past a cut are ignored. Munos et al., "Safe and Efficient
+Off-Policy Reinforcement Learning", NeurIPS 2016, arXiv:1606.02647, eq. 3 and
+Table 1 (the four traces); Precup et al. 2000 (tree-backup, importance sampling);
+Harutyunyan et al. 2016 (Q(λ) with off-policy corrections).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from rltscan.estimators.declaration import (
     c_clip_param,
     gamma_param,
     lam_param,
+    trace_param,
 )
 
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
@@ -46,24 +55,22 @@ DECLARATION = Declaration(
         "truncated",
         "v_pi",
     ),
-    required=(
-        "rewards",
-        "q_values",
-        "next_expected_q",
-        "logp_target",
-        "logp_behavior",
-        "terminated",
-    ),
+    required=("rewards", "q_values", "next_expected_q", "terminated"),
     outputs=("retrace_targets", "advantages"),
-    parameters=(gamma_param(), lam_param(1.0), c_clip_param()),
+    parameters=(gamma_param(), lam_param(1.0), c_clip_param(), trace_param()),
     missing_bootstrap=None,
-    help="Retrace(λ): writes retrace_targets (and advantages with --v-pi).",
+    help="Retrace(λ) and its family (--trace): writes retrace_targets (+ advantages with --v-pi).",
     doc="""Retrace(λ) targets ``retrace_targets`` (+ ``advantages`` with ``v_pi``), §3.5.
 
     ``q_values`` is Q(s_t, a_t); ``next_expected_q`` is E_{a~π(.|s_{t+1})} Q(s_{t+1}, a)
     for the true successor of step t (ignored at terminal steps). For discrete
     actions pass ``next_target_probs`` and ``next_q`` (``[..., A]``, both describing
     s_{t+1}) instead and the expectation is taken here.
+
+    ``trace`` picks the trace coefficient c of the general off-policy return:
+    ``"retrace"`` λ min(c̄, π/μ) (needs ``logp_target`` and ``logp_behavior``),
+    ``"tree-backup"`` λ π (``logp_target`` only), ``"q-lambda"`` λ (no
+    log-probabilities), ``"is"`` λ π/μ (both). ``c_clip`` applies to Retrace only.
     """,
     positional=2,
     extra_arguments=("next_target_probs", "next_q"),
@@ -76,14 +83,25 @@ DECLARATION = Declaration(
     optional_outputs=(("advantages", "v_pi"),),
     contraction_warning=True,
     carry_base="q_values",
+    choice_inputs=(
+        ("trace", "retrace", ("logp_target", "logp_behavior")),
+        ("trace", "tree-backup", ("logp_target",)),
+        ("trace", "is", ("logp_target", "logp_behavior")),
+    ),
+    only_with=(("c_clip", "trace", "retrace"),),
 )
 REVERSE = DECLARATION.reverse
 OUTPUTS = DECLARATION.outputs
 
 
 def prepare(args: dict[str, Any]) -> dict[str, Any]:
-    """E_π Q(s_t+1, ·) from ``next_target_probs`` and ``next_q`` when it is not given."""
+    """The trace's log-probabilities are given; E_π Q(s_t+1, ·) from
+    ``next_target_probs`` and ``next_q`` when it is not given."""
     from rltscan.errors import ParameterError
+
+    for name in DECLARATION.required_for(args):
+        if name.startswith("logp_") and args[name] is None:
+            raise ParameterError(f'trace="{args["trace"]}" needs "{name}"; pass it')
 
     if args["next_expected_q"] is None:
         args["next_expected_q"] = _expected_next_q(
@@ -131,20 +149,44 @@ def _expected_next_q(probs: Any, q: Any, validate: bool, terminated: Any) -> Any
     return ev if isinstance(probs, torch.Tensor) else ev.numpy()
 
 
+def log_ratio_at(p: Problem, t: int | slice) -> Tensor | None:
+    """The log of c_t / λ before Retrace's clip, at time index ``t``: log π − log μ
+    (Retrace, importance sampling), log π (tree-backup); None for Q(λ) (c_t = λ)."""
+    trace = p.params.get("trace", "retrace")
+    if trace == "q-lambda":
+        return None
+    lt = p.cols["logp_target"][:, t].to(p.dtype)
+    return lt if trace == "tree-backup" else lt - p.cols["logp_behavior"][:, t].to(p.dtype)
+
+
+def _trace(p: Problem, log_ratio: Tensor | None, like: Tensor) -> Tensor:
+    """c = λ · (the trace's ratio, clipped at c̄ for Retrace only)."""
+    import torch
+
+    lam = p.params["lam"]
+    if log_ratio is None:
+        return torch.full_like(like, lam)
+    if p.params.get("trace", "retrace") == "retrace":
+        log_ratio = torch.clamp(log_ratio, max=math.log(p.params["c_clip"]))
+    return lam * torch.exp(log_ratio)
+
+
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._common import clipped_ratio, cut_mask, next_of, shift_next
+    from rltscan.estimators._common import cut_mask, next_of, shift_next
 
-    gamma, lam = p.params["gamma"], p.params["lam"]
+    gamma = p.params["gamma"]
     r, q = p.col("rewards"), p.col("q_values")
     ev = torch.where(p.flag("terminated"), 0.0, p.col("next_expected_q"))
     delta = r + gamma * ev - q
-    c = lam * clipped_ratio(p, p.params["c_clip"])
+    c = _trace(p, log_ratio_at(p, slice(None)), r)
     if p.continues:  # c_{t+1} at the chunk end comes from the next chunk's first ratio
-        nlr = next_of(p, "next_log_ratio")
-        c_last = lam * torch.exp(torch.clamp(nlr, max=math.log(p.params["c_clip"])))
-        c_next = shift_next(c, c_last)
+        if p.params.get("trace", "retrace") == "q-lambda":
+            c_next = shift_next(c, p.params["lam"])
+        else:
+            nlr = next_of(p, "next_log_ratio")
+            c_next = shift_next(c, _trace(p, nlr, nlr))
     else:
         c_next = shift_next(c)
     a = torch.where(cut_mask(p), 0.0, gamma * c_next)  # select: garbage ratio at a cut stays out

@@ -58,6 +58,8 @@ KINDS = {
 }
 # nv modes (docs/CONVENTIONS.md §1.2), matching estimators._common
 NV_CODES = {"next": 0, "boot": 1, "last": 2, "none": 3}
+# The off-policy trace of the RETRACE kind (docs/CONVENTIONS.md §3.5), constexpr TRACE
+TRACES = {"retrace": 0, "tree-backup": 1, "q-lambda": 2, "is": 3}
 
 
 @triton.jit
@@ -231,6 +233,7 @@ def _scan_kernel(
     CHUNK: tl.constexpr,
     LOOKBACK: tl.constexpr,
     COMPUTE: tl.constexpr,
+    TRACE: tl.constexpr,  # RETRACE only: which trace coefficient (TRACES below)
 ):
     # Columns by KIND:
     #   LINEAR: c0=a c1=b | GAE: c0=r c1=V c2=nv-source | TD_LAMBDA, RETURNS: same
@@ -308,13 +311,27 @@ def _scan_kernel(
             nxt_mask = mask & ~cut
             if CONTINUES:
                 nxt_mask = nxt_mask & ~at_end
-            lt = _ld(c3_ptr, offs1, nxt_mask, COMPUTE)
-            lb = _ld(c4_ptr, offs1, nxt_mask, COMPUTE)
+            # the trace c_{t+1} by TRACE (0 Retrace, 1 tree-backup, 2 Q(λ), 3 IS), all
+            # through one log-ratio: log π − log μ (Retrace, IS), log π (tree-backup), 0
+            if TRACE == 2:
+                lt = tl.zeros([ROWS, CHUNK], COMPUTE)
+                lb = tl.zeros([ROWS, CHUNK], COMPUTE)
+            else:
+                lt = _ld(c3_ptr, offs1, nxt_mask, COMPUTE)
+                if TRACE == 1:
+                    lb = tl.zeros([ROWS, CHUNK], COMPUTE)
+                else:
+                    lb = _ld(c4_ptr, offs1, nxt_mask, COMPUTE)
             lr1 = lt - lb
-            if CONTINUES:
+            if CONTINUES and TRACE != 2:
                 nlr = tl.load(nlr_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
                 lr1 = tl.where(at_end, nlr[:, None], lr1)
-            c1 = lam * tl.exp(tl.minimum(lr1, log_c))
+            if TRACE == 0:  # Retrace clips at c̄; tree-backup and IS do not; Q(λ): c = λ
+                c1 = lam * tl.exp(tl.minimum(lr1, log_c))
+            elif TRACE == 2:
+                c1 = tl.zeros([ROWS, CHUNK], COMPUTE) + lam
+            else:
+                c1 = lam * tl.exp(lr1)
             a = tl.where(cut, 0.0, gamma * c1)
         else:
             nv = _next_value(
@@ -557,6 +574,7 @@ def _launch(
     first_given: bool = False,
     check: bool = False,
     carry_rows: dict[str, Tensor] | None = None,
+    trace: int = 0,
 ) -> tuple[dict[str, Tensor], Tensor | None]:
     params = params or {}
     ref_name = next(n for n in ("c0", "c1") if n in cols)
@@ -596,7 +614,7 @@ def _launch(
         HAS_V="c1" in cols, HAS_TERM="term" in cols, HAS_TRUNC="trunc" in cols,
         FIRST_GIVEN=first_given, HAS_INIT=has_init, HAS_OUT1=len(outs) > 1, CHECK=check,
         CONTINUES=carry_rows is not None,
-        ROWS=tiles.rows, CHUNK=tiles.chunk, LOOKBACK=lookback, COMPUTE=compute,
+        ROWS=tiles.rows, CHUNK=tiles.chunk, LOOKBACK=lookback, COMPUTE=compute, TRACE=trace,
         num_warps=tiles.num_warps,
     )  # fmt: skip
     return dict(zip(out_names, outs, strict=True)), (_err_word(device) if check else None)
@@ -732,5 +750,6 @@ def solve(p, outputs: tuple[str, ...], check: bool = False) -> tuple[dict[str, T
         first_given=first_given,
         check=check,
         carry_rows=carry_rows,
+        trace=TRACES[p.params.get("trace", "retrace")] if p.kind == "retrace" else 0,
     )
     return out, read_error(word)
