@@ -22,33 +22,20 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from typer.core import TyperGroup
 
-from rltscan import api, interrupts
+from rltscan import defaults, interrupts
 from rltscan.errors import OutputRefusedError, ParameterError, RltscanError
 from rltscan.estimators import DECLARATIONS
-from rltscan.report import (
-    RunReport,
-    columns_table,
-    done_line,
-    inspect_tables,
-    note_lines,
-    outputs_table,
-    summary_line,
-    timing_table,
-)
+
+if TYPE_CHECKING:  # what a command needs loads when it runs: --help and --version start fast
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from rltscan.report import RunReport
 
 EXIT_CODES = " ".join(
     [
@@ -83,6 +70,14 @@ class _Group(TyperGroup):
         self._argv = argv
         return super().main(list(argv), *a, **kw)
 
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None and option.default is None:
+            # a flag not given is False, not None: typer then coerces nothing, and
+            # `rltscan CMD --help` does not import pydantic for the root's --help (~0.1 s)
+            option.default = False
+        return option
+
     def make_context(self, *a: Any, **kw: Any) -> Any:
         try:
             return super().make_context(*a, **kw)
@@ -108,6 +103,9 @@ app = typer.Typer(
     help=HELP,
     no_args_is_help=True,
     add_completion=False,
+    # plain help (click's formatter): typer's rich panels cost ~0.2 s of imports and
+    # layout on a 2-core machine, which is most of a `--help` (issue 12: <= 0.3 s)
+    rich_markup_mode=None,
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -118,6 +116,8 @@ def _stdout_isatty() -> bool:
 
 
 def _stderr_console() -> Console:
+    from rich.console import Console
+
     return Console(file=sys.stderr, highlight=False, soft_wrap=False)
 
 
@@ -311,6 +311,15 @@ class _LazyProgress:
                 self.progress = None
 
     def _show(self, stage: str) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
         with self.lock:
             columns: list[Any] = [SpinnerColumn(), TextColumn(f"{stage}…")]
             if self.total:
@@ -323,6 +332,15 @@ class _LazyProgress:
 
 
 def _render(report: RunReport, *, json_out: bool, quiet: bool) -> None:
+    from rltscan.report import (
+        columns_table,
+        done_line,
+        note_lines,
+        outputs_table,
+        summary_line,
+        timing_table,
+    )
+
     if json_out:
         typer.echo(json.dumps(report.to_dict(), indent=2))
     if quiet:
@@ -348,8 +366,13 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Optional[bool] = typer.Option(  # noqa: UP045 - typer needs a runtime type
-        None, "--version", "-V", callback=_version_callback, is_eager=True, help="Show the version."
+    version: bool = typer.Option(  # a bool flag: typer coerces nothing (no pydantic at start)
+        False,
+        "--version",
+        "-V",
+        callback=_version_callback,
+        is_eager=True,
+        help="Show the version.",
     ),
 ) -> None:
     """rltscan: advantages and returns over trajectory files."""
@@ -388,16 +411,14 @@ def api_defaults(command: str) -> dict[str, Any]:
     """Option (Python name) → the value the API uses when the option is not given.
 
     Read from the estimator's declaration (parameters, ``missing_bootstrap``; they are
-    its function's defaults, tests/test_declarations.py), ``api.run``'s signature and
-    the streaming engine's constants: the one source of the defaults shown in each
-    command's help (a test checks them against real runs).
+    its function's defaults, tests/test_declarations.py) and :mod:`rltscan.defaults`
+    (``api.run``'s and the streaming engine's, tests/test_startup.py): the one source of
+    the defaults shown in each command's help (a test checks them against real runs).
+    Neither needs numpy, so every ``--help`` starts fast.
     """
-    from rltscan import stream
-
     out: dict[str, Any] = DECLARATIONS[command].defaults()
-    run = inspect.signature(api.run).parameters
-    out |= {n: run[n].default for n in ("prefix", "device", "backend")}
-    out |= {"chunk_steps": stream.DEFAULT_CHUNK_STEPS, "block_steps": stream.BLOCK_STEPS}
+    out |= {"prefix": defaults.PREFIX, "device": defaults.DEVICE, "backend": defaults.BACKEND}
+    out |= {"chunk_steps": defaults.CHUNK_STEPS, "block_steps": defaults.BLOCK_STEPS}
     return out
 
 
@@ -609,7 +630,7 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
                 "--engine",
                 help="Sharded datasets (a directory or glob of Parquet files, or a Minari "
                 "Parquet dataset): local (default, this process) or ray (Ray Data tasks; "
-                "pip install 'rltscan\\[ray]'). Both give identical outputs.",
+                "pip install 'rltscan[ray]'). Both give identical outputs.",
             ),
         ),
         (
@@ -693,6 +714,8 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
         kw["observation_gaps"] = _observation_gaps(
             kw.pop("ends_from_observations"), kw.pop("ignore_observation_gaps")
         )
+        from rltscan import api
+
         console = None if quiet else _stderr_console()
         report = api.run(
             command,
@@ -793,6 +816,8 @@ def inspect_command(
         _check_choice("--dones-mean", dones_mean, ("ended", "starts"))
         _check_choice("--ends-are", ends_are, ("terminal", "truncated"))
         _check_choice("--missing-bootstrap", missing_bootstrap, ("error", "zero"))
+        from rltscan import api
+
         columns = {
             "rewards": rewards,
             "terminated": terminals,
@@ -815,6 +840,10 @@ def inspect_command(
         if json_out:
             typer.echo(json.dumps(info, indent=2, default=str))
             return
+        from rich.console import Console
+
+        from rltscan.report import inspect_tables
+
         console = Console(file=sys.stdout, highlight=False, soft_wrap=False)
         for table in inspect_tables(info):
             console.print(table)
@@ -841,6 +870,8 @@ def bench_command(
                 f"the benchmark module is not available ({err}); install rltscan from source"
             ) from None
         result = bench.run_bench(quick=quick, json_path=json_path, backends=backend or None)
+        from rich.console import Console
+
         Console(file=sys.stdout, highlight=False).print(bench.render_table(result))
 
 

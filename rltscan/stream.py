@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rltscan import defaults
 from rltscan.errors import DataError, RltscanError
 
-DEFAULT_CHUNK_STEPS = 1 << 22  # steps (time × sequences) per window
-BLOCK_STEPS = 1 << 22  # steps per estimator call; the bit-level result depends on it
+DEFAULT_CHUNK_STEPS = defaults.CHUNK_STEPS  # steps (time × sequences) per window
+BLOCK_STEPS = defaults.BLOCK_STEPS  # steps per estimator call; the result depends on it
 PER_ROW = ("last_value", "init")
 
 if TYPE_CHECKING:  # torch loads with the first window computed, not with this module

@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 import pytest
-import typer.rich_utils
 from typer.testing import CliRunner
 
 from rltscan import api, cli
@@ -18,14 +17,16 @@ from rltscan.estimators import ESTIMATORS
 from tests.io_helpers import FLAT, copy_sample
 
 runner = CliRunner()
-ROW = re.compile(r"^│\s+(--[\w-]+)")
+ROW = re.compile(r"^\s+(?:-\w, )?(--[\w-]+)")  # click's plain help: "  -o, --output <str>"
 DEFAULT = re.compile(r"\[default: ([^\]]*)\]")
 
 
 def shown_defaults(command: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """``--option`` → the text of its ``[default: …]`` in ``rltscan COMMAND --help``."""
-    monkeypatch.setattr(typer.rich_utils, "MAX_WIDTH", 1000)  # one line per option
-    result = runner.invoke(cli.app, [command, "--help"])
+    # one line per option
+    result = runner.invoke(
+        cli.app, [command, "--help"], terminal_width=1000, max_content_width=1000
+    )
     assert result.exit_code == 0, result.output
     out: dict[str, str] = {}
     for line in result.stdout.splitlines():

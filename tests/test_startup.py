@@ -2,13 +2,17 @@
 
 ``--help``, ``--version``, each command's ``--help``, ``inspect`` and ``--dry-run``
 run in a fresh interpreter; at its exit the interpreter reports whether torch or
-triton were imported. The estimators' declarations, ``rltscan`` itself and the file
-layer (``rltscan.io``) import without them too; a real run still computes.
-Measured startup times: bench/results/startup-cpu-2core-2026-12-03/.
+triton were imported. ``--help``, ``--version`` and each command's ``--help`` import
+no numpy and no rich either (their defaults come from :mod:`rltscan.defaults`; the help
+is click's plain formatter). The estimators' declarations, ``rltscan`` itself and the
+file layer (``rltscan.io``) import without torch too; a real run still computes.
+Measured startup times: bench/results/startup-cpu-2core-2026-12-03/ and -b/.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import subprocess
 import sys
@@ -20,6 +24,8 @@ from rltscan.estimators import DECLARATIONS
 from tests.io_helpers import FLAT, PARQUET, copy_sample
 
 HEAVY = ("torch", "triton")
+# what --help and --version must not load either (each costs 0.05-0.2 s on 2 cores)
+HELP_HEAVY = (*HEAVY, "numpy", "rich", "h5py", "pyarrow")
 # Runs the CLI as the console script does and says, at exit, which heavy modules loaded.
 PROBE = """
 import atexit, sys
@@ -31,10 +37,10 @@ main()
 """
 
 
-def run_cli(*args: str) -> tuple[int, str, list[str]]:
+def run_cli(*args: str, heavy: tuple[str, ...] = HEAVY) -> tuple[int, str, list[str]]:
     """``(exit code, stdout, heavy modules imported)`` of ``rltscan ARGS`` in a new process."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *args],
+        [sys.executable, "-c", PROBE.format(heavy=heavy), *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -71,10 +77,24 @@ def imports_in_new_process(code: str) -> list[str]:
     ids=" ".join,
 )
 def test_help_and_version_import_no_torch(args: list[str]) -> None:
-    code, out, imported = run_cli(*args)
+    code, out, imported = run_cli(*args, heavy=HELP_HEAVY)
     assert code == 0
     assert out.strip()
     assert imported == []
+
+
+def test_defaults_shown_by_help_are_the_api_defaults() -> None:
+    """``rltscan.defaults`` (read by --help without numpy) is what ``rltscan.run``,
+    ``RunOptions`` and the streaming engine use."""
+    from rltscan import api, defaults, stream
+    from rltscan.options import RunOptions
+
+    run = inspect.signature(api.run).parameters
+    fields = {f.name: f.default for f in dataclasses.fields(RunOptions)}
+    for name in ("prefix", "device", "backend"):
+        assert run[name].default == fields[name] == getattr(defaults, name.upper()), name
+    assert stream.DEFAULT_CHUNK_STEPS == defaults.CHUNK_STEPS
+    assert stream.BLOCK_STEPS == defaults.BLOCK_STEPS
 
 
 # the Parquet sample's episode ends are known only from its ids: the run says what they are
