@@ -68,7 +68,9 @@ def preload(*, gpu: bool) -> None:
     import torch
 
     if gpu and torch.cuda.is_available():
-        import rltscan.scan.triton_scan  # noqa: F401 - the module that imports triton
+        from rltscan.scan import triton_missing
+
+        triton_missing()  # imports triton (an install without it is told at resolve time)
 
 
 def install_running() -> None:

@@ -201,9 +201,21 @@ def location(source: Any, target: wb.Target, name: str) -> str:
 
 
 def backend_name(backend: str, device: Any) -> str:
-    if backend != "auto":
-        return backend
-    return "triton" if device.type == "cuda" else "torch"
+    """The backend that runs (a plan: would run) on ``device``: the scan's own choice,
+    made without importing triton or torch (a dry run stays torch-free)."""
+    from rltscan.scan import resolve_backend
+
+    return resolve_backend(backend, device, load=False)
+
+
+def _backend_note(plan: Plan, device: Any) -> list[str]:
+    """A run that computed says when ``--backend auto`` fell back from triton to torch."""
+    if plan.opts.dry_run:
+        return []
+    from rltscan.scan import fallback_note
+
+    note = fallback_note(plan.opts.backend, device)
+    return [note] if note else []
 
 
 def assumption_notes(counts: Mapping[str, int], used: Mapping[str, Any], layout: str) -> list[str]:
@@ -290,7 +302,11 @@ def report(
         outputs=outputs,
         stages=clock.stages,
         counts=dict(counts),
-        notes=[*notes, *assumption_notes(counts, plan.used, source.layout)],
+        notes=[
+            *notes,
+            *assumption_notes(counts, plan.used, source.layout),
+            *_backend_note(plan, device),
+        ],
         dry_run=plan.opts.dry_run,
         written=written,
         rltscan_version=version(),

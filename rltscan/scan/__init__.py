@@ -8,7 +8,8 @@ Backends share one signature, ``linear_scan(a, b, *, reverse, init)`` over
 
 - ``reference``: float64 Python loop, the oracle (``reference.py``);
 - ``torch``: vectorised chunked scan, CPU or GPU (``torch_scan.py``);
-- ``triton``: the fused single-pass kernel (``triton_scan.py``), loaded lazily.
+- ``triton``: the fused single-pass kernel (``triton_scan.py``), loaded lazily;
+  triton is optional (:func:`triton_missing`, :func:`resolve_backend`).
 
 Estimators with a fused Triton prologue do not call this for the Triton backend:
 they hand the kernel their raw columns so the coefficients are built on-chip
@@ -18,14 +19,28 @@ runs the kernel's plain linear mode. This package imports no estimator.
 
 from __future__ import annotations
 
+import functools
+import importlib
+import importlib.util
 import os
-
-import torch
-from torch import Tensor
+import warnings
+from typing import TYPE_CHECKING, Any
 
 from rltscan.errors import BackendUnavailableError, DataError, ParameterError
 
+if TYPE_CHECKING:  # torch loads with the first scan: choosing a backend needs none
+    from torch import Tensor
+
 BACKENDS = ("auto", "triton", "torch", "reference")
+# The fix named wherever the triton backend cannot load (README, "Install").
+TRITON_FIX = (
+    "install it (pip install 'rltscan[triton]'; CUDA builds of torch on Linux bring it) "
+    'or pass --backend torch (backend="torch")'
+)
+
+
+class BackendFallbackWarning(RuntimeWarning):
+    """``backend="auto"`` on CUDA ran the torch backend because triton cannot load."""
 
 
 def triton_interpreting() -> bool:
@@ -33,20 +48,85 @@ def triton_interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-def resolve_backend(backend: str, device: torch.device) -> str:
-    """Pick the backend that will run; raise if the named one cannot run on ``device``."""
+def triton_missing(*, load: bool = True) -> str | None:
+    """Why the triton backend cannot run here, or None when it can.
+
+    Triton is an optional dependency (CUDA builds of torch on Linux bring their own;
+    CPU-only installs need none). ``load=False`` asks only whether the package is
+    installed (no import: for plans and dry runs); ``load=True`` also imports the
+    kernel module, and triton with it, so that a broken install is caught here too."""
+    try:
+        installed = importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        installed = False
+    if not installed:
+        return "the triton package is not installed"
+    return _import_failure() if load else None
+
+
+@functools.cache
+def _import_failure() -> str | None:
+    try:
+        importlib.import_module("rltscan.scan.triton_scan")
+    except ImportError as err:
+        return f"triton cannot be imported ({err})"
+    return None
+
+
+def resolve_backend(backend: str, device: Any, *, load: bool = True) -> str:
+    """Pick the backend that will run on ``device`` (a ``torch.device`` or anything with
+    its ``type``); raise if the named one cannot run there.
+
+    ``auto``: triton on CUDA, torch on the CPU; on CUDA without triton, torch, with a
+    :class:`BackendFallbackWarning` once (a file run's report says it in a note,
+    :func:`fallback_note`). ``triton`` without triton is exit 6 naming the fix.
+    ``load=False`` decides without importing anything (see :func:`triton_missing`)."""
     if backend not in BACKENDS:
         raise ParameterError(
             f'unknown backend "{backend}"; pass one of {", ".join(repr(b) for b in BACKENDS)}'
         )
     if backend == "auto":
-        return "triton" if device.type == "cuda" else "torch"
-    if backend == "triton" and device.type != "cuda" and not triton_interpreting():
-        raise BackendUnavailableError(
-            f"the triton backend needs CUDA tensors, got {device.type}; "
-            'move the inputs to a GPU or pass backend="torch"'
-        )
+        if device.type != "cuda":
+            return "torch"
+        if triton_missing(load=load) is None:
+            return "triton"
+        if load:
+            _warn_fallback()
+        return "torch"
+    if backend == "triton":
+        if device.type != "cuda" and not triton_interpreting():
+            raise BackendUnavailableError(
+                f"the triton backend needs CUDA tensors, got {device.type}; "
+                'move the inputs to a GPU or pass backend="torch"'
+            )
+        missing = triton_missing(load=load)
+        if missing is not None:
+            raise BackendUnavailableError(
+                f"the triton backend was asked for but {missing}", TRITON_FIX
+            )
     return backend
+
+
+def fallback_note(backend: str, device: Any) -> str | None:
+    """The report's note when ``backend`` (as asked) ran torch instead of triton on
+    ``device``; None otherwise. For a run that computed (it may import triton)."""
+    if backend != "auto" or device.type != "cuda" or triton_missing() is None:
+        return None
+    return (
+        f"--backend auto ran the torch backend on CUDA because {triton_missing()}: "
+        "same results to float rounding, slower; install triton for the fused kernel "
+        "(pip install 'rltscan[triton]')"
+    )
+
+
+@functools.cache
+def _warn_fallback() -> None:
+    warnings.warn(
+        f'{triton_missing()}: backend="auto" runs the torch backend on CUDA '
+        "(same results to float rounding, slower); pip install 'rltscan[triton]'",
+        BackendFallbackWarning,
+        stacklevel=4,
+    )
 
 
 def linear_scan(
@@ -63,6 +143,8 @@ def linear_scan(
     or a tensor of the leading shape. Float64 inputs compute in float64; anything
     else in float32. Returns a tensor of ``b``'s shape on ``b``'s device.
     """
+    import torch
+
     a, b = torch.as_tensor(a), torch.as_tensor(b)
     if a.shape != b.shape:
         raise DataError(
