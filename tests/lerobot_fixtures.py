@@ -7,6 +7,16 @@ Checked against lerobot's source (huggingface/lerobot): v2.1 is
 (``lerobot/datasets/utils.py``: ``DEFAULT_DATA_PATH``, ``DEFAULT_EPISODES_PATH``,
 ``DEFAULT_TASKS_PATH``, ``DEFAULT_FEATURES``, ``create_empty_dataset_info``).
 
+Statistics as lerobot writes them (``compute_stats.py``): v2.0 ``meta/stats.json``
+with ``mean``/``std``/``max``/``min`` per feature (the v2.0 ``compute_stats``); v2.1
+``meta/episodes_stats.jsonl``, one ``{"episode_index", "stats"}`` line per episode with
+``min``/``max``/``mean``/``std``/``count``; v3.0 (lerobot 0.4.4, which adds the
+quantiles ``q01``/``q10``/``q50``/``q90``/``q99``) the per-episode columns
+``stats/<feature>/<stat>`` of ``meta/episodes/chunk-000/file-000.parquet`` (written by
+``datasets``, as lerobot's v2.1 -> v3.0 conversion writes it: ``huggingface`` schema
+metadata) and ``meta/stats.json`` for the whole dataset. Every stat is a list (shape
+``[1]`` for a scalar feature, ``[d]`` for a vector), ``count`` a list of one int.
+
 Frames: ``observation.state`` (fixed-size list of 4 float32), ``action`` (2 float32),
 ``next.reward`` float32, ``next.done`` bool (True on the last frame of every
 recording), ``timestamp`` float32, ``frame_index``/``episode_index``/``index``/
@@ -59,18 +69,20 @@ FEATURES = {
 }
 
 
-def _hf_type(ft: dict) -> dict:
-    """The ``datasets`` feature JSON that ``get_hf_features_from_features`` gives."""
+def _hf_type(ft: dict, version: str) -> dict:
+    """The ``datasets`` feature JSON of ``get_hf_features_from_features``, as the
+    ``datasets`` of that lerobot wrote it: v2.x (lerobot 0.3, ``datasets`` <= 3.6) a
+    ``Sequence``, v3.0 (lerobot 0.4, ``datasets`` >= 4, which reads both) a ``List``."""
     if ft["shape"] == [1]:
         return {"dtype": ft["dtype"], "_type": "Value"}
     return {
         "feature": {"dtype": ft["dtype"], "_type": "Value"},
         "length": ft["shape"][0],
-        "_type": "List",
+        "_type": "List" if version == "v3.0" else "Sequence",
     }
 
 
-def _table(frames: dict[str, np.ndarray]) -> pa.Table:
+def _table(frames: dict[str, np.ndarray], version: str) -> pa.Table:
     cols = {}
     for name, ft in FEATURES.items():
         x = frames[name]
@@ -80,7 +92,7 @@ def _table(frames: dict[str, np.ndarray]) -> pa.Table:
             kind = pa.list_(pa.float32(), ft["shape"][0])
             cols[name] = pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), type=kind)
     table = pa.table(cols)
-    hf = {"info": {"features": {k: _hf_type(v) for k, v in FEATURES.items()}}}
+    hf = {"info": {"features": {k: _hf_type(v, version) for k, v in FEATURES.items()}}}
     return table.replace_schema_metadata({"huggingface": json.dumps(hf)})
 
 
@@ -119,9 +131,41 @@ def _info(version: str, n_frames: int, **extra: object) -> dict:
     }
 
 
+V20_STATS = ("mean", "std", "max", "min")
+V21_STATS = ("min", "max", "mean", "std", "count")
+V30_STATS = (*V21_STATS, "q01", "q10", "q50", "q90", "q99")
+
+
+def feature_stats(x: np.ndarray, names: tuple[str, ...]) -> dict[str, list]:
+    """One feature's stats as lerobot stores them: over the frames (axis 0), keeping a
+    length-1 axis for a scalar feature; ``count`` is ``[frames]``."""
+    v = x.astype(np.float64).reshape(len(x), -1)
+    out: dict[str, list] = {}
+    for name in names:
+        if name == "count":
+            out[name] = [len(x)]
+        elif name.startswith("q"):
+            out[name] = np.quantile(v, int(name[1:]) / 100, axis=0).tolist()
+        else:
+            out[name] = getattr(np, name)(v, axis=0).tolist()
+    return out
+
+
+def all_stats(frames: dict[str, np.ndarray], names: tuple[str, ...]) -> dict[str, dict]:
+    return {k: feature_stats(frames[k], names) for k in FEATURES}
+
+
+def _hf_list(dtype: str) -> dict:
+    return {"feature": {"dtype": dtype, "_type": "Value"}, "_type": "List"}
+
+
 def _write_json(obj: object, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj, indent=4, ensure_ascii=False))
+
+
+def _part(frames: dict[str, np.ndarray], bounds: np.ndarray, e: int) -> dict[str, np.ndarray]:
+    return {k: v[bounds[e] : bounds[e + 1]] for k, v in frames.items()}
 
 
 def build(tmp: Path, version: str, seed: int = 0) -> Fixture:
@@ -147,7 +191,7 @@ def build(tmp: Path, version: str, seed: int = 0) -> Fixture:
             rel = info["data_path"].format(episode_chunk=e // chunks_size, episode_index=e)
             part = {k: v[bounds[e] : bounds[e + 1]] for k, v in frames.items()}
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(_table(part), root / rel)
+            pq.write_table(_table(part, version), root / rel)
             files.append(rel)
         lines = [{"episode_index": e, "tasks": [TASK], "length": k} for e, k in enumerate(LENGTHS)]
         (root / "meta").mkdir(parents=True, exist_ok=True)
@@ -155,13 +199,16 @@ def build(tmp: Path, version: str, seed: int = 0) -> Fixture:
         (root / "meta" / "tasks.jsonl").write_text(
             json.dumps({"task_index": 0, "task": TASK}) + "\n"
         )
-        stats = {"next.reward": {"min": [-3.0], "max": [3.0], "mean": [0.0], "std": [1.0]}}
         if version == "v2.1":
+            lines = [
+                {"episode_index": e, "stats": all_stats(_part(frames, bounds, e), V21_STATS)}
+                for e in range(len(LENGTHS))
+            ]
             (root / "meta" / "episodes_stats.jsonl").write_text(
-                "".join(json.dumps({"episode_index": e, "stats": stats}) + "\n" for e in range(6))
+                "".join(json.dumps(x) + "\n" for x in lines)
             )
         else:
-            _write_json(stats, root / "meta" / "stats.json")
+            _write_json(all_stats(frames, V20_STATS), root / "meta" / "stats.json")
     else:
         info = _info(
             version,
@@ -179,7 +226,7 @@ def build(tmp: Path, version: str, seed: int = 0) -> Fixture:
             rel = info["data_path"].format(chunk_index=0, file_index=f)
             part = {k: v[bounds[a] : bounds[b]] for k, v in frames.items()}
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            pq.write_table(_table(part), root / rel)
+            pq.write_table(_table(part, version), root / rel)
             files.append(rel)
             for e in range(a, b):
                 episodes.append(
@@ -191,18 +238,43 @@ def build(tmp: Path, version: str, seed: int = 0) -> Fixture:
                         "data/file_index": f,
                         "dataset_from_index": int(bounds[e]),
                         "dataset_to_index": int(bounds[e + 1]),
+                        **{
+                            f"stats/{k}/{stat}": v
+                            for k, st in all_stats(_part(frames, bounds, e), V30_STATS).items()
+                            for stat, v in st.items()
+                        },
                         "meta/episodes/chunk_index": 0,
                         "meta/episodes/file_index": 0,
-                        "stats/next.reward/min": [float(frames["next.reward"][bounds[e]])],
                     }
                 )
         ep_path = root / "meta" / "episodes" / "chunk-000" / "file-000.parquet"
         ep_path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(episodes), ep_path)
+        table = pa.Table.from_pylist(episodes)
+        hf = {
+            "info": {
+                "features": {
+                    "episode_index": {"dtype": "int64", "_type": "Value"},
+                    "tasks": _hf_list("string"),
+                    "length": {"dtype": "int64", "_type": "Value"},
+                    **{
+                        k: _hf_list("int64" if k.endswith("/count") else "float64")
+                        for k in table.column_names
+                        if k.startswith("stats/")
+                    },
+                    **{
+                        k: {"dtype": "int64", "_type": "Value"}
+                        for k in table.column_names
+                        if k.endswith("_index") and k != "episode_index"
+                    },
+                }
+            }
+        }
+        table = table.replace_schema_metadata({"huggingface": json.dumps(hf)})
+        pq.write_table(table, ep_path)
         pq.write_table(
             pa.table({"task_index": [0], "task": [TASK]}), root / "meta" / "tasks.parquet"
         )
-        _write_json({"next.reward": {"min": [-3.0], "max": [3.0]}}, root / "meta" / "stats.json")
+        _write_json(all_stats(frames, V30_STATS), root / "meta" / "stats.json")
     _write_json(info, root / "meta" / "info.json")
     (root / "README.md").write_text("---\nlicense: apache-2.0\n---\n")
     return Fixture(

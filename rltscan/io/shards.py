@@ -422,28 +422,30 @@ class Staging:
         fsync_dir(self.final.parent)
 
     def _stage_metadata(self, root: Path) -> list[tuple[str, Path]]:
-        """LeRobot: ``meta/info.json`` of the dataset at ``root`` with the new output
-        columns declared in ``features`` (else lerobot cannot load the data files),
-        written under the staging directory. Returns ``(rel, file it replaces)`` pairs;
-        nothing when every output is declared already."""
+        """LeRobot: the ``meta/`` files of the dataset at ``root`` brought up to date
+        with the staged data files (``meta/info.json`` declares the outputs, else
+        lerobot cannot load the data files; the stats files get their entries:
+        :func:`rltscan.io.lerobot.metadata_updates`), each written under the staging
+        directory. Returns ``(rel, file it replaces)`` pairs; nothing when none changes."""
         if self.dataset.kind != "lerobot":
             return []
         from rltscan.io import atomic
 
-        info = lerobot.read_info(root)
-        new = lerobot.undeclared_outputs(info, self.path(self.dataset.shards[0]))
-        if not new:
-            return []
-        original = root / lerobot.INFO
-        target = atomic.real(atomic.replaceable(original))
-        staged = self.dir / f"{lerobot.INFO}{TMP_MARK}new"
-        staged.parent.mkdir(parents=True, exist_ok=True)
-        lerobot.write_info(lerobot.declare(info, new), staged)
-        with contextlib.suppress(OSError):
-            shutil.copymode(original, staged)
-        with open(staged, "rb") as f:
-            os.fsync(f.fileno())
-        return [(staged.relative_to(self.dir).as_posix(), target)]
+        written = [self.path(s) for s in self.dataset.shards]
+        pairs = []
+        for rel, content in lerobot.metadata_updates(root, written).items():
+            original = root / rel
+            target = atomic.real(atomic.replaceable(original))
+            staged = self.dir / f"{rel}{TMP_MARK}new"
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            with open(staged, "wb") as f:
+                f.write(content)
+                f.flush()
+                os.fsync(f.fileno())
+            with contextlib.suppress(OSError):
+                shutil.copymode(original, staged)
+            pairs.append((staged.relative_to(self.dir).as_posix(), target))
+        return pairs
 
     def _after(self, root: Path) -> None:
         """What the dataset's own metadata says about its files, brought up to date
