@@ -5,7 +5,8 @@ Checked against lerobot's source (huggingface/lerobot): v2.1 is
 "v2.1"`` (``DEFAULT_PARQUET_PATH``, ``create_empty_dataset_info``, ``episodes.jsonl``,
 ``episodes_stats.jsonl``, ``tasks.jsonl``); v3.0 is lerobot 0.4.4
 (``lerobot/datasets/utils.py``: ``DEFAULT_DATA_PATH``, ``DEFAULT_EPISODES_PATH``,
-``DEFAULT_TASKS_PATH``, ``DEFAULT_FEATURES``, ``create_empty_dataset_info``).
+``DEFAULT_TASKS_PATH``, ``DEFAULT_FEATURES``, ``create_empty_dataset_info``,
+``write_tasks``).
 
 Statistics as lerobot writes them (``compute_stats.py``): v2.0 ``meta/stats.json``
 with ``mean``/``std``/``max``/``min`` per feature (the v2.0 ``compute_stats``); v2.1
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -271,9 +273,9 @@ def build(tmp: Path, version: str, seed: int = 0) -> Fixture:
         }
         table = table.replace_schema_metadata({"huggingface": json.dumps(hf)})
         pq.write_table(table, ep_path)
-        pq.write_table(
-            pa.table({"task_index": [0], "task": [TASK]}), root / "meta" / "tasks.parquet"
-        )
+        # lerobot's write_tasks: a pandas DataFrame indexed by the task text (the index is
+        # the task a frame loads as "task"), written with DataFrame.to_parquet
+        pd.DataFrame({"task_index": [0]}, index=[TASK]).to_parquet(root / "meta" / "tasks.parquet")
         _write_json(all_stats(frames, V30_STATS), root / "meta" / "stats.json")
     _write_json(info, root / "meta" / "info.json")
     (root / "README.md").write_text("---\nlicense: apache-2.0\n---\n")

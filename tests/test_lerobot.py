@@ -27,6 +27,7 @@ from tests.io_helpers import ROOT
 from tests.lerobot_fixtures import (
     FEATURES,
     LENGTHS,
+    TASK,
     V20_STATS,
     V21_STATS,
     V30_STATS,
@@ -432,6 +433,7 @@ def test_real_lerobot_loads_the_outputs_and_their_stats(
     ds = LeRobotDataset("local/rltscan_fixture", root=fx.root)
     assert len(ds) == sum(LENGTHS)
     assert {*OUTPUTS} <= set(ds.hf_dataset.column_names)
+    assert ds[len(ds) - 1]["task"] == TASK and int(ds[len(ds) - 1]["episode_index"]) == 5
     names = NAMES[fx.version].get("dataset") or NAMES[fx.version]["episodes"]
     for name in OUTPUTS:
         got = np.array([float(ds[i][name]) for i in range(len(ds))], np.float32)
