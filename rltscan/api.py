@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
+from rltscan import stats
 from rltscan.devices import PlannedDevice, planned_device, resolve_device
 from rltscan.errors import ParameterError, RltscanError
 from rltscan.io import open_input
@@ -238,6 +239,12 @@ def _run_whole(
             produced = {opts.prefix + k: v for k, v in dict(result).items() if v is not None}
             out_bytes = sum(int(v.numel() * v.element_size()) for v in produced.values())
             box["bytes"] = in_bytes + out_bytes
+    with clock.stage("statistics", bytes=out_bytes, steps=prepared.steps):
+        accumulator = stats.OutputAccumulator()
+        accumulator.add(produced)
+        summary = stats.summary(
+            accumulator.result(), stats.episodes_from(prepared, opts.reading.columns)
+        )
     with clock.stage("from device", bytes=out_bytes, steps=prepared.steps):
         arrays = {k: v.detach().cpu().numpy() for k, v in produced.items()}
 
@@ -269,6 +276,7 @@ def _run_whole(
         counts=prepared.counts,
         notes=prepared.notes,
         written=True,
+        statistics=summary,
     )
 
 
@@ -344,6 +352,7 @@ def inspect(
             "sequences": None,
             "counts": {},
             "notes": [],
+            "statistics": None,  # episode lengths and returns, where episode ends are known
         }
         roles: dict[str, str] = {}
         estimators: dict[str, Any] = {}
@@ -370,6 +379,8 @@ def inspect(
                         *assumption_notes(prepared.counts, used, source.layout),
                     ],
                 )
+                found = stats.episodes_from(prepared, reading.columns)
+                info["statistics"] = stats.summary({}, found)
         by_column: dict[str, list[str]] = {}
         for role, name in roles.items():
             by_column.setdefault(name, []).append(role)

@@ -15,7 +15,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from rltscan import stream
+from rltscan import stats, stream
 from rltscan.errors import OutputRefusedError
 from rltscan.io import writeback as wb
 from rltscan.io.layout import prepare
@@ -73,8 +73,15 @@ def run_streamed(
             f"{windows.chunk * windows.rows:,} (lower --block-steps too for smaller windows)"
         )
 
+    # statistics as the windows go: episodes from the inputs read (reader thread, any
+    # window order), the outputs' moments and buckets on the device where they are made
+    episodes = stats.EpisodeCollector()
+    accumulator = stats.OutputAccumulator()
+
     def prepare_window(start: int, stop: int) -> Any:
-        return prepare(source, window=(start, stop), **options)
+        prepared = prepare(source, window=(start, stop), **options)
+        episodes.add_prepared(start, prepared, opts.reading.columns)
+        return prepared
 
     dtypes: dict[str, str] = {}
     call = plan.call
@@ -86,6 +93,7 @@ def run_streamed(
         outputs = {prefix + k: v for k, v in dict(result).items() if v is not None}
         if not dtypes:
             dtypes.update({k: str(v.dtype).removeprefix("torch.") for k, v in outputs.items()})
+        accumulator.add(outputs)
         return outputs, result.carry
 
     if dev.type == "cuda":
@@ -172,6 +180,7 @@ def run_streamed(
         wall_seconds=time.perf_counter() - wall0 + clock.seconds("detect"),
         streaming=info,
         format=source.format,
+        statistics=stats.summary(accumulator.result(), episodes.joined()),
     )
 
 

@@ -481,6 +481,42 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def throughput(
+    result: dict[str, Any],
+) -> tuple[dict[str, list[tuple[float, float]]], list[tuple[float, float]]]:
+    """``(series, floor)``: steps/s against steps per estimator (and layout), and the
+    copy floor's steps/s (the same bytes copied at the copy bandwidth of the same run;
+    the fastest floor at each size, GPU results only)."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    floor: dict[float, float] = {}
+    for r in result["results"]:
+        steps = float(math.prod(int(d) for d in str(r["shape"]).split("x")))
+        if result["kind"] == "gpu":
+            rate = steps / (r["triton_us"] * 1e-6)
+            floor[steps] = max(floor.get(steps, 0.0), steps / (r["floor_us"] * 1e-6))
+        else:
+            rate = 1e9 / r["torch_ns_per_step"]
+        label = f"{r['estimator']} {r.get('layout', '')}".strip()
+        series.setdefault(label, []).append((steps, rate))
+    return series, sorted(floor.items())
+
+
+def plot(result: dict[str, Any], path: str) -> None:
+    """``rltscan bench --plot PATH.png``: throughput against size, copy floor drawn in."""
+    from rltscan import pictures
+
+    series, floor = throughput(result)
+    backend = "triton" if result["kind"] == "gpu" else "torch (CPU)"
+    pictures.plot_series(
+        path,
+        series,
+        floor=floor,
+        title=f"rltscan bench · {result['device']} · {backend}",
+        xlabel="steps",
+        ylabel="steps / s",
+    )
+
+
 def render_table(result: dict[str, Any]) -> Any:
     """A rich table of the result (for the CLI)."""
     from rich.table import Table

@@ -351,9 +351,33 @@ def _render(report: RunReport, *, json_out: bool, quiet: bool) -> None:
         console.print(outputs_table(report))
     console.print(summary_line(report), soft_wrap=True)
     console.print(timing_table(report))
+    _print_statistics(console, report.statistics)
     for line in note_lines(report.notes):  # every note, dry run or not
         console.print(line, soft_wrap=True)
     console.print(done_line(report), soft_wrap=True)
+
+
+def _print_statistics(console: Console, statistics: Mapping[str, Any] | None) -> None:
+    """The statistics table (runs) and one sparkline per distribution, fitted to the
+    terminal's width (COLUMNS); ASCII where the output cannot show unicode blocks."""
+    from rltscan.pictures import can_encode
+    from rltscan.report import distribution_lines, statistics_table
+
+    if not statistics:
+        return
+    if statistics.get("outputs"):
+        console.print(statistics_table(statistics))
+    for line in distribution_lines(statistics, console.width, unicode=can_encode(console.encoding)):
+        console.print(line, soft_wrap=True)
+
+
+def _plot(path: str | None, statistics: Mapping[str, Any] | None, title: str) -> None:
+    """``--plot PATH.png``: the same distributions as a figure (matplotlib, optional)."""
+    if path is None:
+        return
+    from rltscan import pictures
+
+    pictures.plot(path, statistics, title=title)
 
 
 def _version_callback(value: bool) -> None:
@@ -586,6 +610,15 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
         ),
         ("dry_run", B, _opt("--dry-run", help="Detect and plan; write nothing.", default=False)),
         ("json_out", B, _opt("--json", help="Print the report as JSON on stdout.", default=False)),
+        (
+            "plot",
+            S,
+            _opt(
+                "--plot",
+                help="Also draw the distributions of what was written into PATH.png "
+                "(pip install 'rltscan\\[plot]').",
+            ),
+        ),
         ("quiet", B, _opt("-q", "--quiet", help="Print nothing but errors.", default=False)),
         ("device", str, _opt("--device", help="auto, cpu or cuda.", default=defaults["device"])),
         (
@@ -676,6 +709,7 @@ def _observation_gaps(ends_from: bool, ignore: bool) -> str:
 
 def _estimate(command: str, input: str, **kw: Any) -> None:
     json_out, debug, quiet = kw.pop("json_out"), kw.pop("debug"), kw.pop("quiet")
+    plot = kw.pop("plot", None)
     if not kw["dry_run"]:
         interrupts.preload(gpu=kw["device"] != "cpu")
     with handled(json_out=json_out, debug=debug):
@@ -685,6 +719,14 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
         _check_choice("--layout", kw["layout"], ("flat", "episodes", "time-major", "batch-major"))
         _check_choice("--backend", kw["backend"], ("auto", "triton", "torch", "reference"))
         _check_choice("--engine", kw["engine"], ("local", "ray"))
+        if plot is not None:
+            if kw["dry_run"]:
+                raise ParameterError(
+                    "--plot draws what a run wrote and --dry-run writes nothing; drop one of them"
+                )
+            from rltscan import pictures
+
+            pictures.require()  # before any work: a missing matplotlib stops here
         missing = kw.pop("missing_bootstrap", None)
         _check_choice("--missing-bootstrap", missing, ("error", "zero"))
         if kw.pop("no_bootstrap", False):
@@ -727,6 +769,7 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
             **kw,
         )
         _render(report, json_out=json_out, quiet=quiet)
+        _plot(plot, report.statistics, f"rltscan {command} · {input}")
 
 
 def _make_command(command: str, spec: Any) -> Callable[..., None]:
@@ -807,11 +850,19 @@ def inspect_command(
         None, "--missing-bootstrap", help="error or zero (default: each command's own)."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
+    plot: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--plot", help="Draw episode lengths and returns into PATH.png (rltscan[plot])."
+    ),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
 ) -> None:
     """Show the detected layout, the column of each role, episode/terminal/truncation
-    counts, and what each estimator still needs."""
+    counts, the distribution of episode lengths and returns, and what each estimator
+    still needs."""
     with handled(json_out=json_out, debug=debug):
+        if plot is not None:
+            from rltscan import pictures
+
+            pictures.require()
         _check_choice("--layout", layout, ("flat", "episodes", "time-major", "batch-major"))
         _check_choice("--dones-mean", dones_mean, ("ended", "starts"))
         _check_choice("--ends-are", ends_are, ("terminal", "truncated"))
@@ -837,6 +888,7 @@ def inspect_command(
             missing_bootstrap=missing_bootstrap,
             observation_gaps=_observation_gaps(ends_from_observations, ignore_observation_gaps),
         )
+        _plot(plot, info.get("statistics"), f"rltscan inspect · {input}")
         if json_out:
             typer.echo(json.dumps(info, indent=2, default=str))
             return
@@ -847,6 +899,7 @@ def inspect_command(
         console = Console(file=sys.stdout, highlight=False, soft_wrap=False)
         for table in inspect_tables(info):
             console.print(table)
+        _print_statistics(console, info.get("statistics"))
 
 
 @app.command("bench", epilog=EXIT_CODES)
@@ -856,11 +909,18 @@ def bench_command(
     backend: Optional[list[str]] = typer.Option(  # noqa: UP045, B008 - typer's idiom
         None, "--backend", help="Backend to time (repeatable; default: all available)."
     ),
+    plot: Optional[str] = typer.Option(  # noqa: UP045
+        None, "--plot", help="Draw throughput against size, copy floor in, into PATH.png."
+    ),
 ) -> None:
     """Time the backends against baselines and the memory floor on this machine."""
     with contextlib.suppress(ImportError):  # (a missing torch is reported below)
         interrupts.preload(gpu=True)
     with handled():
+        if plot is not None:
+            from rltscan import pictures
+
+            pictures.require()
         try:
             from rltscan import bench
         except ImportError as err:
@@ -873,6 +933,8 @@ def bench_command(
         from rich.console import Console
 
         Console(file=sys.stdout, highlight=False).print(bench.render_table(result))
+        if plot is not None:
+            bench.plot(result, plot)
 
 
 def main() -> None:

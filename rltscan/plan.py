@@ -281,6 +281,7 @@ def report(
     wall_seconds: float | None = None,
     streaming: StreamInfo | None = None,
     format: str | None = None,
+    statistics: Mapping[str, Any] | None = None,
 ) -> RunReport:
     """The one :class:`RunReport` builder: every engine and the dry runs end here."""
     if format is None:
@@ -312,6 +313,7 @@ def report(
         rltscan_version=version(),
         wall_seconds=wall_seconds,
         streaming=streaming,
+        statistics=None if statistics is None else dict(statistics),
     )
 
 

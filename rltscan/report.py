@@ -13,6 +13,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from rltscan import pictures
+
 STAGES = ("detect", "read", "to device", "warm-up", "scan", "from device", "write")
 
 
@@ -97,6 +99,7 @@ class RunReport:
     rltscan_version: str = ""
     wall_seconds: float | None = None  # set when stages overlap (streaming)
     streaming: StreamInfo | None = None
+    statistics: dict[str, Any] | None = None  # rltscan.stats.summary(); None: not computed
 
     @property
     def total_seconds(self) -> float:
@@ -129,6 +132,7 @@ class RunReport:
             "written": self.written,
             "notes": list(self.notes),
             "streaming": None if self.streaming is None else asdict(self.streaming),
+            "statistics": self.statistics,
         }
 
 
@@ -258,3 +262,55 @@ def inspect_tables(info: Mapping[str, Any]) -> list[Table]:
     for name, state in info["estimators"].items():
         est.add_row(name, "yes" if state["ready"] else "no", _t(state.get("needs") or ""))
     return [head, cols, est]
+
+
+def _stat(value: float | None) -> str:
+    return "-" if value is None else format(value, ".6g")
+
+
+def statistics_table(statistics: Mapping[str, Any]) -> Table:
+    """One row per output (count, non-finite, mean, std, min, max), then the episodes'
+    lengths and undiscounted returns (count: complete episodes)."""
+    table = Table(title="statistics", title_justify="left")
+    table.add_column("of")
+    for col in ("count", "non-finite", "mean", "std", "min", "max"):
+        table.add_column(col, justify="right")
+
+    def row(name: str, s: Mapping[str, Any]) -> None:
+        table.add_row(
+            _t(name),
+            f"{s['count']:,}",
+            f"{s['nonfinite']:,}",
+            *(_stat(s[k]) for k in ("mean", "std", "min", "max")),
+        )
+
+    for name, s in (statistics.get("outputs") or {}).items():
+        row(name, s)
+    episodes = statistics.get("episodes")
+    if episodes:
+        row("episode length", episodes["length"])
+        if episodes.get("return"):
+            row("episode return", episodes["return"])
+        opened = episodes["open"]
+        if opened["count"]:
+            table.caption = (
+                f"{opened['count']:,} open episode(s) at the end of the data "
+                f"({opened['steps']:,} steps) are not counted as episodes"
+            )
+    return table
+
+
+def distribution_lines(
+    statistics: Mapping[str, Any] | None, width: int, *, unicode: bool = True
+) -> list[Text]:
+    """One sparkline per distribution (``name  lo ▁▃█▅▂ hi``), fitted to ``width``; the
+    histograms are approximate (see ``statistics.histogram_method``)."""
+    items = pictures.distributions(statistics)
+    if not items:
+        return []
+    pad = max(len(name) for name, _ in items)
+    lines = [_t("distributions (approximate histograms, low to high):")]
+    for name, hist in items:
+        text = pictures.histogram_line(name.ljust(pad), hist, width, unicode=unicode)
+        lines.append(Text(text, style="cyan"))
+    return lines

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rltscan import stream
+from rltscan import stats, stream
 from rltscan.devices import resolve_device
 from rltscan.errors import DataError, OutputRefusedError, ParameterError, RltscanError
 from rltscan.estimators._common import Carry
@@ -236,20 +236,28 @@ def _walk(
     compute: Callable[[Mapping[str, Any], Any], tuple[dict[str, Any], Any]],
     write: Callable[[int, int, dict[str, np.ndarray]], None],
     carry: Any,
+    on_prepared: Callable[[int, Prepared], None] | None = None,
 ) -> tuple[stream.Totals, int]:
-    """The single-file streaming walk over one shard; returns the totals and its steps."""
+    """The single-file streaming walk over one shard; returns the totals and its steps.
+    ``on_prepared(start, prepared)`` sees every window's inputs (the statistics)."""
     options = job.options()
     if job.dataset.kind == "minari":
         whole = prepare(opened.view, **options)
         steps = whole.steps
 
-        def prepare_window(start: int, stop: int) -> Prepared:
+        def read_window(start: int, stop: int) -> Prepared:
             return _slice_prepared(whole, start, stop)
     else:
         steps = opened.steps
 
-        def prepare_window(start: int, stop: int) -> Prepared:
+        def read_window(start: int, stop: int) -> Prepared:
             return prepare(opened.view, window=(start, stop), **options)
+
+    def prepare_window(start: int, stop: int) -> Prepared:
+        prepared = read_window(start, stop)
+        if on_prepared is not None:
+            on_prepared(start, prepared)
+        return prepared
 
     plan = stream.make_plan(
         steps,
@@ -341,7 +349,16 @@ def outputs(job: Job, k: int, y: list[float] | None) -> dict[str, Any]:
             io_shards.write_empty(
                 shard, staged, outputs=dtypes, metadata=job.entry, overwrite=job.opts.overwrite
             )
-        return {"steps": 0, "episodes": 0, "counts": {}, "busy": {}, "bytes": {}, "windows": 0}
+        return {
+            "steps": 0,
+            "episodes": 0,
+            "counts": {},
+            "busy": {},
+            "bytes": {},
+            "windows": 0,
+            "outputs_stats": {},
+            "episodes_stats": None,
+        }
     carry = None
     if job.crosses:
         template = neighbour(job, opened)
@@ -361,14 +378,20 @@ def outputs(job: Job, k: int, y: list[float] | None) -> dict[str, Any]:
             minari_infos=job.dataset.kind == "minari",
         )
     call = job.call()
+    episodes = stats.EpisodeCollector()
+    accumulator = stats.OutputAccumulator()
 
     def compute(block: Mapping[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
         result = _estimate(job, _strip(block, carry), call, carry)
         produced = {job.opts.prefix + n: v for n, v in dict(result).items() if v is not None}
+        accumulator.add(produced)
         return produced, result.carry
 
+    def seen(start: int, prepared: Prepared) -> None:
+        episodes.add_prepared(start, prepared, job.reading.columns)
+
     try:
-        totals, steps = _walk(job, opened, compute, sink.write, carry)
+        totals, steps = _walk(job, opened, compute, sink.write, carry, seen)
         if job.dataset.kind == "minari" and staged is not None:
             # Minari's padding row: every column has T+1 rows; outputs get NaN there
             pad = {n: np.full(1, np.nan, dtype=np.dtype(job.dtypes[n])) for n in job.names}
@@ -385,6 +408,9 @@ def outputs(job: Job, k: int, y: list[float] | None) -> dict[str, Any]:
         "bytes": totals.bytes,
         "windows": totals.windows,
         "seconds": time.perf_counter() - t0,
+        # statistics of this shard, merged by the driver in shard order (plain JSON)
+        "outputs_stats": {n: s.state() for n, s in accumulator.result().items()},
+        "episodes_stats": None if (joined := episodes.joined()) is None else joined.state(),
     }
 
 
@@ -586,6 +612,7 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
             )
     where = str(staging.final) if staging.final is not None else dataset.where
     device = _NamedDevice(dev_name)
+    statistics = merged_statistics([done[k] for k in sorted(done)])
     return report(
         plan,
         view,
@@ -603,7 +630,22 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
         notes=notes,
         written=True,
         wall_seconds=time.perf_counter() - wall0,
+        statistics=statistics,
     )
+
+
+def merged_statistics(results: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The report's statistics from the pass-2 results of every shard, in shard (time)
+    order: outputs merged in any order, episodes joined across the shard edges."""
+    outputs: dict[str, stats.OutputStats] = {}
+    joined: stats.Episodes | None = None
+    for r in results:
+        part = {n: stats.OutputStats.from_state(s) for n, s in r["outputs_stats"].items()}
+        outputs = stats.merge_outputs(outputs, part)
+        if r["episodes_stats"] is not None:
+            ep = stats.Episodes.from_state(r["episodes_stats"])
+            joined = ep if joined is None else joined.then(ep)
+    return stats.summary(outputs, joined)
 
 
 @dataclass(frozen=True)
