@@ -195,12 +195,13 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
 class RowGroupReader:
     """Rows ``[start, stop)`` of one column, decoding only the row groups they touch.
 
-    A row group is decoded once for every column asked for so far (pyarrow decodes
-    them in parallel); consecutive windows share the group at their boundary, so
-    the last few decoded groups are kept.
+    The groups a range needs are decoded in ONE ``read_row_groups`` call, for every
+    column asked for so far, so pyarrow decodes groups x columns on all cores. The
+    cache holds every group of the last range (plus ``keep``): the other columns of
+    the same window, and the next window's first group, never decode twice.
     """
 
-    def __init__(self, pf: Any, where: str, keep: int = 3) -> None:
+    def __init__(self, pf: Any, where: str, keep: int = 1) -> None:
         self.pf, self.where, self.keep = pf, where, keep
         sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.metadata.num_row_groups)]
         self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
@@ -208,34 +209,45 @@ class RowGroupReader:
         self.cache: dict[int, dict[str, np.ndarray]] = {}
         self.lock = threading.Lock()
 
-    def _group(self, i: int, name: str) -> np.ndarray:
+    def _groups(self, ids: list[int], name: str) -> list[np.ndarray]:
+        """Column ``name`` of row groups ``ids``, decoding the missing ones together."""
         with self.lock:
             if name not in self.wanted:
                 self.wanted.append(name)
-            hit = self.cache.get(i, {}).get(name)
             wanted = list(self.wanted)
-        if hit is not None:
-            return hit
-        with _structure(self.where, f'column "{name}" cannot be read'):
-            table = self.pf.read_row_group(i, columns=wanted)
-        arrays = {n: to_numpy(table.column(n), self.where, n) for n in wanted}
-        with self.lock:
-            self.cache[i] = arrays
-            while len(self.cache) > self.keep:
-                self.cache.pop(next(iter(self.cache)))
-        return arrays[name]
+            found = {i: self.cache[i][name] for i in ids if name in self.cache.get(i, {})}
+        missing = [i for i in ids if i not in found]
+        if missing:
+            with _structure(self.where, f'column "{name}" cannot be read'):
+                table = self.pf.read_row_groups(missing, columns=wanted, use_threads=True)
+            fresh, at = {}, 0
+            for i in missing:
+                rows = int(self.starts[i + 1] - self.starts[i])
+                part = table.slice(at, rows)
+                fresh[i] = {n: to_numpy(part.column(n), self.where, n) for n in wanted}
+                at += rows
+            with self.lock:
+                self.cache.update(fresh)
+                for i in ids:  # most recently used last
+                    self.cache[i] = self.cache.pop(i, fresh.get(i, {}))
+                while len(self.cache) > len(ids) + self.keep:
+                    self.cache.pop(next(iter(self.cache)))
+            found.update({i: fresh[i][name] for i in missing})
+        return [found[i] for i in ids]
 
     def read(self, name: str, start: int, stop: int) -> np.ndarray:
-        first = int(np.searchsorted(self.starts, start, side="right")) - 1
-        parts = []
-        i = max(first, 0)
+        first = max(int(np.searchsorted(self.starts, start, side="right")) - 1, 0)
+        ids = []
+        i = first
         while i < len(self.starts) - 1 and self.starts[i] < stop:
-            g0 = int(self.starts[i])
-            arr = self._group(i, name)
-            parts.append(arr[max(start - g0, 0) : stop - g0])
+            ids.append(i)
             i += 1
-        if not parts:
-            return self._group(0, name)[:0] if len(self.starts) > 1 else np.zeros(0)
+        if not ids:
+            return self._groups([0], name)[0][:0] if len(self.starts) > 1 else np.zeros(0)
+        parts = [
+            arr[max(start - int(self.starts[i]), 0) : stop - int(self.starts[i])]
+            for i, arr in zip(ids, self._groups(ids, name), strict=True)
+        ]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
