@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import traceback
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Optional
@@ -757,7 +758,10 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
             kw.pop("ends_from_observations"), kw.pop("ignore_observation_gaps")
         )
         from rltscan import api
+        from rltscan.scan import BackendFallbackWarning
 
+        # a run says it in the report's notes (plan.report), not as a Python warning
+        warnings.filterwarnings("ignore", category=BackendFallbackWarning)
         console = None if quiet else _stderr_console()
         report = api.run(
             command,
