@@ -45,6 +45,8 @@ _LAZY = {
     "td_lambda": "rltscan.estimators",
     "vtrace": "rltscan.estimators",
     "linear_scan": "rltscan.scan",
+    "prepare_call": "rltscan.estimators.functions",  # repeated calls: one launch
+    "synchronize": "rltscan.estimators.functions",  # raise a deferred validation error
     "run": "rltscan.api",  # the file-level API
     "inspect": "rltscan.api",
 }
@@ -92,8 +94,10 @@ __all__ = [
     "inspect",
     "linear_scan",
     "prefix_sum",
+    "prepare_call",
     "retrace",
     "run",
+    "synchronize",
     "td_lambda",
     "vtrace",
 ]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import rltscan
 from rltscan import bench
 from rltscan.scan import triton_scan
 from tests.conftest import assert_close_to_oracle
@@ -122,3 +123,129 @@ def test_numpy_inputs_with_triton_backend_come_back_as_numpy():
     term = rng.random(1000) < 0.01
     out = bench.call("returns", {"rewards": r, "terminated": term}, backend="triton")
     assert isinstance(out["returns"], np.ndarray)
+
+
+# ---------------------------------------------------------------------------
+# Issue 12: bound calls, deferred validation, custom ops, CUDA graphs
+
+FAST_SHAPES = [(4096, 128), (3, 5000), (1 << 20) + 3]
+
+
+def _oracle(kind, inp):
+    inp64 = {
+        k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+        for k, v in inp.items()
+    }
+    return bench.call(kind, inp64, backend="torch", validate=False)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("shape", FAST_SHAPES, ids=str)
+@pytest.mark.parametrize("validate", [False, True])
+def test_bound_calls_match_the_float64_solve(kind, shape, validate):
+    """The second call of a shape takes the bound launch; fresh data each time."""
+    shape = shape if isinstance(shape, tuple) else (shape,)
+    for seed in range(3):
+        inp = bench.make_inputs(kind, shape, ep_len=50.0, device="cuda", seed=seed)
+        got = bench.call(kind, inp, validate=validate)
+        want = _oracle(kind, inp)
+        for k in want:
+            assert_close_to_oracle(got[k], want[k], torch.float32)
+    rltscan.synchronize()
+
+
+@pytest.mark.parametrize("kind", ["gae", "vtrace", "returns"])
+def test_direct_launch_equals_tritons_dispatch(kind, monkeypatch):
+    inp = bench.to_layout(bench.make_inputs(kind, (64, 3000), ep_len=30.0, device="cuda"), True)
+    bench.call(kind, inp, validate=False)
+    direct = bench.call(kind, inp, validate=False)
+    assert triton_scan._COMPILED, "the direct launcher was never used"
+    monkeypatch.setattr(triton_scan, "DIRECT", False)
+    plain = bench.call(kind, inp, validate=False)
+    for k in direct:
+        assert torch.equal(direct[k], plain[k])
+
+
+def test_deferred_validation_raises_at_the_next_call_and_at_synchronize():
+    inp = bench.make_inputs("gae", (256, 128), ep_len=50.0, device="cuda")
+    bench.call("gae", inp)  # bind the shape
+    rltscan.synchronize()
+    bad = dict(inp, rewards=inp["rewards"].clone())
+    bad["rewards"][7, 9] = float("nan")
+    bench.call("gae", bad)  # returns at once: the screen is read later
+    with pytest.raises(rltscan.DataError, match=r"earlier gae call .* NaN or Inf") as e:
+        rltscan.synchronize()
+    assert "\n" not in str(e.value)
+    bench.call("gae", bad)
+    torch.cuda.synchronize()
+    with pytest.raises(rltscan.DataError, match="earlier gae call"):
+        bench.call("gae", inp)  # the next call raises it
+    rltscan.synchronize()  # reported once
+    # host inputs stay synchronous and exact
+    with pytest.raises(rltscan.DataError, match=r'"rewards" has NaN or Inf at index \(7, 9\)'):
+        bench.call("gae", {k: (v.cpu() if isinstance(v, torch.Tensor) else v)
+                           for k, v in bad.items()}, backend="triton")  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", [(512, 128), (4, 9000)], ids=str)
+def test_custom_op_under_cuda_graph_capture(shape):
+    import rltscan.ops as ops
+
+    inp = bench.make_inputs("gae", shape, ep_len=40.0, device="cuda")
+    static = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inp.items()}
+
+    def step():
+        return ops.gae(static["rewards"], static["values"], terminated=static["terminated"],
+                       truncated=static["truncated"], last_value=static["last_value"],
+                       missing_bootstrap="zero", gamma=0.99, lam=0.95)  # fmt: skip
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()  # warm up (compile, bind) off the capture
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = step()
+    for seed in (1, 2, 3):
+        fresh = bench.make_inputs("gae", shape, ep_len=40.0, device="cuda", seed=seed)
+        for k, v in fresh.items():
+            if isinstance(v, torch.Tensor):
+                static[k].copy_(v)
+        g.replay()
+        torch.cuda.synchronize()
+        want = _oracle("gae", fresh)
+        for k in want:
+            assert_close_to_oracle(out[k], want[k], torch.float32)
+    rltscan.synchronize()
+
+
+def test_custom_op_in_inductor_fullgraph():
+    import rltscan.ops as ops
+
+    inp = bench.make_inputs("vtrace", (1024, 256), ep_len=40.0, device="cuda")
+
+    def f(x):
+        o = ops.vtrace(x["rewards"], x["values"], logp_target=x["logp_target"],
+                       logp_behavior=x["logp_behavior"], terminated=x["terminated"],
+                       truncated=x["truncated"], last_value=x["last_value"],
+                       missing_bootstrap="zero", lam=1.0)  # fmt: skip
+        return o["vs"] * 2 + 1
+
+    got = torch.compile(f, fullgraph=True)(inp)
+    want = _oracle("vtrace", inp)["vs"] * 2 + 1
+    assert_close_to_oracle(got, want, torch.float32)
+
+
+def test_prepare_call_repeats_and_refuses_another_shape():
+    inp = bench.make_inputs("gae", (128, 64), ep_len=40.0, device="cuda")
+    kw = {k: v for k, v in inp.items() if k != "missing_bootstrap"}
+    prepared = rltscan.prepare_call(rltscan.gae, **kw, missing_bootstrap="zero", lam=0.95)
+    for seed in (4, 5):
+        fresh = bench.make_inputs("gae", (128, 64), ep_len=40.0, device="cuda", seed=seed)
+        got = prepared(**{k: fresh[k] for k in kw})
+        want = _oracle("gae", fresh)
+        assert_close_to_oracle(got.advantages, want["advantages"], torch.float32)
+    other = bench.make_inputs("gae", (128, 65), ep_len=40.0, device="cuda")
+    with pytest.raises(rltscan.DataError, match="differs from the prepared call"):
+        prepared(**{k: other[k] for k in kw})

@@ -26,6 +26,7 @@ from rltscan.estimators.declaration import (
     READ_ALL,
     READ_BOOT,
     READ_NOT_TERMINATED,
+    setting_columns,
 )
 from rltscan.scan import resolve_backend
 
@@ -169,11 +170,23 @@ def first_mask(p: Problem) -> Tensor:
     return first
 
 
-def select(mask: Tensor, if_true: float, if_false: float, p: Problem) -> Tensor:
-    """``where(mask, if_true, if_false)`` for two constants, in the compute dtype."""
-    t = torch.tensor(if_true, dtype=p.dtype, device=p.device)
-    f = torch.tensor(if_false, dtype=p.dtype, device=p.device)
+def select(mask: Tensor, if_true: float | Tensor, if_false: float | Tensor, p: Problem) -> Tensor:
+    """``where(mask, if_true, if_false)`` for constants or per-step tensors (a per-step
+    discount), in the compute dtype."""
+    t = torch.as_tensor(if_true, dtype=p.dtype, device=p.device)
+    f = torch.as_tensor(if_false, dtype=p.dtype, device=p.device)
     return torch.where(mask, t, f)
+
+
+def discount(p: Problem) -> float | Tensor:
+    """γ_t: the per-step ``discount`` column when given, else the scalar ``gamma``
+    (docs/CONVENTIONS.md §1.7)."""
+    return p.col("discount") if p.has("discount") else p.params["gamma"]
+
+
+def trace_decay(p: Problem) -> float | Tensor:
+    """λ_t: the per-step ``lam_per_step`` column when given, else the scalar ``lam``."""
+    return p.col("lam_per_step") if p.has("lam_per_step") else p.params["lam"]
 
 
 def shift_next(x: Tensor, last: Tensor | float = 0.0) -> Tensor:
@@ -237,19 +250,37 @@ def clipped_ratio(p: Problem, clip: float) -> Tensor:
 
 
 class _MappingMixin(Mapping):
-    """Lets a frozen result dataclass act as ``{name: array}`` (fields left None are absent)."""
+    """Lets a frozen result dataclass act as ``{name: array}`` (fields left None are absent).
 
-    def _present(self) -> list[str]:
+    With several settings (``gamma=[0.9, 0.99]``) each output field holds the settings
+    stacked on a leading axis, and the mapping's names are the written columns, one per
+    setting: ``advantages_g0.9_l0.95`` -> that setting's array (``estimators.declaration
+    .setting_columns``); the field names still give the stacked arrays.
+    """
+
+    def _outputs(self) -> list[str]:
         return [
             f.name
             for f in dataclasses.fields(self)
             if f.metadata.get("output", True) and getattr(self, f.name) is not None
         ]
 
+    def _columns(self) -> dict[str, tuple[str, int]]:
+        settings = getattr(self, "settings", None)
+        return {c: (o, k) for c, o, k in setting_columns(self._outputs(), settings)}
+
+    def _present(self) -> list[str]:
+        return list(self._columns())
+
     def __getitem__(self, key: str) -> Any:
-        if key not in self._present():
+        where = self._columns().get(key)
+        if where is None:
+            if key in self._outputs():  # the stacked array of every setting
+                return getattr(self, key)
             raise KeyError(key)
-        return getattr(self, key)
+        output, k = where
+        value = getattr(self, output)
+        return value if k < 0 else value[k]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._present())
@@ -268,6 +299,10 @@ class Result(_MappingMixin):
 
     # Computed on first access only: a call that is not chunked never pays for it.
     _carry_fn: Any = dataclasses.field(
+        default=None, kw_only=True, repr=False, metadata={"output": False}
+    )
+    # Several settings in one pass: the (γ, λ) of each entry of the leading axis.
+    settings: tuple[dict[str, float], ...] | None = dataclasses.field(
         default=None, kw_only=True, repr=False, metadata={"output": False}
     )
 
@@ -362,9 +397,12 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Tensor:
-    """Wrap without copying where possible (numpy shares memory; we never write into it)."""
+    """Wrap without copying where possible (numpy shares memory; we never write into it).
+
+    Tensors are read through ``detach()``: the outputs are constants of any loss
+    (stop-gradient, README "Latency"), whatever the backend."""
     if isinstance(x, Tensor):
-        t = x
+        t = x.detach() if x.requires_grad else x
     elif isinstance(x, np.ndarray):
         if x.dtype.kind not in "biuf":
             raise DTypeError(
@@ -624,13 +662,23 @@ def _needs_nv(p: Problem) -> bool:
 
 
 def solve(
-    p: Problem, backend: str, *, validate: bool = False, reads=None, frame=None
+    p: Problem,
+    backend: str,
+    *,
+    validate: bool = False,
+    reads=None,
+    frame=None,
+    defer: bool = False,
+    on_launch=None,
 ) -> dict[str, Tensor]:
     """Validate (when asked) and run one estimator; returns ``{output: [R, T]}``.
 
     On the Triton backend the content checks are fused into the kernel as a
-    screen (one device sync instead of a pass per column); only when it fires
-    does the host validator run, to name the input and the first bad index.
+    screen; only when it fires does the host validator run, to name the input and
+    the first bad index. With ``defer`` (results that stay on the GPU) nothing
+    waits for the screen: a hit is raised by a later call (docs/CONVENTIONS.md §5.1).
+    ``on_launch`` receives the fused kernel's launch (``triton_scan.Fired``), for
+    binding later calls of the same shape to it.
     """
     from rltscan.estimators import declared_module
 
@@ -639,12 +687,15 @@ def solve(
     if which == "triton":
         from rltscan.scan import triton_scan
 
-        if triton_scan.fused(p.kind):
+        if triton_scan.fused(p.kind) and not (p.has("discount") or p.has("lam_per_step")):
             if p.carry is not None and p.carry.next_value is None and _reads_next_value(p):
                 next_of(p, "next_value")  # raises: the chunks mix bootstrap forms
-            out, suspicious = triton_scan.solve(p, _kernel_outputs(p, mod), check=validate)
+            check = ("defer" if defer else True) if validate else False
+            out, suspicious, fired = triton_scan.solve(p, _kernel_outputs(p, mod), check=check)
             if suspicious:
                 validate_contents(p, reads, frame)  # raises with the exact message
+            if on_launch is not None:
+                on_launch(fired)
             return out
         # The generic path: no fused prologue for this kind, so its module builds
         # (a, b) with torch and the kernel runs its plain linear-scan mode.

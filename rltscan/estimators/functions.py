@@ -23,10 +23,12 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import torch
 
 from rltscan.errors import DataError, ParameterError
 from rltscan.estimators import DECLARATIONS, declared_module
+from rltscan.estimators import _bound as bound
 from rltscan.estimators._common import (
     NV_BOOT,
     NV_LAST,
@@ -48,7 +50,15 @@ from rltscan.estimators._common import (
     solve,
     warn_not_contractive,
 )
-from rltscan.estimators.declaration import BOOTSTRAP_INPUTS, FLAG_INPUTS, Declaration
+from rltscan.estimators.declaration import (
+    BOOTSTRAP_INPUTS,
+    FLAG_INPUTS,
+    PER_STEP_OF,
+    SWEEPABLE,
+    Declaration,
+    is_sweep,
+    settings_of,
+)
 
 # Problem.kind -> the estimator module (coefficients, finalize, REVERSE, OUTPUTS), CLI order
 MODULES: dict[str, ModuleType] = {d.name: declared_module(d.name) for d in DECLARATIONS.values()}
@@ -125,11 +135,19 @@ def _run(
     init: ArrayLike | None = None,
     features: bool = False,
     carry: Carry | None = None,
+    bind: Callable[..., None] | None = None,
+    outputs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Normalise, validate, solve, and map the outputs back to the user's layout."""
+    """Normalise, validate, solve, and map the outputs back to the user's layout.
+
+    ``bind(fired, result, device, deferred)`` is offered the fused launch when the
+    call may be bound (``bound.build``); ``outputs`` (user layout) skip the solve: a
+    bound call's carry is built from them."""
     given = {k: v for k, v in floats.items() if v is not None}
     user_device = _device_of(*given.values(), *flags.values(), last_value, init)
     device = compute_device(backend, user_device)
+    if device.type == "cuda":
+        bound.check_deferred(device)  # an earlier call's screen hit (no sync)
     as_numpy = not isinstance(given[ref], torch.Tensor)
     tensors = {k: float_column(k, v, device) for k, v in given.items()}
     flag_t = {k: flag_column(k, v, device, validate) for k, v in flags.items() if v is not None}
@@ -174,8 +192,24 @@ def _run(
         init=per_row("init", init, frame, device),
         carry=_check_carry(kind, carry, last_value, init, len(next(iter(cols.values()))), device),
     )
-    out = solve(p, backend, validate=validate, reads=reads, frame=frame)
+    if outputs is not None:
+        out = {k: frame.rows(v) for k, v in outputs.items()}
+        return {"_carry_fn": functools.partial(_carry_out, p, out)}
+    # results that stay on the GPU are not waited for: the kernel's screen is read
+    # by a later call (docs/CONVENTIONS.md §5.1); results bound for the host are
+    # synchronous anyway and raise here
+    defer = validate and device.type == "cuda" and user_device == device and not as_numpy
+    fired: list[Any] = []
+    out = solve(
+        p, backend, validate=validate, reads=reads, frame=frame, defer=defer,
+        on_launch=fired.append,
+    )  # fmt: skip
     result = {k: frame.output(v) for k, v in out.items()}
+    if fired and defer:
+        bound.note_check(fired[0].check_id, kind, frame.step_shape, device)
+    stays = device.type == "cuda" and user_device == device and not as_numpy
+    if fired and bind is not None and stays:
+        bind(fired[0], result, device, defer)
     result["_carry_fn"] = functools.partial(_carry_out, p, out)
     return result
 
@@ -250,7 +284,15 @@ def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
     for prm in d.parameters:
         if args[prm.name] is None and prm.fallback is not None:
             args[prm.name] = args[prm.fallback]
-    check_params(**{prm.name: args[prm.name] for prm in d.parameters if prm.choices is None})
+    scalars = {prm.name: args[prm.name] for prm in d.parameters if prm.choices is None}
+    for name in SWEEPABLE:  # several settings: each value checked as one would be
+        if name in scalars and is_sweep(scalars[name]):
+            values = list(scalars.pop(name))
+            if not values:
+                raise ParameterError(f"{name} is an empty list; pass at least one value")
+            for v in values:
+                check_params(**{name: v})
+    check_params(**scalars)
     for prm in d.parameters:  # word parameters (Retrace's trace)
         refused = prm.violation(args[prm.name]) if prm.choices is not None else None
         if refused is not None:
@@ -258,12 +300,41 @@ def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
     misused = d.misused(args)
     if misused is not None:
         raise ParameterError(misused)
+    for column, param in PER_STEP_OF.items():  # a per-step column replaces its scalar
+        if args.get(column) is not None:
+            given = args[param]
+            if is_sweep(given) or float(given) != float(d.defaults()[param]):
+                raise ParameterError(
+                    f'"{column}" gives {param} per step; drop {param}={given!r} or the column'
+                )
+            if args["validate"]:
+                _check_unit_column(column, args[column])
     return args
 
 
-def _finish(d: Declaration, args: dict[str, Any]) -> Result:
+def _check_unit_column(name: str, x: Any) -> None:
+    """A per-step γ_t or λ_t: every entry in [0, 1] (NaN refused), named at the first bad."""
+    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+    if not (t.dtype.is_floating_point or t.dtype == torch.bool or not t.dtype.is_complex):
+        raise DataError(f'"{name}" has dtype {t.dtype}; pass real numbers in [0, 1]')
+    bad = ~((t >= 0) & (t <= 1))
+    if bool(bad.any()):
+        where = tuple(int(i) for i in torch.nonzero(bad)[0])
+        raise DataError(
+            f'"{name}" must be in [0, 1] at every step; index {where} is {float(t[where])!r}',
+            f"pass per-step values in [0, 1] as {name}",
+        )
+
+
+def _finish(
+    d: Declaration,
+    args: dict[str, Any],
+    key: tuple | None = None,
+    outputs: dict[str, Any] | None = None,
+) -> Result:
     """Everything after the parameters: the module's own argument rules, the bootstrap
-    form, then normalise, validate and solve (``_run``)."""
+    form, then normalise, validate and solve (``_run``). ``key`` (``bound.call_key``):
+    the call may be bound for later calls of its shape; ``outputs``: see ``_run``."""
     unread = [i for i in d.inputs if i not in d.inputs_for(args) and args.get(i) is not None]
     if unread:  # a word parameter (Retrace's trace) leaves this input unread
         words = ", ".join(f"{p}={args[p]!r}" for p in dict.fromkeys(c[0] for c in d.choice_inputs))
@@ -302,8 +373,93 @@ def _finish(d: Declaration, args: dict[str, Any]) -> Result:
         last_value=args.get("last_value"),
         init=args.get("init"),
         features=d.features,
+        bind=None if key is None else functools.partial(_bind, d, args, key),
+        outputs=outputs,
     )
     return RESULTS[d.name](**out)
+
+
+def _bind(d: Declaration, args: dict[str, Any], key: tuple, fired: Any, result, device, deferred):
+    b = bound.build(d, args, fired, result, device, deferred)
+    if b is not None:
+        bound.remember(key, b)
+
+
+def _bound_call(d: Declaration, b: bound.Bound, args: dict[str, Any]) -> Result:
+    """A call through its :class:`bound.Bound`: one launch; the carry on demand."""
+    out = b.run(args)
+    return RESULTS[d.name](**out, _carry_fn=functools.partial(_carry_later, d, args, out))
+
+
+def _carry_later(d: Declaration, args: dict[str, Any], outputs: dict[str, Any]) -> Carry | None:
+    """A bound call's carry: the front end runs now (not on every call) and builds it
+    from the outputs."""
+    return _finish(d, _begin(d, dict(args)), outputs=outputs).carry
+
+
+# ---------------------------------------------------------------------------
+# Several settings in one pass (gamma=[0.9, 0.99], lam=[...])
+
+
+@dataclasses.dataclass(frozen=True)
+class SettingsCarry:
+    """The carries of a call with several settings, one per setting, in their order."""
+
+    carries: tuple[Carry, ...]
+    settings: tuple[dict[str, float], ...]
+
+
+def _sweeps(d: Declaration, args: dict[str, Any]) -> bool:
+    return any(is_sweep(args.get(n)) for n in SWEEPABLE) or isinstance(
+        args.get("carry"), SettingsCarry
+    )
+
+
+def _finish_settings(d: Declaration, args: dict[str, Any]) -> Result:
+    """Every (γ, λ) combination from one copy of the inputs on the compute device; the
+    outputs stacked on a new leading axis (``Result.settings`` says which is which)."""
+    settings = settings_of(d, args)
+    carry = args["carry"]
+    if settings is None or (
+        carry is not None and (not isinstance(carry, SettingsCarry) or carry.settings != settings)
+    ):
+        raise ParameterError(
+            "carry does not come from a call with these settings; pass the .carry of the "
+            "neighbouring chunk computed with the same gamma/lam lists"
+        )
+    if d.contraction_warning:
+        top = max(s["gamma"] * s["lam"] for s in settings)
+        warn_not_contractive(top, 1.0, float(args["c_clip"]), d.function_name)
+    as_numpy, args = _on_compute_device(d, args)
+    results = [
+        _finish(d, {**args, **s, "carry": None if carry is None else carry.carries[k]})
+        for k, s in enumerate(settings)
+    ]
+    outputs = {}
+    for o in d.outputs:
+        if getattr(results[0], o) is None:
+            continue
+        stacked = torch.stack([getattr(r, o) for r in results])
+        outputs[o] = stacked.cpu().numpy() if as_numpy else stacked
+
+    def carry_fn() -> SettingsCarry:
+        return SettingsCarry(tuple(r.carry for r in results), settings)
+
+    return RESULTS[d.name](**outputs, _carry_fn=carry_fn, settings=settings)
+
+
+def _on_compute_device(d: Declaration, args: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Numpy inputs as tensors on the device that computes (copied there once, not once
+    per setting); and whether the results go back to numpy."""
+    arrays = [n for n in (*d.inputs, *d.extra_arguments) if args.get(n) is not None]
+    if not arrays or isinstance(args[arrays[0]], torch.Tensor):
+        return False, args
+    device = compute_device(args["backend"], _device_of(*(args[n] for n in arrays)))
+    moved = dict(args)
+    for n in arrays:
+        if not isinstance(args[n], torch.Tensor):
+            moved[n] = torch.as_tensor(np.asarray(args[n])).to(device)
+    return True, moved
 
 
 def _argument(d: Declaration, name: str) -> str:
@@ -336,13 +492,25 @@ def _function(d: Declaration) -> Callable[..., Result]:
         'backend: str = "auto"',
         "validate: bool = True",
     ]
-    body = ["args = _begin(_D, locals())"]
+    body = [
+        "_a = locals()",
+        "_k = _call_key(_D, _a)",  # a call of a shape seen before: one launch
+        "_b = None if _k is None else _lookup(_D, _k)",
+        "if _b is not None:",
+        "    return _bound_call(_D, _b, _a)",
+        "args = _begin(_D, _a)",
+    ]
+    if any(n in d.params for n in SWEEPABLE):  # gamma=[...]: every setting in one pass
+        body[1:1] = [
+            "if _sweeps(_D, _a):",
+            "    return _finish_settings(_D, _begin(_D, _a))",
+        ]
     if d.contraction_warning:  # here, so that the warning points at the caller
         body.append(
             'warn_not_contractive(float(args["gamma"]), float(args["lam"]), '
             f'float(args["c_clip"]), {d.function_name!r})'
         )
-    body.append("return _finish(_D, args)")
+    body.append("return _finish(_D, args, _k)")
     source = f"def {d.function_name}({', '.join(parts)}) -> {d.result_name}:\n" + "".join(
         f"    {line}\n" for line in body
     )
@@ -350,6 +518,11 @@ def _function(d: Declaration) -> Callable[..., Result]:
         "_D": d,
         "_begin": _begin,
         "_finish": _finish,
+        "_call_key": bound.call_key,
+        "_lookup": bound.lookup,
+        "_bound_call": _bound_call,
+        "_sweeps": _sweeps,
+        "_finish_settings": _finish_settings,
         "warn_not_contractive": warn_not_contractive,
         "__name__": __name__,
     }
@@ -434,3 +607,85 @@ __all__ = [
     *(d.result_name for d in DECLARATIONS.values()),
     *(d.function_name for d in DECLARATIONS.values()),
 ]
+
+
+# ---------------------------------------------------------------------------
+# Prepared calls: an estimator bound to the shapes of its arrays
+
+
+class PreparedCall:
+    """``rltscan.prepare_call(rltscan.gae, rewards=r, values=v, ...)``: the estimator bound
+    to these arrays' shapes, dtypes, strides and device and to these parameters.
+
+    Calling it with arrays of the same kind (``prepared(rewards=r2, values=v2, ...)``:
+    the arrays only, by name; parameters stay as prepared) costs one kernel launch
+    and the outputs' allocation. Arrays of another shape, dtype, layout or device
+    are an error naming the array, never a silent re-plan.
+    """
+
+    def __init__(self, function: Callable[..., Result], **arguments: Any) -> None:
+        import inspect
+
+        d = next((x for x in DECLARATIONS.values() if x.function_name == function.__name__), None)
+        if d is None or globals().get(d.function_name) is not function:
+            raise ParameterError(
+                f"{function!r} is not an rltscan estimator", "pass e.g. rltscan.gae"
+            )
+        bound_args = inspect.signature(function).bind(**arguments)
+        bound_args.apply_defaults()
+        self._args = dict(bound_args.arguments)
+        self._declaration = d
+        self._arrays = tuple(n for n in d.inputs if self._args.get(n) is not None)
+        key = bound.call_key(d, self._args)
+        if key is not None:
+            function(**arguments)  # the first call binds the launch (and compiles it)
+        self._bound = None if key is None else bound.lookup(d, key)
+        if self._bound is None:
+            raise ParameterError(
+                f"this {d.function_name} call cannot be prepared: it needs the whole "
+                "front end every time (arrays not all CUDA tensors as the kernel reads "
+                "them, a carry, a copy or conversion)",
+                f"pass CUDA tensors of one layout and plain numbers, or call "
+                f"rltscan.{d.function_name} directly",
+            )
+        self._key = key
+
+    def __call__(self, **arrays: Any) -> Result:
+        if arrays.keys() != set(self._arrays):
+            raise ParameterError(
+                f"a prepared {self._declaration.function_name} takes exactly the arrays "
+                f"{', '.join(self._arrays)}, got {', '.join(arrays) or 'none'}",
+                "pass the same arrays by name (parameters stay as prepared)",
+            )
+        args = {**self._args, **arrays}
+        if bound.call_key(self._declaration, args) != self._key:
+            bad = next(
+                n
+                for n in self._arrays
+                if not isinstance(arrays[n], torch.Tensor)
+                or (arrays[n].shape, arrays[n].dtype, arrays[n].stride(), arrays[n].device)
+                != (
+                    self._args[n].shape,
+                    self._args[n].dtype,
+                    self._args[n].stride(),
+                    self._args[n].device,
+                )
+            )
+            raise DataError(
+                f'"{bad}" differs from the prepared call (shape, dtype, layout or device)',
+                "prepare another call for this shape, or call the estimator directly",
+                column=bad,
+            )
+        return _bound_call(self._declaration, self._bound, args)
+
+
+def prepare_call(function: Callable[..., Result], /, **arguments: Any) -> PreparedCall:
+    """Bind ``function`` (e.g. ``rltscan.gae``) to these example arguments; see
+    :class:`PreparedCall`."""
+    return PreparedCall(function, **arguments)
+
+
+def synchronize(device: Any = None) -> None:
+    """Wait for the GPU and raise the deferred validation error of any earlier call
+    (docs/CONVENTIONS.md §5.1)."""
+    bound.synchronize(device)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
 import struct
 import threading
@@ -180,9 +181,9 @@ def _next_value(
     return tl.where(term, 0.0, nv)
 
 
-# The epoch grows by one per launch: Triton would otherwise specialise it (== 1,
-# divisible by 16) and recompile the kernel on the 1st, 2nd and 16th call.
-@triton.jit(do_not_specialize=["epoch"])
+# The epoch grows by one per launch and check_id by one per checked call: Triton would
+# otherwise specialise them (== 1, divisible by 16) and recompile on the 1st, 2nd, 16th call.
+@triton.jit(do_not_specialize=["epoch", "check_id"])
 def _scan_kernel(
     c0_ptr,
     c1_ptr,
@@ -200,13 +201,14 @@ def _scan_kernel(
     out1_ptr,
     ws_ptr,
     flag_ptr,  # look-back workspace
-    err_ptr,  # int32: raised to 1 when a read entry is not finite (CHECK)
+    err_ptr,  # int32[2] (CHECK): [0] counts tiles with a non-finite read entry, [1] = check_id
     R,
     T,
     stride_r,
     stride_t,
     n_tblocks,
     epoch,
+    check_id,
     gamma,
     gamma_lo,
     lam,
@@ -385,7 +387,10 @@ def _scan_kernel(
         if KIND == 5 and HAS_OUT1:
             bad = bad | _nonfinite(_ld(c5_ptr, offs, mask, COMPUTE))
         if tl.max(tl.max((bad & mask).to(tl.int32), axis=1), axis=0) > 0:
-            tl.atomic_max(err_ptr, 1)
+            # only ever increased here (the host never writes it): a count the host
+            # can read without a sync when the word lives in pinned memory
+            tl.atomic_add(err_ptr, 1)
+            tl.store(err_ptr + 1, check_id)
 
     # Out-of-range steps are identities (1, 0); out-of-range rows resets (0, 0), so
     # they never hold a look-back open.
@@ -510,8 +515,14 @@ class _Workspace:
         self.flags: dict[object, Tensor] = {}
         self.epoch: dict[object, int] = {}
 
-    def get(self, device: torch.device, dtype: torch.dtype, n_tiles: int, rows: int):
-        key = (device, _stream_id(device))
+    def get(self, device: torch.device, dtype: torch.dtype, n_tiles: int, rows: int, stream: int):
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            # A captured graph replays its arguments: a fixed epoch would meet the flags
+            # of its own last replay. Its own scratch (from the graph's memory pool) and
+            # a flag reset that is part of the graph make every replay start clean.
+            buf = torch.empty(n_tiles * 3 * rows, dtype=dtype, device=device)
+            return buf, torch.zeros(n_tiles, dtype=torch.int32, device=device), 1
+        key = (device, stream)
         need = n_tiles * 3 * rows
         buf = self.buffers.get((key, dtype))
         if buf is None or buf.numel() < need:
@@ -527,13 +538,282 @@ class _Workspace:
         return buf, flags, epoch
 
 
+_WS = _Workspace()
+
+
+@functools.cache
+def _raw_stream_getter():
+    """Triton's own getter of the current raw CUDA stream (no Stream object is built)."""
+    try:
+        from triton.runtime import driver
+
+        return driver.active.get_current_stream
+    except Exception:  # another Triton layout: the public, slower way
+        return lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
 def _stream_id(device: torch.device) -> int:
     if device.type != "cuda":
         return 0  # the interpreter runs programs in order on the host
-    return torch.cuda.current_stream(device).cuda_stream
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _raw_stream_getter()(index)
 
 
-_WS = _Workspace()
+# ---------------------------------------------------------------------------
+# Validation without a blocking sync
+
+
+class _Board:
+    """Where checked launches on one device report a non-finite read entry.
+
+    ``word`` is int32[2] in pinned host memory, which CUDA maps into the device's
+    address space: a kernel that finds a bad entry adds 1 to ``word[0]`` and writes
+    its launch's ``check_id`` to ``word[1]``. The host only reads it (a memory read,
+    no device sync) and remembers how many hits it has reported, so a hit is never
+    lost to a race with the host and a replayed CUDA graph reports again.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        pinned = device.type == "cuda"
+        self.word = torch.zeros(2, dtype=torch.int32, pin_memory=pinned)
+        self._view = self.word.numpy()
+        self.reported = 0
+        self.last_id = 0
+
+    def next_id(self) -> int:
+        self.last_id = self.last_id % (1 << 30) + 1
+        return self.last_id
+
+    def take(self) -> int | None:
+        """The check_id of a launch that hit since the last take (its latest), or None."""
+        hits = int(self._view[0])
+        if hits == self.reported:
+            return None
+        self.reported = hits
+        return int(self._view[1])
+
+
+_BOARDS: dict[torch.device, _Board] = {}
+
+
+def _board(device: torch.device) -> _Board:
+    b = _BOARDS.get(device)
+    if b is None:
+        b = _BOARDS[device] = _Board(device)
+    return b
+
+
+def next_check_id(device: torch.device) -> int:
+    """A fresh id for a deferred-check launch on ``device`` (see :func:`deferred_hit`)."""
+    return _board(device).next_id()
+
+
+def deferred_hit(device: torch.device) -> int | None:
+    """The check id of a deferred-check launch on ``device`` whose kernel, finished since
+    the last call of this function, read a non-finite entry; None when none did.
+    Reads host memory only: a launch still queued or running is seen by a later call."""
+    b = _BOARDS.get(device)
+    return None if b is None else b.take()
+
+
+def deferred_devices() -> list[torch.device]:
+    """Devices that have run deferred-check launches (for a final synchronised check)."""
+    return list(_BOARDS)
+
+
+_ERR: dict[torch.device, Tensor] = {}
+
+
+def _err_word(device: torch.device) -> Tensor:
+    """A persistent int32[2] per device for synchronous checks: read and cleared by
+    :func:`read_error` after a sync."""
+    w = _ERR.get(device)
+    if w is None:
+        w = _ERR[device] = torch.zeros(2, dtype=torch.int32, device=device)
+    return w
+
+
+def read_error(word: Tensor | None) -> bool:
+    """True when a checked launch saw a non-finite read entry (one device sync)."""
+    if word is None or int(word[0].item()) == 0:
+        return False
+    word.zero_()
+    return True
+
+
+# ---------------------------------------------------------------------------
+# One launch: a plan (everything but addresses) and the call of the compiled kernel
+
+# Kernel argument positions: the tensors, then the runtime integers and floats.
+_N_PTRS = 17
+_WS_SLOT, _FLAGS_SLOT = 14, 15
+ERR_SLOT = 16  # the error word (a bound call keeps it fixed)
+_IN_SLOTS = ("c0", "c1", "c2", "c3", "c4", "c5", "term", "trunc")
+_CARRY_ROWS = ("next_value", "next_log_ratio", "prev_done")
+
+# Launch through the compiled kernel's launcher once Triton has compiled it for a key
+# (tests switch it off to compare with Triton's own dispatch).
+DIRECT = True
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A kernel launch except for the tensors' addresses, the epoch and the check id.
+
+    Built once per call shape (:func:`plan_launch`); :meth:`fire` launches it. Its
+    ``key`` holds everything Triton specialises the kernel on besides pointer
+    alignment (checked per call): constexprs, warps, the pointer dtypes, and the
+    ``== 1`` / multiple-of-16 / 32-bit facts about the integer arguments.
+    """
+
+    grid: int
+    num_warps: int
+    tile_rows: int
+    lookback: bool
+    dtype: torch.dtype
+    ints: tuple[int, ...]  # R, T, stride_r, stride_t, n_tblocks
+    scalars: tuple[float, ...]  # gamma (hi, lo) ... missing
+    consts: tuple[tuple[str, object], ...]  # the constexprs, in the kernel's order
+    ptr_dtypes: tuple[torch.dtype, ...]
+    check: bool
+
+    @functools.cached_property
+    def key(self) -> tuple:
+        facts = tuple((v == 1, v % 16 == 0, -(1 << 31) <= v < (1 << 31)) for v in self.ints)
+        return (self.consts, self.num_warps, self.ptr_dtypes, facts)
+
+    @functools.cached_property
+    def _tail(self) -> tuple:
+        return tuple(v for _, v in self.consts)
+
+    def fire(self, tensors: list[Tensor], device: torch.device, check_id: int = 0) -> None:
+        """Launch on the current stream. ``tensors``: the 17 pointer arguments; the
+        workspace slots are filled here."""
+        stream = _stream_id(device)
+        if self.lookback:
+            ws, flags, epoch = _WS.get(device, self.dtype, self.grid, self.tile_rows, stream)
+            tensors[_WS_SLOT], tensors[_FLAGS_SLOT] = ws, flags
+        else:
+            epoch = 0  # the workspace slots are never touched
+        ck = _COMPILED.get((self.key, device)) if DIRECT else None
+        if ck is not None and _hooks_idle():
+            ptrs = [t.data_ptr() for t in tensors]
+            aligned = 0
+            for p in ptrs:
+                aligned |= p
+            if aligned & 15 == 0:
+                ck.run(
+                    self.grid, 1, 1, stream, ck.function, ck.packed_metadata, None,
+                    _knobs.runtime.launch_enter_hook, _knobs.runtime.launch_exit_hook,
+                    *ptrs, *self.ints, epoch, check_id, *self.scalars, *self._tail,
+                )  # fmt: skip
+                return
+        ck = _scan_kernel[(self.grid,)](
+            *tensors, *self.ints, epoch, check_id, *self.scalars,
+            **dict(self.consts), num_warps=self.num_warps,
+        )  # fmt: skip
+        if DIRECT and _direct_supported(ck) and all(t.data_ptr() % 16 == 0 for t in tensors):
+            _COMPILED[(self.key, device)] = ck
+
+
+_COMPILED: dict[tuple, object] = {}
+_knobs = getattr(triton, "knobs", None)
+
+
+def _hooks_idle() -> bool:
+    """No launch hook (a profiler's) is installed: those need Triton's own dispatch."""
+    rt = _knobs.runtime
+    for hook in (rt.launch_enter_hook, rt.launch_exit_hook):
+        if hook is not None and getattr(hook, "calls", True):
+            return False
+    return True
+
+
+def _direct_supported(ck: object) -> bool:
+    """Whether this Triton's compiled kernels take the launcher call :meth:`Launch.fire`
+    makes (Triton >= 3.3: every argument, constexprs included, after the hooks)."""
+    if _knobs is None or _interpreting() or ck is None:
+        return False
+    if not all(hasattr(ck, a) for a in ("run", "function", "packed_metadata")):
+        return False
+    try:
+        major, minor = (int(x) for x in triton.__version__.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (3, 3)
+
+
+@functools.cache
+def _kernel_arg_names() -> tuple[str, ...]:
+    names = getattr(_scan_kernel, "arg_names", None)
+    if not names:
+        names = list(inspect.signature(_scan_kernel.fn).parameters)
+    return tuple(names)
+
+
+@functools.cache
+def _interpreting() -> bool:
+    from rltscan.scan import triton_interpreting
+
+    return triton_interpreting()
+
+
+def plan_launch(
+    kind: int,
+    *,
+    reverse: bool,
+    cols: dict[str, Tensor],
+    dtype: torch.dtype,
+    n_out: int,
+    has_row: bool = False,
+    has_init: bool = False,
+    nv_mode: int = 3,
+    missing: float = 0.0,
+    params: dict[str, float] | None = None,
+    first_given: bool = False,
+    check: bool = False,
+    continues: bool = False,
+    trace: int = 0,
+    ptr_dtypes: tuple[torch.dtype, ...] = (),
+) -> Launch:
+    """The :class:`Launch` for ``cols`` (all ``[R, T]`` with one layout, see
+    :func:`_same_layout`) and the estimator's switches."""
+    params = params or {}
+    ref = cols["c0"] if "c0" in cols else cols["c1"]
+    n_rows, steps = ref.shape
+    tiles = choose_tiles(n_rows, steps, ref.stride(1) == 1 or steps == 1)
+    # (plain integer ceil: triton.cdiv from Python goes through the JIT machinery)
+    n_tblocks = -(-steps // tiles.chunk)
+    n_rblocks = -(-n_rows // tiles.rows)
+    compute = tl.float64 if dtype == torch.float64 else tl.float32
+    consts = dict(
+        KIND=kind, REVERSE=reverse, NV_MODE=nv_mode,
+        HAS_V="c1" in cols, HAS_TERM="term" in cols, HAS_TRUNC="trunc" in cols,
+        FIRST_GIVEN=first_given, HAS_INIT=has_init, HAS_OUT1=n_out > 1, CHECK=check,
+        CONTINUES=continues,
+        ROWS=tiles.rows, CHUNK=tiles.chunk, LOOKBACK=n_tblocks > 1, COMPUTE=compute,
+        TRACE=trace,
+    )  # fmt: skip
+    order = [n for n in _kernel_arg_names() if n in consts]
+    scalars = (
+        *_scalar_args(
+            params.get("gamma", 1.0), params.get("lam", 1.0), params.get("rho_clip", 1.0),
+            params.get("c_clip", 1.0), params.get("pg_rho_clip", 1.0),
+        ),
+        missing,
+    )  # fmt: skip
+    return Launch(
+        grid=n_rblocks * n_tblocks,
+        num_warps=tiles.num_warps,
+        tile_rows=tiles.rows,
+        lookback=n_tblocks > 1,
+        dtype=dtype,
+        ints=(n_rows, steps, ref.stride(0), ref.stride(1), n_tblocks),
+        scalars=scalars,
+        consts=tuple((n, consts[n]) for n in order),
+        ptr_dtypes=ptr_dtypes,
+        check=check,
+    )
 
 
 def _same_layout(cols: dict[str, Tensor], ref: Tensor) -> tuple[dict[str, Tensor], Tensor]:
@@ -572,72 +852,41 @@ def _launch(
     missing: float = 0.0,
     params: dict[str, float] | None = None,
     first_given: bool = False,
-    check: bool = False,
+    check: bool | str = False,
     carry_rows: dict[str, Tensor] | None = None,
     trace: int = 0,
-) -> tuple[dict[str, Tensor], Tensor | None]:
-    params = params or {}
+) -> tuple[dict[str, Tensor], Tensor | None, Launch, list[Tensor], int]:
+    """Plan and fire one launch. ``check``: False, True (a device word read after a
+    sync, :func:`read_error`) or ``"defer"`` (the pinned board, :func:`deferred_hit`).
+    Returns the outputs, the sync word (or None), and the plan, the pointer arguments
+    and the check id it ran with (for a caller that binds later calls of the shape)."""
     ref_name = next(n for n in ("c0", "c1") if n in cols)
     cols, ref = _same_layout(cols, cols[ref_name])
-    n_rows, steps = ref.shape
     device = ref.device
     outs = [
         torch.empty_strided(ref.shape, ref.stride(), dtype=dtype, device=device) for _ in out_names
     ]
-    tiles = choose_tiles(n_rows, steps, ref.stride(1) == 1 or steps == 1)
-    # (plain integer ceil: triton.cdiv from Python goes through the JIT machinery)
-    n_tblocks = -(-steps // tiles.chunk)
-    n_rblocks = -(-n_rows // tiles.rows)
-    grid = (n_rblocks * n_tblocks,)
-    lookback = n_tblocks > 1
-    if lookback:
-        ws, flags, epoch = _WS.get(device, dtype, grid[0], tiles.rows)
-    else:
-        ws, flags, epoch = ref, ref, 0  # never touched
     dummy = outs[0]
-    compute = tl.float64 if dtype == torch.float64 else tl.float32
-    _scan_kernel[grid](
-        cols.get("c0", dummy), cols.get("c1", dummy), cols.get("c2", dummy),
-        cols.get("c3", dummy), cols.get("c4", dummy), cols.get("c5", dummy),
-        cols.get("term", dummy), cols.get("trunc", dummy),
-        row if row is not None else dummy,
-        *((carry_rows or {}).get(k, dummy) for k in _CARRY_ROWS),
-        outs[0], outs[1] if len(outs) > 1 else dummy,
-        ws, flags, _err_word(device) if check else dummy,
-        n_rows, steps, ref.stride(0), ref.stride(1), n_tblocks, epoch,
-        *_scalar_args(
-            params.get("gamma", 1.0), params.get("lam", 1.0), params.get("rho_clip", 1.0),
-            params.get("c_clip", 1.0), params.get("pg_rho_clip", 1.0),
-        ),
-        missing,
-        KIND=kind, REVERSE=reverse, NV_MODE=nv_mode,
-        HAS_V="c1" in cols, HAS_TERM="term" in cols, HAS_TRUNC="trunc" in cols,
-        FIRST_GIVEN=first_given, HAS_INIT=has_init, HAS_OUT1=len(outs) > 1, CHECK=check,
-        CONTINUES=carry_rows is not None,
-        ROWS=tiles.rows, CHUNK=tiles.chunk, LOOKBACK=lookback, COMPUTE=compute, TRACE=trace,
-        num_warps=tiles.num_warps,
+    word, check_id = None, 0
+    if check == "defer":
+        err, check_id = _board(device).word, next_check_id(device)
+    elif check:
+        err = word = _err_word(device)
+    else:
+        err = dummy
+    tensors = [cols.get(s, dummy) for s in _IN_SLOTS]
+    tensors += [row if row is not None else dummy]
+    tensors += [(carry_rows or {}).get(k, dummy) for k in _CARRY_ROWS]
+    # the workspace slots hold the dummy until fire() fills them (look-back only)
+    tensors += [outs[0], outs[1] if len(outs) > 1 else dummy, dummy, dummy, err]
+    plan = plan_launch(
+        kind, reverse=reverse, cols=cols, dtype=dtype, n_out=len(outs), has_row=row is not None,
+        has_init=has_init, nv_mode=nv_mode, missing=missing, params=params,
+        first_given=first_given, check=bool(check), continues=carry_rows is not None,
+        trace=trace, ptr_dtypes=tuple(t.dtype for t in tensors),
     )  # fmt: skip
-    return dict(zip(out_names, outs, strict=True)), (_err_word(device) if check else None)
-
-
-_CARRY_ROWS = ("next_value", "next_log_ratio", "prev_done")
-_ERR: dict[torch.device, Tensor] = {}
-
-
-def _err_word(device: torch.device) -> Tensor:
-    """A persistent int32 per device; kernels raise it, the host reads and clears it."""
-    w = _ERR.get(device)
-    if w is None:
-        w = _ERR[device] = torch.zeros(1, dtype=torch.int32, device=device)
-    return w
-
-
-def read_error(word: Tensor | None) -> bool:
-    """True when a checked launch saw a non-finite read entry (one device sync)."""
-    if word is None or int(word.item()) == 0:
-        return False
-    word.zero_()
-    return True
+    plan.fire(list(tensors), device, check_id)
+    return dict(zip(out_names, outs, strict=True)), word, plan, tensors, check_id
 
 
 def _hi_lo(x: float) -> tuple[float, float]:
@@ -667,7 +916,7 @@ def _log(x: float) -> float:
 
 def linear_scan(a: Tensor, b: Tensor, *, reverse: bool, init: Tensor | None = None) -> Tensor:
     """The bare recurrence over ``[R, T]`` (same signature as the other backends)."""
-    out, _ = _launch(
+    out, *_ = _launch(
         LINEAR,
         reverse=reverse,
         cols={"c0": a, "c1": b},
@@ -703,15 +952,28 @@ def fused(kind: str) -> bool:
     return kind in _SLOTS
 
 
-def solve(p, outputs: tuple[str, ...], check: bool = False) -> tuple[dict[str, Tensor], bool]:
+@dataclass(frozen=True)
+class Fired:
+    """How a :func:`solve` launched: its plan and pointer arguments (the caller may bind
+    later calls of the same shape to them, ``estimators.bound``)."""
+
+    launch: Launch
+    tensors: list[Tensor]
+    check_id: int
+
+
+def solve(
+    p, outputs: tuple[str, ...], check: bool | str = False
+) -> tuple[dict[str, Tensor], bool, Fired]:
     """Run an ``estimators._common.Problem`` of a :func:`fused` kind through the kernel.
 
     ``outputs`` are the estimator's output names, in the order its epilogue writes
     them (``out0``, ``out1``). With ``check`` the kernel also screens every entry it
-    reads for NaN/Inf (a missing bootstrap counts) and the second result says whether
-    any was found; that costs one device sync, not a pass over the data. A carry's
-    fields must be complete (the caller checks: a chunk from another bootstrap form
-    has no ``next_value``).
+    reads for NaN/Inf (a missing bootstrap counts): ``True`` reads the result after a
+    device sync and the second result says whether any was found; ``"defer"`` never
+    syncs: a hit lands on the device's board, read later by :func:`deferred_hit`
+    (the second result is then False). A carry's fields must be complete (the caller
+    checks: a chunk from another bootstrap form has no ``next_value``).
     """
     slots = _SLOTS[p.kind]
     cols = {slots[name]: x for name, x in p.cols.items() if name in slots}
@@ -736,7 +998,7 @@ def solve(p, outputs: tuple[str, ...], check: bool = False) -> tuple[dict[str, T
             for k in _CARRY_ROWS
             if (v := getattr(c, k)) is not None
         }
-    out, word = _launch(
+    out, word, plan, tensors, check_id = _launch(
         KINDS[p.kind],
         reverse=p.reverse,
         cols=cols,
@@ -752,4 +1014,4 @@ def solve(p, outputs: tuple[str, ...], check: bool = False) -> tuple[dict[str, T
         carry_rows=carry_rows,
         trace=TRACES[p.params.get("trace", "retrace")] if p.kind == "retrace" else 0,
     )
-    return out, read_error(word)
+    return out, read_error(word), Fired(plan, tensors, check_id)

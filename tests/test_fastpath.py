@@ -1,0 +1,135 @@
+"""The call path of issue 12 on the CPU: stop-gradient on every backend, the deferred
+validation board (through the interpreter), prepared calls refusing what they cannot
+bind. The bound launch itself needs CUDA: tests/test_gpu.py."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import rltscan
+from rltscan.estimators import _bound
+from rltscan.scan import triton_scan
+from tests import oracles
+from tests.conftest import HAS_CUDA, assert_close_to_oracle
+
+
+def _gae_inputs(rng, shape=(3, 11)):
+    r = torch.as_tensor(rng.normal(size=shape), dtype=torch.float32)
+    v = torch.as_tensor(rng.normal(size=shape), dtype=torch.float32)
+    term = torch.as_tensor(rng.random(shape) < 0.2)
+    trunc = torch.as_tensor(rng.random(shape) < 0.1) & ~term
+    lv = torch.as_tensor(rng.normal(size=shape[:-1]), dtype=torch.float32)
+    return r, v, term, trunc, lv
+
+
+@pytest.mark.parametrize("backend", ["reference", "torch", "triton"])
+def test_inputs_that_require_grad_give_constant_outputs(backend, rng):
+    r, v, term, trunc, lv = _gae_inputs(rng)
+    v.requires_grad_(True)
+    res = rltscan.gae(r, v, terminated=term, truncated=trunc, last_value=lv,
+                      bootstrap_values=None, missing_bootstrap="zero", backend=backend)  # fmt: skip
+    assert not res.advantages.requires_grad and not res.value_targets.requires_grad
+    want = rltscan.gae(r, v.detach(), terminated=term, truncated=trunc, last_value=lv,
+                       missing_bootstrap="zero", backend="reference")  # fmt: skip
+    assert_close_to_oracle(res.advantages, want.advantages, torch.float32)
+
+
+def test_deferred_board_counts_hits_and_names_the_call(rng):
+    """check="defer": the kernel's screen lands on the board; the host reads it later."""
+    r, v, term, trunc, lv = _gae_inputs(rng, (2, 9))
+    trunc[:] = False  # (interior truncations would need bootstrap values)
+    r[1, 4] = math.nan
+    p = _problem(r, v, term, trunc, lv)
+    device = p.device
+    triton_scan.deferred_hit(device)  # drain an earlier test's hit
+    _, suspicious, fired = triton_scan.solve(p, ("advantages", "value_targets"), check="defer")
+    assert not suspicious and fired.check_id > 0
+    hit = triton_scan.deferred_hit(device)  # the interpreter has finished: it is there
+    assert hit == fired.check_id
+    assert triton_scan.deferred_hit(device) is None  # reported once
+    _bound.note_check(hit, "gae", (2, 9), device)
+    err = _bound.deferred_error(hit)
+    assert isinstance(err, rltscan.DataError)
+    assert f"gae call (#{hit}, shape (2, 9)" in str(err) and "\n" not in str(err)
+    # clean data: no hit
+    r[1, 4] = 0.0
+    triton_scan.solve(_problem(r, v, term, trunc, lv), ("advantages", "value_targets"),
+                      check="defer")  # fmt: skip
+    assert triton_scan.deferred_hit(device) is None
+
+
+def test_deferred_missing_bootstrap_is_a_hit(rng):
+    r, v, term, trunc, _ = _gae_inputs(rng, (2, 9))
+    trunc[0, 3], term[0, 3] = True, False
+    p = _problem(r, v, term, trunc, None)
+    triton_scan.deferred_hit(p.device)
+    _, _, fired = triton_scan.solve(p, ("advantages", "value_targets"), check="defer")
+    assert triton_scan.deferred_hit(p.device) == fired.check_id
+
+
+def _problem(r, v, term, trunc, lv):
+    from rltscan import bench
+
+    kw = {"rewards": r, "values": v, "terminated": term, "truncated": trunc}
+    if lv is not None:
+        kw["last_value"] = lv
+    captured = {}
+    from rltscan.estimators import functions as est
+
+    orig = est.solve
+
+    def grab(p, backend, **k):
+        captured["p"] = p
+        return orig(p, "torch")
+
+    est.solve = grab
+    try:
+        bench.call("gae", kw, validate=False, backend="torch")
+    finally:
+        est.solve = orig
+    return captured["p"]
+
+
+def test_synchronize_without_kernels_is_a_no_op():
+    rltscan.synchronize()
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="CPU tensors are prepared only where there is no CUDA")
+def test_prepare_call_refuses_cpu_tensors_with_one_line(rng):
+    r, v, term, _, lv = _gae_inputs(rng)
+    with pytest.raises(rltscan.ParameterError, match="cannot be prepared") as e:
+        rltscan.prepare_call(rltscan.gae, rewards=r, values=v, terminated=term, last_value=lv)
+    assert "\n" not in str(e.value)
+
+
+def test_prepare_call_refuses_a_non_estimator():
+    with pytest.raises(rltscan.ParameterError, match="not an rltscan estimator"):
+        rltscan.prepare_call(print, x=1)
+
+
+def test_call_key_is_none_for_what_cannot_be_bound(rng):
+    from rltscan.estimators import DECLARATIONS
+
+    d = next(x for x in DECLARATIONS.values() if x.name == "gae")
+    r, v, term, _, lv = _gae_inputs(rng)
+    base = dict(rewards=r, values=v, terminated=term, truncated=None, next_values=None,
+                bootstrap_values=None, last_value=lv, gamma=0.99, lam=0.95,
+                missing_bootstrap="error", carry=None, time_dim=-1, backend="auto",
+                validate=True)  # fmt: skip
+    for n in d.inputs:
+        base.setdefault(n, None)
+    assert _bound.call_key(d, base) is not None
+    assert _bound.call_key(d, {**base, "rewards": r.numpy()}) is None
+    assert _bound.call_key(d, {**base, "gamma": np.float64(0.9)}) is None
+    assert _bound.call_key(d, {**base, "backend": "torch"}) is None
+    k1 = _bound.call_key(d, base)
+    k2 = _bound.call_key(d, {**base, "rewards": r.t().contiguous().t()})
+    assert k1 != k2  # another layout is another launch
+
+
+def test_oracle_is_importable():
+    assert hasattr(oracles, "__name__")
