@@ -86,6 +86,7 @@ def run(
     ignore: tuple[str, ...] | list[str] = (),
     break_links: bool = False,
     observation_gaps: ObservationGaps = "error",
+    normalize: bool = False,
 ) -> RunReport:
     """Compute ``estimator`` (a CLI command name, e.g. ``"gae"``) over ``input``.
 
@@ -112,7 +113,9 @@ def run(
     hidden (observation-jump) ends mean; ``ignore`` names columns that look like a
     role but must not be used. ``dry_run`` plans: it resolves every column, reads only
     the flag columns and the reference column, checks the rest from the file's
-    metadata, and computes and writes nothing.
+    metadata, and computes and writes nothing. ``normalize`` writes the advantage
+    outputs standardised by their dataset-wide mean and std (a second pass over the
+    written outputs only; streamed files).
     """
     reading = _reading(columns, layout, group, dones_mean, ends_are, ignore, observation_gaps)
     opts = RunOptions(
@@ -135,6 +138,7 @@ def run(
         workers=workers,
         order_by=order_by,
         break_links=break_links,
+        normalize=normalize,
     )
     return execute(opts.check(), stdin=stdin, stdout=stdout, progress=progress)
 
@@ -214,6 +218,11 @@ def _run_whole(
 ) -> RunReport:
     """The whole-file engine: one read, one estimator call, one write (formats that
     cannot be read by ranges, stdin/stdout, conversions between formats)."""
+    if opts.normalize and not opts.dry_run:
+        raise ParameterError(
+            f"--normalize runs on files written back by windows (HDF5, Parquet); "
+            f"{source.where} takes one read and one write: not supported yet, drop --normalize"
+        )
     if target.kind == "stdout" and stdout is None and not opts.dry_run:
         stdout = sys.stdout.buffer
     with clock.stage("plan" if opts.dry_run else "read") as box:

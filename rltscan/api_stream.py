@@ -16,7 +16,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from rltscan import stats, stream
-from rltscan.errors import OutputRefusedError
+from rltscan.errors import DataError, OutputRefusedError
 from rltscan.io import writeback as wb
 from rltscan.io.layout import prepare
 from rltscan.io.sinks import HDF5Sink, ParquetSink
@@ -145,6 +145,8 @@ def run_streamed(
             sink.wait_copied()
             clock.stages.append(Stage("copy", sink.copy_seconds, sink.copy_bytes))
         clock.stages.append(Stage("stream (wall)", walk, 0, totals.steps))
+        if opts.normalize:
+            notes += _normalize(plan, sink, accumulator.result())
         with clock.stage("commit", steps=totals.steps) as box:
             box["bytes"] = sink.commit()
     except BaseException as err:
@@ -212,6 +214,31 @@ def _plan_streamed(
 
 def _full_shape(source: Any, steps: int, rows: int) -> tuple[int, ...]:
     return (steps, rows) if source.layout == "time-major" else (rows, steps)
+
+
+def _normalize(plan: Plan, sink: Any, outputs: dict[str, Any]) -> list[str]:
+    """``--normalize``: each advantage column standardised by its own dataset-wide mean
+    and std (population, finite entries), applied by the sink at commit: a second pass
+    over the written outputs only. Returns the report's notes."""
+    advantages = set(plan.spec.normalizable)
+    notes = []
+    for name in plan.names:
+        base = name[len(plan.opts.prefix) :]
+        if not any(base == a or base.startswith(a + "_g") for a in advantages):
+            continue
+        moments = outputs[name].moments
+        mean, std = moments.mean, moments.std
+        if mean is None or std is None or not std > 0:
+            raise DataError(
+                f"{name} has no spread to normalise by (std {std}); "
+                "drop --normalize or check the inputs"
+            )
+        sink.standardize(name, float(mean), float(std))
+        notes.append(
+            f"--normalize: {name} written as (x − {mean:.6g}) / {std:.6g}, its mean and std over "
+            "the whole dataset (the statistics above are before normalising)"
+        )
+    return notes
 
 
 def _sink(source: Any, plan: Plan, full_shape: tuple[int, ...], probe: Any) -> Any:

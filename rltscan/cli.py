@@ -209,6 +209,8 @@ def usage_message(err: Any, argv: list[str], group: Any) -> tuple[str, str | Non
             else None
         )
         opt, value = _given(argv, param.opts)
+        if param.name in LIST_PARAMS and value is not None and "," in value:  # --gamma 0.9,x
+            wanted = "a number or a comma-separated list of numbers"
         if wanted is None:
             return f'{opt}: {text[:1].lower()}{text[1:]}; see "{where} --help"', None
         got = f', got "{value}"' if value is not None else ""
@@ -421,6 +423,8 @@ PARAM_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     for d in DECLARATIONS.values()
     for p in d.parameters
 }
+# Parameters that take one number or a comma-separated list (several settings, one pass).
+LIST_PARAMS = {"gamma", "lam"}
 # Parameters that take a word (Retrace's --trace), not a number.
 WORD_PARAMS = {p.name for d in DECLARATIONS.values() for p in d.parameters if p.choices}
 # What a parameter whose declared default is None falls back to, in the help's words.
@@ -475,6 +479,8 @@ COLUMN_OPTIONS: dict[str, tuple[str, str, str]] = {
     ),
     "v_pi": ("v_pi", "--v-pi", "E_π Q(s_t, ·) column; adds advantages."),
     "x": ("x", "--x", "Per-step input column (default: the rewards)."),
+    "discount": ("discount", "--discount", "Per-step discount γ_t column, in place of --gamma."),
+    "lam_per_step": ("lam_per_step", "--lam-column", "Per-step λ_t column, in place of --lam."),
 }
 INPUT_OF_OPTION = {
     "rewards": "rewards",
@@ -487,6 +493,8 @@ INPUT_OF_OPTION = {
     "next_expected_q": "next_expected_q",
     "v_pi": "v_pi",
     "x": "x",
+    "discount": "discount",
+    "lam_per_step": "lam_per_step",
 }
 
 
@@ -610,6 +618,16 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
             ),
         ),
         ("dry_run", B, _opt("--dry-run", help="Detect and plan; write nothing.", default=False)),
+        (
+            "normalize",
+            B,
+            _opt(
+                "--normalize",
+                help="Write advantages as (x - mean) / std over the whole dataset "
+                "(a second pass over the written outputs).",
+                default=False,
+            ),
+        ),
         ("json_out", B, _opt("--json", help="Print the report as JSON on stdout.", default=False)),
         (
             "plot",
@@ -708,6 +726,15 @@ def _observation_gaps(ends_from: bool, ignore: bool) -> str:
     return "truncate" if ends_from else "ignore" if ignore else "error"
 
 
+def float_or_list(text: str) -> float | tuple[float, ...]:
+    """``--gamma 0.99`` -> 0.99; ``--gamma 0.9,0.99`` -> (0.9, 0.99): several settings.
+    (Named for click: a ``ValueError`` here is reported as "must be a number".)"""
+    if not isinstance(text, str):
+        return text
+    values = tuple(float(p.strip()) for p in text.split(","))
+    return values[0] if len(values) == 1 else values
+
+
 def _estimate(command: str, input: str, **kw: Any) -> None:
     json_out, debug, quiet = kw.pop("json_out"), kw.pop("debug"), kw.pop("quiet")
     plot = kw.pop("plot", None)
@@ -798,7 +825,9 @@ def _make_command(command: str, spec: Any) -> Callable[..., None]:
             option = _opt(*decls, help=help_text, shown=NONE_DEFAULTS[name])
         else:
             option = _opt(*decls, help=help_text, default=defaults[name])
-        kind = Optional[str] if name in WORD_PARAMS else Optional[float]  # noqa: UP045
+        kind: Any = Optional[str] if name in WORD_PARAMS else Optional[float]  # noqa: UP045
+        if name in LIST_PARAMS:  # one number, or a comma-separated list of settings
+            option.parser, option.metavar, kind = float_or_list, "<float,…>", Any
         params.append(P(name, P.KEYWORD_ONLY, default=option, annotation=kind))
     for name, (_, decl, help_text) in COLUMN_OPTIONS.items():
         wanted = INPUT_OF_OPTION[name] in spec.inputs or (name == "rewards")

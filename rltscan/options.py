@@ -14,7 +14,8 @@ from typing import Any
 
 from rltscan.errors import ParameterError
 from rltscan.estimators import check_params
-from rltscan.io.columns import quoted
+from rltscan.estimators.declaration import PER_STEP_OF, settings_of
+from rltscan.io.columns import OPTION, quoted
 from rltscan.io.layout import Reading
 
 ENGINES = ("local", "ray")
@@ -43,6 +44,7 @@ class RunOptions:
     workers: int | None = None
     order_by: str | None = None
     break_links: bool = False
+    normalize: bool = False  # standardise the advantage outputs (a second pass over them)
 
     @property
     def declaration(self) -> Any:
@@ -70,6 +72,20 @@ class RunOptions:
         misused = spec.misused(self.params, options=True)
         if misused is not None:
             raise ParameterError(misused)
+        for column, param in PER_STEP_OF.items():  # a per-step column replaces its scalar
+            named = self.reading.columns.get(column)
+            if named and column not in spec.inputs:
+                option = OPTION[column]
+                raise ParameterError(
+                    f"{self.command} takes no per-step {param}; drop {option}",
+                )
+            given = self.params.get(param)
+            if named and given is not None and given != spec.defaults().get(param):
+                option, flag = OPTION[column], "--" + param
+                raise ParameterError(
+                    f"{option} {named} gives {param} per step and {flag} gives one value; "
+                    f"drop one of them"
+                )
         if self.missing_bootstrap not in (None, "error", "zero"):
             raise ParameterError(
                 f'--missing-bootstrap must be "error" or "zero", got "{self.missing_bootstrap}"'
@@ -82,6 +98,11 @@ class RunOptions:
                 raise ParameterError(f"{name} must be a positive number of steps, got {value}")
         if self.engine is not None and self.engine not in ENGINES:
             raise ParameterError(f'--engine must be local or ray, got "{self.engine}"')
+        if self.normalize and not spec.normalizable:
+            raise ParameterError(
+                f"--normalize standardises advantages and {self.command} writes none; "
+                "drop --normalize"
+            )
         self.reading.check()
         return self
 
@@ -96,11 +117,20 @@ class RunOptions:
             n: self.params[n] if self.params.get(n) is not None else defaults.get(n)
             for n in spec.params
         }
+        for column, param in PER_STEP_OF.items():  # provenance: which column gave it
+            named = self.reading.columns.get(column)
+            if named and param in used:
+                used[param] = f"column {named}"
         if spec.missing_bootstrap is not None:
             if self.missing_bootstrap is not None:
                 call["missing_bootstrap"] = self.missing_bootstrap
             used["missing_bootstrap"] = self.missing_bootstrap or spec.missing_bootstrap
         return call, used
+
+    @property
+    def settings(self) -> tuple[dict[str, float], ...] | None:
+        """Every (γ, λ) combination asked for (``--gamma 0.9,0.99``), or None for one."""
+        return settings_of(self.declaration, self.params)
 
     @property
     def bootstrap_rule(self) -> str | None:

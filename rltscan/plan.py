@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from rltscan.errors import MissingBootstrapError, OutputRefusedError
+from rltscan.estimators.declaration import setting_columns
 from rltscan.io import writeback as wb
 from rltscan.io.layout import Prepared
 from rltscan.options import RunOptions
@@ -119,7 +120,9 @@ def make_plan(
 ) -> Plan:
     """Names, clashes, call arguments and provenance from the first resolution."""
     spec = opts.declaration
-    names = tuple(opts.prefix + n for n in output_names(spec, probe))
+    settings = opts.settings  # several (γ, λ): one column per setting and output
+    columns = setting_columns(output_names(spec, probe), settings)
+    names = tuple(opts.prefix + c for c, _, _ in columns)
     if check_clash and not opts.dry_run and not opts.overwrite:
         refuse_clash(source, target, list(names))
     refuse_reading_outputs(names, probe.roles, opts.command)
@@ -133,16 +136,31 @@ def make_plan(
         names=names,
         call=call,
         used=used,
-        metadata=provenance(spec, opts.command, used, probe.roles, source.layout),
+        metadata=provenance(
+            spec,
+            opts.command,
+            used,
+            probe.roles,
+            source.layout,
+            {opts.prefix + c: settings[k] for c, _, k in columns} if settings else None,
+        ),
         roles=dict(probe.roles),
     )
 
 
 def provenance(
-    spec: Any, command: str, used: Mapping[str, Any], roles: Mapping[str, str], layout: str
+    spec: Any,
+    command: str,
+    used: Mapping[str, Any],
+    roles: Mapping[str, str],
+    layout: str,
+    settings: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, Any]:
-    """What is recorded beside the outputs (HDF5 attributes, Parquet metadata)."""
+    """What is recorded beside the outputs (HDF5 attributes, Parquet metadata); with
+    several settings, ``settings`` maps each output column to its (γ, λ)."""
+    extra = {"settings": {k: dict(v) for k, v in settings.items()}} if settings else {}
     return {
+        **extra,
         "estimator": spec.name,
         "command": command,
         "params": dict(used),

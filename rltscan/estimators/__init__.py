@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from rltscan.errors import ParameterError
-from rltscan.estimators.declaration import Declaration, Param
+from rltscan.estimators.declaration import SWEEPABLE, Declaration, Param, is_sweep
 
 # One module per estimator: every public module of this package (not ``declaration``,
 # ``functions``) declares one, so adding an estimator is adding its module. The first
@@ -85,6 +85,13 @@ def check_params(values: Mapping[str, float | None], *, options: bool = False) -
     table = parameter_table()
     for name, value in values.items():
         if value is None:
+            continue
+        if name in SWEEPABLE and is_sweep(value):  # several settings: each one checked
+            for v in value:
+                check_params({name: v}, options=options)
+            if not len(value):
+                label = "--" + name.replace("_", "-") if options else name
+                raise ParameterError(f"{label} is an empty list; pass at least one value")
             continue
         param = table.get(name) or Param(name, None, "", low=-math.inf)
         refused = param.violation(value)

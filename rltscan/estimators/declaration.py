@@ -21,6 +21,9 @@ from typing import Any, Literal
 BOOTSTRAP_INPUTS = ("next_values", "bootstrap_values", "last_value")
 # Inputs that are 1-byte flags, and inputs that hold one value per sequence (no time axis)
 FLAG_INPUTS = ("terminated", "truncated", "is_first")
+# Per-step columns that replace a scalar parameter (docs/CONVENTIONS.md §1.7): γ_t, λ_t
+PER_STEP_PARAMETERS = ("discount", "lam_per_step")
+PER_STEP_OF = {"discount": "gamma", "lam_per_step": "lam"}
 PER_ROW_INPUTS = ("last_value", "init")
 
 # When an entry of a float input is read (docs/CONVENTIONS.md §5: only read entries are
@@ -133,6 +136,8 @@ class Declaration:
     # parameters that apply only with one value of a word parameter: (parameter, word
     # parameter, value); anything but the parameter's default with another value is refused
     only_with: tuple[tuple[str, str, str], ...] = ()
+    # advantage outputs that ``--normalize`` may standardise by the dataset's mean and std
+    normalizable: tuple[str, ...] = ()
     result: str | None = None  # the result class; None: CamelCase(name) + "Result"
 
     @property
@@ -259,3 +264,51 @@ def trace_param(default: str = "retrace") -> Param:
         TRACES,
         "Trace c: retrace λmin(c̄,π/μ), tree-backup λπ, q-lambda λ, is λπ/μ.",
     )
+
+
+# --------------------------------------------------------------------------- settings
+
+# Parameters that take several values in one pass (``gamma=[0.9, 0.99]``, ``--gamma
+# 0.9,0.99``): every combination is computed from one read of the inputs.
+SWEEPABLE = ("gamma", "lam")
+
+
+def is_sweep(value: Any) -> bool:
+    """A list of settings (list, tuple, 1-D array), not one number."""
+    if isinstance(value, (list, tuple)):
+        return True
+    ndim = getattr(value, "ndim", None)
+    return ndim is not None and ndim >= 1
+
+
+def settings_of(d: Declaration, values: Mapping[str, Any]) -> tuple[dict[str, float], ...] | None:
+    """Every combination of the swept parameters (γ outer, λ inner), or None when each is
+    one number. A parameter left out takes its declared default."""
+    names = [n for n in SWEEPABLE if n in d.params]
+    if not any(is_sweep(values.get(n)) for n in names):
+        return None
+    defaults = d.defaults()
+    lists = []
+    for n in names:
+        v = values.get(n)
+        v = defaults[n] if v is None else v
+        lists.append([float(x) for x in v] if is_sweep(v) else [float(v)])
+    combos: list[dict[str, float]] = [{}]
+    for n, vals in zip(names, lists, strict=True):
+        combos = [{**c, n: x} for c in combos for x in vals]
+    return tuple(combos)
+
+
+def setting_suffix(setting: Mapping[str, float]) -> str:
+    """``_g0.99_l0.95`` (estimators without λ: ``_g0.99``), floats as Python prints them."""
+    tags = {"gamma": "g", "lam": "l"}
+    return "".join(f"_{tags[n]}{float(setting[n])!r}" for n in SWEEPABLE if n in setting)
+
+
+def setting_columns(
+    outputs: tuple[str, ...] | list[str], settings: tuple[dict[str, float], ...] | None
+) -> list[tuple[str, str, int]]:
+    """``(column name, output, setting index)`` for every written column, settings outer."""
+    if settings is None:
+        return [(o, o, -1) for o in outputs]
+    return [(o + setting_suffix(s), o, k) for k, s in enumerate(settings) for o in outputs]

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rltscan.estimators.declaration import BOOTSTRAP_INPUTS, READ_BOOT, Declaration, gamma_param
+from rltscan.estimators.declaration import (
+    BOOTSTRAP_INPUTS,
+    READ_BOOT,
+    Declaration,
+    gamma_param,
+)
 
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
@@ -24,7 +29,7 @@ DECLARATION = Declaration(
     command="returns",
     function_name="discounted_returns",
     direction="backward",
-    inputs=("rewards", "terminated", "truncated", *BOOTSTRAP_INPUTS),
+    inputs=("rewards", "terminated", "truncated", *BOOTSTRAP_INPUTS, "discount"),
     required=("rewards", "terminated"),
     outputs=("returns",),
     parameters=(gamma_param(),),
@@ -37,7 +42,15 @@ DECLARATION = Declaration(
     """,
     # values are accepted like the other bootstrapping estimators' but never read: nv is
     # only needed at truncations and the window end
-    arguments=("rewards", "terminated", "truncated", "values", *BOOTSTRAP_INPUTS, "gamma"),
+    arguments=(
+        "rewards",
+        "terminated",
+        "truncated",
+        "values",
+        *BOOTSTRAP_INPUTS,
+        "discount",
+        "gamma",
+    ),
     reads=(("next_values", READ_BOOT),),
 )
 REVERSE = DECLARATION.reverse
@@ -47,9 +60,15 @@ OUTPUTS = DECLARATION.outputs
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._common import boot_mask, cut_mask, next_state_values, select
+    from rltscan.estimators._common import (
+        boot_mask,
+        cut_mask,
+        discount,
+        next_state_values,
+        select,
+    )
 
-    gamma = p.params["gamma"]
+    gamma = discount(p)
     r = p.col("rewards")
     b = torch.where(boot_mask(p), r + gamma * next_state_values(p), r)
     a = select(cut_mask(p), 0.0, gamma, p)

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rltscan.estimators.declaration import BOOTSTRAP_INPUTS, Declaration, gamma_param, lam_param
+from rltscan.estimators.declaration import (
+    BOOTSTRAP_INPUTS,
+    PER_STEP_PARAMETERS,
+    Declaration,
+    gamma_param,
+    lam_param,
+)
 
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
@@ -25,7 +31,14 @@ DECLARATION = Declaration(
     command="gae",
     function_name="gae",
     direction="backward",
-    inputs=("rewards", "values", "terminated", "truncated", *BOOTSTRAP_INPUTS),
+    inputs=(
+        "rewards",
+        "values",
+        "terminated",
+        "truncated",
+        *BOOTSTRAP_INPUTS,
+        *PER_STEP_PARAMETERS,
+    ),
     required=("rewards", "values", "terminated"),
     outputs=("advantages", "value_targets"),
     parameters=(gamma_param(), lam_param(0.95)),
@@ -40,6 +53,7 @@ DECLARATION = Declaration(
     """,
     positional=2,
     result="GAEResult",
+    normalizable=("advantages",),
 )
 REVERSE = DECLARATION.reverse
 OUTPUTS = DECLARATION.outputs
@@ -48,12 +62,21 @@ OUTPUTS = DECLARATION.outputs
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._common import cut_mask, next_state_values, select
+    from rltscan.estimators._common import (
+        cut_mask,
+        discount,
+        next_state_values,
+        select,
+        trace_decay,
+    )
 
-    gamma, lam = p.params["gamma"], p.params["lam"]
+    gamma, lam = discount(p), trace_decay(p)
     r, v = p.col("rewards"), p.col("values")
     nv = torch.where(p.flag("terminated"), 0.0, next_state_values(p))  # select: NaN-safe
-    delta = torch.add(r, nv, alpha=gamma).sub_(v)
+    if isinstance(gamma, float):
+        delta = torch.add(r, nv, alpha=gamma).sub_(v)
+    else:
+        delta = (r + gamma * nv).sub_(v)
     a = select(cut_mask(p), 0.0, gamma * lam, p)
     return a, delta
 

@@ -26,6 +26,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from rltscan.estimators.declaration import (
+    PER_STEP_PARAMETERS,
     READ_AFTER_UNCUT,
     READ_NOT_TERMINATED,
     Declaration,
@@ -54,6 +55,7 @@ DECLARATION = Declaration(
         "terminated",
         "truncated",
         "v_pi",
+        *PER_STEP_PARAMETERS,
     ),
     required=("rewards", "q_values", "next_expected_q", "terminated"),
     outputs=("retrace_targets", "advantages"),
@@ -89,6 +91,7 @@ DECLARATION = Declaration(
         ("trace", "is", ("logp_target", "logp_behavior")),
     ),
     only_with=(("c_clip", "trace", "retrace"),),
+    normalizable=("advantages",),
 )
 REVERSE = DECLARATION.reverse
 OUTPUTS = DECLARATION.outputs
@@ -159,37 +162,35 @@ def log_ratio_at(p: Problem, t: int | slice) -> Tensor | None:
     return lt if trace == "tree-backup" else lt - p.cols["logp_behavior"][:, t].to(p.dtype)
 
 
-def _trace(p: Problem, log_ratio: Tensor | None, like: Tensor) -> Tensor:
-    """c = λ · (the trace's ratio, clipped at c̄ for Retrace only)."""
+def _ratio(p: Problem, log_ratio: Tensor | None, like: Tensor) -> Tensor:
+    """c / λ: the trace's ratio (clipped at c̄ for Retrace only; 1 for Q(λ))."""
     import torch
 
-    lam = p.params["lam"]
     if log_ratio is None:
-        return torch.full_like(like, lam)
+        return torch.ones_like(like)
     if p.params.get("trace", "retrace") == "retrace":
         log_ratio = torch.clamp(log_ratio, max=math.log(p.params["c_clip"]))
-    return lam * torch.exp(log_ratio)
+    return torch.exp(log_ratio)
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._common import cut_mask, next_of, shift_next
+    from rltscan.estimators._common import cut_mask, discount, next_of, shift_next, trace_decay
 
-    gamma = p.params["gamma"]
+    gamma, lam = discount(p), trace_decay(p)
     r, q = p.col("rewards"), p.col("q_values")
     ev = torch.where(p.flag("terminated"), 0.0, p.col("next_expected_q"))
     delta = r + gamma * ev - q
-    c = _trace(p, log_ratio_at(p, slice(None)), r)
-    if p.continues:  # c_{t+1} at the chunk end comes from the next chunk's first ratio
-        if p.params.get("trace", "retrace") == "q-lambda":
-            c_next = shift_next(c, p.params["lam"])
-        else:
-            nlr = next_of(p, "next_log_ratio")
-            c_next = shift_next(c, _trace(p, nlr, nlr))
+    ratio = _ratio(p, log_ratio_at(p, slice(None)), r)
+    if p.continues and p.params.get("trace", "retrace") != "q-lambda":
+        # the ratio at t+1 past the chunk end comes from the next chunk's first step
+        nlr = next_of(p, "next_log_ratio")
+        ratio_next = shift_next(ratio, _ratio(p, nlr, nlr))
     else:
-        c_next = shift_next(c)
-    a = torch.where(cut_mask(p), 0.0, gamma * c_next)  # select: garbage ratio at a cut stays out
+        ratio_next = shift_next(ratio, 1.0)
+    # c_{t+1} = λ_t · ratio_{t+1}: λ_t decays the continuation of step t (§1.7)
+    a = torch.where(cut_mask(p), 0.0, gamma * lam * ratio_next)  # select: a cut stays out
     return a, delta
 
 

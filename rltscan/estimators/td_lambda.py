@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from rltscan.estimators.declaration import (
     BOOTSTRAP_INPUTS,
+    PER_STEP_PARAMETERS,
     READ_AFTER_UNCUT,
     Declaration,
     gamma_param,
@@ -32,7 +33,14 @@ DECLARATION = Declaration(
     command="td-lambda",
     function_name="td_lambda",
     direction="backward",
-    inputs=("rewards", "values", "terminated", "truncated", *BOOTSTRAP_INPUTS),
+    inputs=(
+        "rewards",
+        "values",
+        "terminated",
+        "truncated",
+        *BOOTSTRAP_INPUTS,
+        *PER_STEP_PARAMETERS,
+    ),
     required=("rewards", "terminated"),
     outputs=("lambda_returns",),
     parameters=(gamma_param(), lam_param(0.95)),
@@ -63,9 +71,16 @@ def prepare(args: dict[str, Any]) -> dict[str, Any]:
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._common import boot_mask, cut_mask, next_state_values, select
+    from rltscan.estimators._common import (
+        boot_mask,
+        cut_mask,
+        discount,
+        next_state_values,
+        select,
+        trace_decay,
+    )
 
-    gamma, lam = p.params["gamma"], p.params["lam"]
+    gamma, lam = discount(p), trace_decay(p)
     r = p.col("rewards")
     nv = torch.where(p.flag("terminated"), 0.0, next_state_values(p))
     weight = select(boot_mask(p), gamma, gamma * (1.0 - lam), p)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from rltscan.estimators.declaration import (
     BOOTSTRAP_INPUTS,
+    PER_STEP_PARAMETERS,
     Declaration,
     Param,
     c_clip_param,
@@ -45,9 +46,11 @@ DECLARATION = Declaration(
         "terminated",
         "truncated",
         *BOOTSTRAP_INPUTS,
+        *PER_STEP_PARAMETERS,
     ),
     required=("rewards", "values", "logp_target", "logp_behavior", "terminated"),
     outputs=("vs", "pg_advantages"),
+    normalizable=("pg_advantages",),
     parameters=(
         gamma_param(),
         lam_param(1.0),
@@ -75,9 +78,15 @@ OUTPUTS = DECLARATION.outputs
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._common import clipped_ratio, cut_mask, next_state_values
+    from rltscan.estimators._common import (
+        clipped_ratio,
+        cut_mask,
+        discount,
+        next_state_values,
+        trace_decay,
+    )
 
-    gamma, lam = p.params["gamma"], p.params["lam"]
+    gamma, lam = discount(p), trace_decay(p)
     r, v = p.col("rewards"), p.col("values")
     nv = torch.where(p.flag("terminated"), 0.0, next_state_values(p))
     rho = clipped_ratio(p, p.params["rho_clip"])
@@ -93,12 +102,13 @@ def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:
     from rltscan.estimators._common import (
         boot_mask,
         clipped_ratio,
+        discount,
         next_of,
         next_state_values,
         shift_next,
     )
 
-    gamma = p.params["gamma"]
+    gamma = discount(p)
     r, v = p.col("rewards"), p.col("values")
     vs = v + y
     term = p.flag("terminated")

@@ -72,7 +72,15 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "next_expected_q": ("next_expected_q", "expected_next_q", "ev_next", "next_v_pi"),
     "v_pi": ("v_pi",),
     "x": (),
+    # per-step γ_t and λ_t replace --gamma/--lam only when named (--discount,
+    # --lam-column): never found by name, but a column that looks like one stops a run
+    # that would not read it (DISCOUNT_LIKE)
+    "discount": (),
+    "lam_per_step": (),
 }
+# Names of a per-step discount (RLDS, dm_env exports): present and not named, they stop
+# an estimator that could read one, with the flag to pass.
+DISCOUNT_LIKE = ("discount", "discounts", "discount_t", "gammas")
 
 # role -> the CLI option that overrides it (used in error messages).
 OPTION: dict[str, str] = {
@@ -90,6 +98,8 @@ OPTION: dict[str, str] = {
     "next_expected_q": "--next-expected-q",
     "v_pi": "--v-pi",
     "x": "--x",
+    "discount": "--discount",
+    "lam_per_step": "--lam-column",
 }
 
 # estimator argument name -> the role that feeds it
@@ -104,6 +114,8 @@ ARGUMENT_ROLE: dict[str, str] = {
     "next_expected_q": "next_expected_q",
     "v_pi": "v_pi",
     "x": "x",
+    "discount": "discount",
+    "lam_per_step": "lam_per_step",
 }
 
 FLAG_ROLES = ("terminated", "truncated", "dones", "episode_starts", "last_dones")

@@ -20,6 +20,7 @@ from rltscan.errors import AmbiguousInputError, DataError, MissingBootstrapError
 from rltscan.io.columns import (
     ALIASES,
     ARGUMENT_ROLE,
+    DISCOUNT_LIKE,
     OPTION,
     ColumnInfo,
     missing_column_error,
@@ -180,6 +181,23 @@ def _shift_starts(starts: np.ndarray, time_dim: int, last: np.ndarray | None) ->
     return np.moveaxis(ended, 0, time_dim)
 
 
+def refuse_unnamed_discount(
+    source: Source, arguments: tuple[str, ...], overrides: Mapping[str, str | None]
+) -> None:
+    """A column that looks like a per-step discount changes the numbers if it is one:
+    an estimator that could read it (``discount`` is an argument) stops unless the user
+    names it (``--discount``) or sets it aside (``--ignore``)."""
+    if "discount" not in arguments or overrides.get("discount"):
+        return
+    for name in DISCOUNT_LIKE:
+        if name in source.columns:
+            raise AmbiguousInputError(
+                f'column "{name}" looks like a per-step discount, which would replace '
+                "--gamma",
+                f"pass --discount {name} to use it, or --ignore {name} to compute with --gamma",
+            )
+
+
 def prepare(
     source: Source,
     *,
@@ -230,6 +248,7 @@ def prepare(
     time_dim = 0 if layout == "time-major" else -1
     episodes = layout == "episodes"
 
+    refuse_unnamed_discount(source, arguments, overrides)
     rewards_name = find_column(source, "rewards", overrides)
     want_rewards = "rewards" in arguments or ("x" in arguments and not overrides.get("x"))
     if want_rewards and rewards_name is None:

@@ -65,6 +65,7 @@ class HDF5Sink:
         self.template, self.overwrite = template, overwrite
         self._fh: Any = None
         self._datasets: dict[str, Any] = {}
+        self._standardize: dict[str, tuple[float, float]] = {}
         self._spilled: list[tuple[int, int, str, int, tuple[int, ...], np.dtype]] = []
         self._spill: int | None = None
         self._spill_end = 0
@@ -144,6 +145,21 @@ class HDF5Sink:
         index = (slice(None), slice(start, stop)) if self.time_axis == 1 else slice(start, stop)
         self._dataset(name, arr)[index] = np.ascontiguousarray(arr)
 
+    def standardize(self, name: str, mean: float, std: float) -> None:
+        """At commit, rewrite output ``name`` as ``(x − mean) / std`` (``--normalize``)."""
+        self._standardize[name] = (mean, std)
+
+    def _standardize_dataset(self, name: str, mean: float, std: float) -> None:
+        ds = self._open()[name]
+        steps = ds.shape[self.time_axis]
+        width = max(1, (1 << 22) // max(1, ds.size // max(steps, 1)))
+        for start in range(0, steps, width):
+            sl = slice(start, min(start + width, steps))
+            index = (slice(None), sl) if self.time_axis == 1 else sl
+            ds[index] = standardized(ds[index], mean, std)
+        ds.attrs["normalized_mean"] = mean
+        ds.attrs["normalized_std"] = std
+
     def write(self, start: int, stop: int, arrays: Mapping[str, np.ndarray]) -> None:
         for name, arr in arrays.items():
             self.bytes += int(arr.nbytes)
@@ -165,6 +181,8 @@ class HDF5Sink:
                 _pread_all(self._spill, memoryview(arr).cast("B"), offset)
                 self._put(start, stop, name, arr)
             self._open()
+            for name, (mean, std) in self._standardize.items():  # the second pass
+                self._standardize_dataset(name, mean, std)
             self._fh.flush()
             self._fh.close()
             self._fh = None
@@ -221,6 +239,11 @@ def _pread_all(fd: int, view: memoryview, offset: int) -> None:
         view, offset = view[got:], offset + got
 
 
+def standardized(values: np.ndarray, mean: float, std: float) -> np.ndarray:
+    """``(x − mean) / std`` computed in float64, stored in the column's own dtype."""
+    return ((values.astype(np.float64) - mean) / std).astype(values.dtype)
+
+
 class SpillColumn:
     """A 1-D column kept in a temp file; ``col[a:b]`` reads rows back (``pread``)."""
 
@@ -228,6 +251,7 @@ class SpillColumn:
         self.dtype, self.length = np.dtype(dtype), length
         self.fd = _unlinked(directory, name)
         self.nbytes = self.dtype.itemsize * length
+        self.standardize: tuple[float, float] | None = None  # (mean, std), applied on read
 
     def write(self, start: int, values: np.ndarray) -> None:
         data = np.ascontiguousarray(values, dtype=self.dtype).reshape(-1)
@@ -237,6 +261,8 @@ class SpillColumn:
         start, stop, _ = index.indices(self.length)
         out = np.empty(max(stop - start, 0), self.dtype)
         _pread_all(self.fd, memoryview(out).cast("B"), start * self.dtype.itemsize)
+        if self.standardize is not None:
+            out = standardized(out, *self.standardize)
         return out
 
     def __len__(self) -> int:
@@ -273,6 +299,12 @@ class ParquetSink:
                 f"{directory} is not a directory; create it or pick another -o"
             )
         self.directory = directory
+
+    def standardize(self, name: str, mean: float, std: float) -> None:
+        """At commit, write output ``name`` as ``(x − mean) / std`` (``--normalize``)."""
+        self.columns[name].standardize = (mean, std)
+        for record in self.metadata.get("outputs", {}).values():
+            record.setdefault("normalized", {})[name] = {"mean": mean, "std": std}
 
     def write(self, start: int, stop: int, arrays: Mapping[str, np.ndarray]) -> None:
         for name, arr in arrays.items():

@@ -126,6 +126,8 @@ def hdf5_attrs(metadata: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in metadata["params"].items():
         if value is not None:
             attrs[key] = value
+    if metadata.get("settings"):  # several settings: column -> its (γ, λ)
+        attrs["settings"] = json.dumps(metadata["settings"], sort_keys=True)
     return attrs
 
 

@@ -1,0 +1,351 @@
+"""Several (γ, λ) settings in one pass, and per-step discount / λ columns.
+
+Several settings must equal one call per setting (bit for bit on one backend), chunk
+with carries like one setting, and name their file columns ``{output}_g{γ}_l{λ}``.
+A per-step γ_t / λ_t is checked against float64 loops written from the definitions
+(docs/CONVENTIONS.md §1.7): γ_t and λ_t belong to the transition out of step t.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+import rltscan
+from tests.conftest import assert_close_to_oracle, is_slow_backend
+
+
+def episodes(rng, n: int, p_done: float, flags: str = "bool"):
+    u = rng.random(n)
+    term, trunc = u < p_done / 2, (u >= p_done / 2) & (u < p_done)
+    if flags == "uint8":
+        return term.astype(np.uint8), trunc.astype(np.uint8)
+    return term, trunc
+
+
+def base(rng, n: int, p_done: float, flags: str = "bool") -> dict:
+    term, trunc = episodes(rng, n, p_done, flags)
+    return {
+        "rewards": rng.standard_normal(n),
+        "values": rng.standard_normal(n),
+        "terminated": term,
+        "truncated": trunc,
+        "bootstrap_values": rng.standard_normal(n),
+    }
+
+
+# --------------------------------------------------------------------------- oracles
+
+
+def nv_of(inp: dict, t: int) -> float:
+    """V(s_{t+1}) as the conventions define it (0 after a terminal step)."""
+    n = len(inp["rewards"])
+    if inp["terminated"][t]:
+        return 0.0
+    if inp["truncated"][t] or t == n - 1:
+        return float(inp["bootstrap_values"][t])
+    return float(inp["values"][t + 1])
+
+
+def cut(inp: dict, t: int) -> bool:
+    return bool(inp["terminated"][t] or inp["truncated"][t] or t == len(inp["rewards"]) - 1)
+
+
+def gae_oracle(inp, g, lam):
+    n = len(inp["rewards"])
+    adv = np.zeros(n)
+    for t in reversed(range(n)):
+        delta = inp["rewards"][t] + g[t] * nv_of(inp, t) - inp["values"][t]
+        adv[t] = delta + (0.0 if cut(inp, t) else g[t] * lam[t] * adv[t + 1])
+    return adv
+
+
+def td_lambda_oracle(inp, g, lam):
+    n = len(inp["rewards"])
+    out = np.zeros(n)
+    for t in reversed(range(n)):
+        r, nv = inp["rewards"][t], nv_of(inp, t)
+        if inp["terminated"][t]:
+            out[t] = r
+        elif cut(inp, t):
+            out[t] = r + g[t] * nv
+        else:
+            out[t] = r + g[t] * ((1 - lam[t]) * nv + lam[t] * out[t + 1])
+    return out
+
+
+def returns_oracle(inp, g):
+    n = len(inp["rewards"])
+    out = np.zeros(n)
+    for t in reversed(range(n)):
+        r = inp["rewards"][t]
+        if inp["terminated"][t]:
+            out[t] = r
+        elif cut(inp, t):
+            out[t] = r + g[t] * nv_of(inp, t)
+        else:
+            out[t] = r + g[t] * out[t + 1]
+    return out
+
+
+def vtrace_oracle(inp, g, lam):
+    """Espeholt et al. 2018, eq. 1 recursively, with γ_t, λ_t per step (rho/c clip 1)."""
+    n = len(inp["rewards"])
+    ratio = np.exp(inp["logp_target"] - inp["logp_behavior"])
+    rho, c = np.minimum(1.0, ratio), np.minimum(1.0, ratio)
+    vs = np.zeros(n)
+    for t in reversed(range(n)):
+        v = inp["values"][t]
+        delta = rho[t] * (inp["rewards"][t] + g[t] * nv_of(inp, t) - v)
+        nxt = 0.0 if cut(inp, t) else g[t] * lam[t] * c[t] * (vs[t + 1] - inp["values"][t + 1])
+        vs[t] = v + delta + nxt
+    return vs
+
+
+def retrace_oracle(inp, g, lam):
+    n = len(inp["rewards"])
+    c = np.minimum(1.0, np.exp(inp["logp_target"] - inp["logp_behavior"]))
+    out = np.zeros(n)
+    for t in reversed(range(n)):
+        r = inp["rewards"][t]
+        if inp["terminated"][t]:
+            out[t] = r
+        elif cut(inp, t):
+            out[t] = r + g[t] * inp["next_expected_q"][t]
+        else:
+            cn = lam[t] * c[t + 1]
+            out[t] = r + g[t] * (
+                inp["next_expected_q"][t] + cn * (out[t + 1] - inp["q_values"][t + 1])
+            )
+    return out
+
+
+# --------------------------------------------------------------------------- several settings
+
+ESTIMATORS = {
+    "gae": ("gae", True),
+    "td_lambda": ("td_lambda", True),
+    "discounted_returns": ("discounted_returns", False),
+    "vtrace": ("vtrace", True),
+    "retrace": ("retrace", True),
+    "eligibility_traces": ("eligibility_traces", True),
+}
+
+
+def inputs_for(fn: str, rng, n: int, p_done: float) -> dict:
+    inp = base(rng, n, p_done)
+    lp = lambda: np.log(rng.uniform(0.05, 1.0, n))  # noqa: E731
+    if fn == "discounted_returns":
+        inp.pop("values")
+    if fn == "vtrace":
+        inp.update(logp_target=lp(), logp_behavior=lp())
+    if fn == "retrace":
+        inp = {
+            "rewards": inp["rewards"],
+            "q_values": rng.standard_normal(n),
+            "next_expected_q": rng.standard_normal(n),
+            "logp_target": lp(),
+            "logp_behavior": lp(),
+            "terminated": inp["terminated"],
+            "truncated": inp["truncated"],
+        }
+    if fn == "eligibility_traces":
+        inp = {"x": rng.standard_normal(n), "terminated": inp["terminated"]}
+    return inp
+
+
+@pytest.mark.parametrize("fn", list(ESTIMATORS))
+def test_settings_equal_one_call_each(fn, backend, rng):
+    n = 37 if is_slow_backend(backend) else 301
+    inp = inputs_for(fn, rng, n, 0.1)
+    f = getattr(rltscan, fn)
+    has_lam = ESTIMATORS[fn][1]
+    gammas, lams = [0.0, 0.9, 1.0], [0.5, 1.0]
+    kw = {"gamma": gammas, **({"lam": lams} if has_lam else {})}
+    res = f(**inp, **kw, backend=backend)
+    combos = [(g, lam) for g in gammas for lam in (lams if has_lam else [None])]
+    assert len(res.settings) == len(combos)
+    for k, (g, lam) in enumerate(combos):
+        one = f(**inp, gamma=g, **({"lam": lam} if has_lam else {}), backend=backend)
+        suffix = f"_g{g!r}" + (f"_l{lam!r}" if has_lam else "")
+        for name, arr in one.items():
+            assert np.array_equal(getattr(res, name)[k], arr)
+            assert np.array_equal(res[name + suffix], arr)
+    assert list(res) == [
+        o + f"_g{g!r}" + (f"_l{lam!r}" if has_lam else "") for g, lam in combos for o in one
+    ]
+
+
+def test_settings_stack_tensors_and_keep_the_layout(rng):
+    inp = {k: torch.as_tensor(np.stack([v, v[::-1].copy()])) for k, v in base(rng, 20, 0.2).items()}
+    res = rltscan.gae(**inp, gamma=(0.9, 0.99), lam=0.95, time_dim=1)
+    assert isinstance(res.advantages, torch.Tensor) and res.advantages.shape == (2, 2, 20)
+    tm = {k: v.t().contiguous() for k, v in inp.items()}
+    res_tm = rltscan.gae(**tm, gamma=(0.9, 0.99), lam=0.95, time_dim=0)
+    assert res_tm.advantages.shape == (2, 20, 2)
+    torch.testing.assert_close(res_tm.advantages.transpose(1, 2), res.advantages)
+
+
+@pytest.mark.parametrize("p_done", [0.0, 0.3])
+def test_settings_chunk_with_carries(p_done, backend, rng):
+    n = 31 if is_slow_backend(backend) else 240
+    inp = base(rng, n, p_done)
+    kw = {"gamma": [0.9, 0.99], "lam": [0.8, 1.0], "backend": backend}
+    whole = rltscan.gae(**inp, **kw).advantages
+    carry, parts = None, []
+    for sl in (slice(n // 2, n), slice(3, n // 2), slice(0, 3)):
+        res = rltscan.gae(**{k: v[sl] for k, v in inp.items()}, **kw, carry=carry)
+        carry, parts = res.carry, [res.advantages, *parts]
+    assert_close_to_oracle(np.concatenate(parts, axis=1), whole, torch.float64)
+
+
+def test_settings_errors(rng):
+    inp = base(rng, 10, 0.2)
+    with pytest.raises(rltscan.ParameterError, match="gamma is an empty list"):
+        rltscan.gae(**inp, gamma=[])
+    with pytest.raises(rltscan.ParameterError, match=r"gamma must be in \[0, 1\], got 1.5"):
+        rltscan.gae(**inp, gamma=[0.9, 1.5])
+    carry = rltscan.gae(**inp, gamma=[0.9, 0.99]).carry
+    with pytest.raises(rltscan.ParameterError, match="same gamma/lam lists"):
+        rltscan.gae(**inp, gamma=[0.9, 0.5], carry=carry)
+    with pytest.raises(rltscan.ParameterError, match="carry"):
+        rltscan.gae(**inp, gamma=0.9, carry=carry)
+
+
+# --------------------------------------------------------------------------- per-step γ_t, λ_t
+
+
+@pytest.mark.parametrize("p_done", [0.0, 0.1, 0.5])
+@pytest.mark.parametrize("flags", ["bool", "uint8"])
+def test_per_step_discount_and_lambda_match_the_definitions(p_done, flags, backend, rng):
+    for _ in range(2):
+        n = int(rng.integers(1, 40 if is_slow_backend(backend) else 300))
+        inp = base(rng, n, p_done, flags)
+        g = rng.uniform(0, 1, n)
+        g[rng.random(n) < 0.1] = 0.0
+        g[rng.random(n) < 0.1] = 1.0
+        lam = rng.uniform(0, 1, n)
+        step = {"discount": g, "lam_per_step": lam, "backend": backend}
+        got = rltscan.gae(**inp, **step)
+        assert_close_to_oracle(got.advantages, gae_oracle(inp, g, lam), torch.float64)
+        got = rltscan.td_lambda(**inp, **step).lambda_returns
+        assert_close_to_oracle(got, td_lambda_oracle(inp, g, lam), torch.float64)
+        no_v = {k: v for k, v in inp.items() if k != "values"}
+        got = rltscan.discounted_returns(**no_v, discount=g, backend=backend).returns
+        assert_close_to_oracle(got, returns_oracle(inp, g), torch.float64)
+        lp = lambda n=n: np.log(rng.uniform(0.05, 1.0, n))  # noqa: E731
+        vt = {**inp, "logp_target": lp(), "logp_behavior": lp()}
+        got = rltscan.vtrace(**vt, **step).vs
+        assert_close_to_oracle(got, vtrace_oracle(vt, g, lam), torch.float64)
+        rt = {
+            "rewards": inp["rewards"], "q_values": rng.standard_normal(n),
+            "next_expected_q": rng.standard_normal(n), "logp_target": lp(),
+            "logp_behavior": lp(), "terminated": inp["terminated"], "truncated": inp["truncated"],
+        }  # fmt: skip
+        got = rltscan.retrace(**rt, **step).retrace_targets
+        assert_close_to_oracle(got, retrace_oracle(rt, g, lam), torch.float64)
+
+
+def test_constant_columns_equal_the_scalars(rng):
+    inp = base(rng, 50, 0.2)
+    want = rltscan.gae(**inp, gamma=0.93, lam=0.7).advantages
+    got = rltscan.gae(**inp, discount=np.full(50, 0.93), lam_per_step=np.full(50, 0.7))
+    np.testing.assert_allclose(got.advantages, want, rtol=1e-12, atol=1e-12)
+
+
+def test_per_step_chunks_with_carries(backend, rng):
+    n = 30 if is_slow_backend(backend) else 200
+    inp = {**base(rng, n, 0.1), "discount": rng.uniform(0, 1, n), "lam_per_step": rng.random(n)}
+    whole = rltscan.gae(**inp, backend=backend).advantages
+    carry, parts = None, []
+    for sl in (slice(n // 2, n), slice(0, n // 2)):
+        res = rltscan.gae(**{k: v[sl] for k, v in inp.items()}, backend=backend, carry=carry)
+        carry, parts = res.carry, [res.advantages, *parts]
+    assert_close_to_oracle(np.concatenate(parts), whole, torch.float64)
+
+
+def test_per_step_rules(rng):
+    inp = base(rng, 10, 0.2)
+    with pytest.raises(rltscan.ParameterError, match='"discount" gives gamma per step'):
+        rltscan.gae(**inp, discount=np.full(10, 0.9), gamma=0.5)
+    with pytest.raises(rltscan.ParameterError, match='"lam_per_step" gives lam per step'):
+        rltscan.gae(**inp, lam_per_step=np.full(10, 0.9), lam=[0.5, 0.9])
+    bad = np.full(10, 0.9)
+    bad[4] = 1.5
+    with pytest.raises(rltscan.DataError, match="discount"):
+        rltscan.gae(**inp, discount=bad)
+    bad[4] = np.nan
+    with pytest.raises(rltscan.DataError, match="discount"):
+        rltscan.gae(**inp, discount=bad)
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rltscan", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def _h5(path, inp: dict, **extra) -> dict:
+    names = {"terminated": "terminals", "truncated": "timeouts"}
+    with h5py.File(path, "w") as f:
+        for k, v in {**inp, **extra}.items():
+            if k != "bootstrap_values":
+                f[names.get(k, k)] = v
+    with h5py.File(path) as f:
+        return {k: f[k][()] for k in f}
+
+
+def test_cli_several_settings_in_one_run(tmp_path, rng):
+    inp = base(rng, 64, 0.1)
+    inp["truncated"][:] = False  # every end a termination: no bootstrap needed
+    inp["terminated"][-1] = True
+    path = tmp_path / "buf.h5"
+    _h5(path, inp)
+    r = _cli("gae", str(path), "--gamma", "0.9,0.99,0.999", "--lam", "0.95", "--backend", "torch")
+    assert r.returncode == 0, r.stderr
+    with h5py.File(path) as f:
+        for g in (0.9, 0.99, 0.999):
+            got = f[f"advantages_g{g}_l0.95"][()]
+            want = rltscan.gae(
+                inp["rewards"], inp["values"], terminated=inp["terminated"],
+                truncated=inp["truncated"], gamma=g, lam=0.95, backend="torch",
+            ).advantages  # fmt: skip
+            assert_close_to_oracle(got, want, torch.float64)
+            assert f"value_targets_g{g}_l0.95" in f
+        assert "advantages" not in f
+    r = _cli("gae", str(path), "--gamma", "0.9,nope")
+    assert r.returncode == 2
+    assert (
+        'error: --gamma must be a number or a comma-separated list of numbers, got "0.9,nope"'
+        in (r.stderr)
+    )
+
+
+def test_cli_discount_column_is_never_guessed(tmp_path, rng):
+    inp = base(rng, 40, 0.1)
+    inp["truncated"][:] = False  # every end a termination: no bootstrap needed
+    inp["terminated"][-1] = True
+    g = rng.uniform(0.5, 1.0, 40)
+    path = tmp_path / "rlds.h5"
+    _h5(path, inp, discount=g)
+    r = _cli("gae", str(path))
+    assert r.returncode == 2
+    assert "pass --discount discount to use it, or --ignore discount" in r.stderr
+    r = _cli("gae", str(path), "--discount", "discount", "--gamma", "0.9")
+    assert r.returncode == 2 and "drop one of them" in r.stderr
+    r = _cli("gae", str(path), "--discount", "discount", "--backend", "torch")
+    assert r.returncode == 0, r.stderr
+    with h5py.File(path) as f:
+        got = f["advantages"][()]
+        assert f["advantages"].attrs["gamma"] == "column discount"
+    assert_close_to_oracle(got, gae_oracle(inp, g, np.full(40, 0.95)), torch.float32)
+    r = _cli("gae", str(path), "--ignore", "discount", "--prefix", "fixed_", "--backend", "torch")
+    assert r.returncode == 0, r.stderr
