@@ -93,7 +93,8 @@ def test_conventions_worked_example_is_what_gae_computes():
 
     import rltscan
 
-    conventions = (ROOT / "docs" / "CONVENTIONS.md").read_text()
+    text = (ROOT / "docs" / "CONVENTIONS.md").read_text()
+    conventions = text[text.index("## 4. ") :]  # the §4 table (§1.7 has its own)
     res = rltscan.gae(
         np.array([1.0, -0.5, 2.0, 0.5, 1.5, -1.0]),
         np.array([0.5, 0.2, 1.0, 0.8, 0.3, 0.6]),
@@ -107,3 +108,28 @@ def test_conventions_worked_example_is_what_gae_computes():
         row = next(line for line in conventions.splitlines() if line.startswith(f"| {name} |"))
         shown = [float(c.replace("−", "-")) for c in row.strip("|").split("|")[1:]]
         np.testing.assert_allclose(res[name], shown, atol=1e-12)
+
+
+def test_per_step_discount_worked_example_is_what_gae_computes():
+    """docs/CONVENTIONS.md §1.7: the same data with γ_t per step and λ = 0.8."""
+    import numpy as np
+
+    import rltscan
+
+    text = (ROOT / "docs" / "CONVENTIONS.md").read_text()
+    section = text[text.index("### 1.7") : text.index("## 2. ")]
+
+    def row(name: str) -> list[float]:
+        line = next(x for x in section.splitlines() if x.startswith(f"| {name} |"))
+        return [float(c.replace("−", "-")) for c in line.strip("|").split("|")[1:]]
+
+    res = rltscan.gae(
+        np.array([1.0, -0.5, 2.0, 0.5, 1.5, -1.0]),
+        np.array([0.5, 0.2, 1.0, 0.8, 0.3, 0.6]),
+        terminated=np.array([0, 0, 1, 0, 0, 0], bool),
+        truncated=np.array([0, 0, 0, 0, 1, 0], bool),
+        bootstrap_values=np.array([np.nan] * 4 + [0.9, 0.7]),
+        discount=np.array(row("γ_t")),
+        lam=0.8,
+    )
+    np.testing.assert_allclose(res.advantages, row("advantages"), atol=1e-12)
