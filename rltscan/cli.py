@@ -11,22 +11,26 @@ declarations (:data:`rltscan.estimators.DECLARATIONS`), which import no torch: `
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import difflib
+import gc
 import importlib
 import inspect
 import json
 import os
+import re
 import sys
 import threading
 import traceback
+import typing
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from rltscan import defaults, interrupts
 from rltscan.errors import OutputRefusedError, ParameterError, RltscanError
@@ -61,10 +65,114 @@ COMMAND_HELP = {command: d.help for command, d in DECLARATIONS.items()}
 _clickx = importlib.import_module(typer.BadParameter.__module__)
 
 
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_UNSET = object()
+
+
+def coerce_plain(annotation: Any, parser: Callable[[Any], Any] | None, value: Any) -> Any:
+    """The value typer would give an option of this annotation, for the plain cases only
+    (``str``, ``int``, ``float``, a list of ``str``, each maybe ``Optional``; a ``parser``'s
+    result); ``_UNSET`` for anything else (bad or unusual values), which then takes typer's
+    own path and its error message. Same values as typer's coercion (tests/test_startup.py)."""
+    if value is None:
+        return value
+    if parser is not None:
+        if annotation is not Any:
+            return _UNSET
+        try:
+            return parser(value)
+        except Exception:  # typer reports it (through its own path)
+            return _UNSET
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Union and len(args) == 2 and type(None) in args:
+        annotation = args[0] if args[1] is type(None) else args[1]
+    if typing.get_origin(annotation) is list and typing.get_args(annotation) == (str,):
+        if isinstance(value, (list, tuple)) and all(type(v) is str for v in value):
+            return list(value)
+        return _UNSET
+    if annotation is str and type(value) is str:
+        return value
+    if annotation is bool and type(value) is bool:
+        return value
+    if annotation is int:
+        if type(value) is int:
+            return value
+        if type(value) is str and _INT.fullmatch(value) and len(value) < 100:
+            return int(value)
+    if annotation is float:
+        if type(value) is float:
+            return value
+        if type(value) is str and _FLOAT.fullmatch(value):
+            return float(value)
+    return _UNSET
+
+
+def _process_plain(self: Any, ctx: Any, value: Any) -> Any:
+    """typer 0.29 coerces every non-bool option value through a pydantic ``TypeAdapter``,
+    built on first use: importing pydantic and building ~30 of them is ~0.25 s of a run on a
+    2-core machine (issue 12). The plain cases (:func:`coerce_plain`) are coerced here;
+    anything else (a bad value, a missing one, a callback) goes typer's way, unchanged."""
+    if self.callback is None:
+        multiple = self.multiple or self.nargs == -1
+        if value is None:
+            out: Any = () if multiple else None
+        else:
+            info = self.type_descriptor.parameter_info
+            out = coerce_plain(self.type_descriptor.annotation, info.parser, value)
+        if out is not _UNSET and not (self.required and self.value_is_missing(out)):
+            return out
+    return super(type(self), self).process_value(ctx, value)
+
+
+# (single inheritance: an instance of typer's class can become one of these, _plain_values)
+class _PlainOption(TyperOption):
+    process_value = _process_plain
+
+
+class _PlainArgument(TyperArgument):
+    process_value = _process_plain
+
+
+def _plain_values(command: Any) -> None:
+    """Give ``command``'s typer options and arguments :func:`_process_plain`'s coercion
+    (a subclass of their own; a typer without ``type_descriptor`` keeps its own)."""
+    for param in getattr(command, "params", ()):
+        if not hasattr(param, "type_descriptor") or not hasattr(param, "value_is_missing"):
+            continue
+        if type(param) is TyperOption:
+            param.__class__ = _PlainOption
+        elif type(param) is TyperArgument:
+            param.__class__ = _PlainArgument
+
+
+def _help_option(option: Any) -> Any:
+    if option is not None and option.default is None:
+        # a flag not given is False, not None: typer then coerces nothing, and
+        # `rltscan CMD --help` does not import pydantic for the root's --help (~0.1 s)
+        option.default = False
+    if type(option) is TyperOption:
+        option.__class__ = _PlainOption
+    return option
+
+
+class _Command(TyperCommand):
+    """Every command: its ``--help`` flag and its values skip typer's pydantic coercion
+    where they are plain (:func:`_process_plain`)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _help_option(super().get_help_option(ctx))
+
+
 class _Group(TyperGroup):
     """The root command: usage errors (unknown option, bad value, missing INPUT) become
     ``error: <what>; <fix>`` first on stderr, at most one ``hint:`` line, exit 2, and
     under ``--json`` an error object on stdout, instead of click's usage box."""
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        for command in (self, *self.commands.values()):
+            _plain_values(command)
 
     def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
@@ -72,12 +180,7 @@ class _Group(TyperGroup):
         return super().main(list(argv), *a, **kw)
 
     def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        if option is not None and option.default is None:
-            # a flag not given is False, not None: typer then coerces nothing, and
-            # `rltscan CMD --help` does not import pydantic for the root's --help (~0.1 s)
-            option.default = False
-        return option
+        return _help_option(super().get_help_option(ctx))
 
     def make_context(self, *a: Any, **kw: Any) -> Any:
         try:
@@ -789,6 +892,7 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
 
         # a run says it in the report's notes (plan.report), not as a Python warning
         warnings.filterwarnings("ignore", category=BackendFallbackWarning)
+        modules_loaded()
         console = None if quiet else _stderr_console()
         report = api.run(
             command,
@@ -853,13 +957,13 @@ def _make_command(command: str, spec: Any) -> Callable[..., None]:
 
 
 for _command, _spec in DECLARATIONS.items():
-    app.command(_command, epilog=EXIT_CODES)(_make_command(_command, _spec))
+    app.command(_command, cls=_Command, epilog=EXIT_CODES)(_make_command(_command, _spec))
 
 
 # --------------------------------------------------------------------------- inspect, bench
 
 
-@app.command("inspect", epilog=EXIT_CODES)
+@app.command("inspect", cls=_Command, epilog=EXIT_CODES)
 def inspect_command(
     input: str = typer.Argument(..., help="HDF5/Parquet/Arrow file, Minari dir, or '-'."),
     group: Optional[str] = typer.Option(None, "--group", help="HDF5 group."),  # noqa: UP045
@@ -902,6 +1006,7 @@ def inspect_command(
         _check_choice("--missing-bootstrap", missing_bootstrap, ("error", "zero"))
         from rltscan import api
 
+        modules_loaded()
         columns = {
             "rewards": rewards,
             "terminated": terminals,
@@ -935,7 +1040,7 @@ def inspect_command(
         _print_statistics(console, info.get("statistics"))
 
 
-@app.command("bench", epilog=EXIT_CODES)
+@app.command("bench", cls=_Command, epilog=EXIT_CODES)
 def bench_command(
     quick: bool = typer.Option(False, "--quick", help="Small sizes only (a few seconds)."),
     json_path: Optional[str] = typer.Option(None, "--json", help="Also write results to PATH."),  # noqa: UP045
@@ -962,6 +1067,7 @@ def bench_command(
             raise BackendUnavailableError(
                 f"the benchmark module is not available ({err}); install rltscan from source"
             ) from None
+        modules_loaded()
         result = bench.run_bench(quick=quick, json_path=json_path, backends=backend or None)
         from rich.console import Console
 
@@ -970,8 +1076,31 @@ def bench_command(
             bench.plot(result, plot)
 
 
+def modules_loaded() -> None:
+    """The modules a command needs are loaded: they stay (``gc.freeze``: no collection
+    walks them again) and the collector runs again for the data work.
+
+    :func:`main` turns the cyclic collector off while the CLI imports: the objects an
+    import makes live as long as the process, and collecting them while torch loads
+    cost ~0.2 s, and at exit ~0.1 s, of a run on the 2-core machine (issue 12;
+    bench/results/startup-cpu-2core-2026-12-03-c/). Where triton is loaded, the
+    frozen objects are released at exit (its bindings report objects still alive at
+    exit as leaks, on stderr)."""
+    gc.freeze()
+    gc.enable()
+    atexit.unregister(_unfreeze_for_triton)  # (once, however often called)
+    atexit.register(_unfreeze_for_triton)
+
+
+def _unfreeze_for_triton() -> None:
+    if "triton" in sys.modules:
+        gc.unfreeze()  # the exit's collection frees triton's objects
+
+
 def main() -> None:
     """Console entry point: SIGTERM behaves like Ctrl-C (temp files removed, exit 130)."""
+
+    gc.disable()  # until the command's modules are loaded (modules_loaded)
 
     # until a command's handled() block: Ctrl-C/SIGTERM exit at once with one line;
     # an estimator command loads torch (and triton) first (see interrupts.preload)

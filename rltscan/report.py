@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from rltscan import pictures
+
+if TYPE_CHECKING:  # rich loads when a report is rendered (-q, --json and the API need none)
+    from rich.table import Table
+    from rich.text import Text
 
 STAGES = ("detect", "read", "to device", "warm-up", "scan", "from device", "write")
 
@@ -152,6 +153,8 @@ def _rate(value: float | None) -> str:
 def _t(value: Any) -> Text:
     """A cell or line shown as is: paths and column names may hold ``[``/``]``, which
     rich would otherwise read as markup (or fail on, e.g. ``run[/]a.h5``)."""
+    from rich.text import Text
+
     return Text(str(value))
 
 
@@ -182,6 +185,9 @@ def done_line(report: RunReport) -> Text:
 
 def timing_table(report: RunReport) -> Table:
     """One row per stage: seconds, steps/s and GB/s."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title="timings", title_justify="left")
     table.add_column("stage")
     table.add_column("seconds", justify="right")
@@ -216,6 +222,8 @@ def timing_table(report: RunReport) -> Table:
 
 def outputs_table(report: RunReport) -> Table:
     """The plan (``--dry-run``) or what was written: name, shape, dtype, where."""
+    from rich.table import Table
+
     table = Table(title="outputs" if report.written else "would write", title_justify="left")
     for col in ("name", "shape", "dtype", "location"):
         table.add_column(col)
@@ -226,6 +234,8 @@ def outputs_table(report: RunReport) -> Table:
 
 def columns_table(columns: Mapping[str, str]) -> Table:
     """Each role and the column that fills it (the notes are :func:`note_lines`)."""
+    from rich.table import Table
+
     table = Table(title="columns", title_justify="left")
     table.add_column("role")
     table.add_column("column")
@@ -236,6 +246,8 @@ def columns_table(columns: Mapping[str, str]) -> Table:
 
 def inspect_tables(info: Mapping[str, Any]) -> list[Table]:
     """``rltscan inspect``: layout, columns with their roles, counts, estimator readiness."""
+    from rich.table import Table
+
     head = Table(title="input", title_justify="left", show_header=False)
     head.add_column("key")
     head.add_column("value", overflow="fold")
@@ -271,6 +283,8 @@ def _stat(value: float | None) -> str:
 def statistics_table(statistics: Mapping[str, Any]) -> Table:
     """One row per output (count, non-finite, mean, std, min, max), then the episodes'
     lengths and undiscounted returns (count: complete episodes)."""
+    from rich.table import Table
+
     table = Table(title="statistics", title_justify="left")
     table.add_column("of")
     for col in ("count", "non-finite", "mean", "std", "min", "max"):
@@ -305,6 +319,8 @@ def distribution_lines(
 ) -> list[Text]:
     """One sparkline per distribution (``name  lo ▁▃█▅▂ hi``), fitted to ``width``; the
     histograms are approximate (see ``statistics.histogram_method``)."""
+    from rich.text import Text
+
     items = pictures.distributions(statistics)
     if not items:
         return []

@@ -4,9 +4,12 @@
 run in a fresh interpreter; at its exit the interpreter reports whether torch or
 triton were imported. ``--help``, ``--version`` and each command's ``--help`` import
 no numpy and no rich either (their defaults come from :mod:`rltscan.defaults`; the help
-is click's plain formatter). The estimators' declarations, ``rltscan`` itself and the
-file layer (``rltscan.io``) import without torch too; a real run still computes.
-Measured startup times: bench/results/startup-cpu-2core-2026-12-03/ and -b/.
+is click's plain formatter). No command imports pydantic (typer's coercion of plain
+values is skipped, with the same values: ``test_plain_values_are_typers``); an HDF5
+input loads no pyarrow, a Parquet one no h5py; ``--json``/``-q`` load no rich. The
+estimators' declarations, ``rltscan`` itself and the file layer (``rltscan.io``) import
+without torch too; a real run still computes (on a CPU-only machine without triton).
+Measured startup times: bench/results/startup-cpu-2core-2026-12-03/, -b/ and -c/.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +28,9 @@ from rltscan.estimators import DECLARATIONS
 from tests.io_helpers import FLAT, PARQUET, copy_sample
 
 HEAVY = ("torch", "triton")
+# what inspect and --dry-run load besides numpy: the input's own reader, nothing else
+ALL = (*HEAVY, "numpy", "rich", "h5py", "pyarrow", "pydantic")
+READER = {".h5": "h5py", ".parquet": "pyarrow"}
 # what --help and --version must not load either (each costs 0.05-0.2 s on 2 cores)
 HELP_HEAVY = (*HEAVY, "numpy", "rich", "h5py", "pyarrow")
 # Runs the CLI as the console script does and says, at exit, which heavy modules loaded.
@@ -104,10 +111,19 @@ EXTRA = {FLAT: [], PARQUET: ["--ends-are", "truncated"]}
 @pytest.mark.parametrize("sample", [FLAT, PARQUET], ids=lambda p: p.suffix)
 def test_inspect_imports_no_torch(sample: Path, tmp_path: Path) -> None:
     path = str(copy_sample(sample, tmp_path))
-    code, out, imported = run_cli("inspect", path, "--json", *EXTRA[sample])
+    code, out, imported = run_cli("inspect", path, "--json", *EXTRA[sample], heavy=ALL)
     assert code == 0
     assert json.loads(out)["estimators"]["gae"]["ready"]
-    assert imported == []
+    assert imported == ["numpy", READER[sample.suffix]]  # no rich for --json, no pydantic
+
+
+@pytest.mark.parametrize("sample", [FLAT, PARQUET], ids=lambda p: p.suffix)
+def test_inspect_tables_load_rich_and_the_reader_only(sample: Path, tmp_path: Path) -> None:
+    path = str(copy_sample(sample, tmp_path))
+    code, out, imported = run_cli("inspect", path, *EXTRA[sample], heavy=ALL)
+    assert code == 0
+    assert "estimators" in out
+    assert imported == ["numpy", "rich", READER[sample.suffix]]
 
 
 @pytest.mark.parametrize("sample", [FLAT, PARQUET], ids=lambda p: p.suffix)
@@ -115,20 +131,22 @@ def test_inspect_imports_no_torch(sample: Path, tmp_path: Path) -> None:
 def test_dry_run_imports_no_torch(command: str, sample: Path, tmp_path: Path) -> None:
     path = copy_sample(sample, tmp_path)
     before = path.read_bytes()
-    code, out, imported = run_cli(command, str(path), "--dry-run", "--json", "-q", *EXTRA[sample])
+    code, out, imported = run_cli(
+        command, str(path), "--dry-run", "--json", "-q", *EXTRA[sample], heavy=ALL
+    )
     assert code == 0
     report = json.loads(out)
     assert report["dry_run"] and not report["written"]
     assert report["device"] == "cpu"  # --device auto on this (CPU-only) test machine
     assert path.read_bytes() == before
-    assert imported == []
+    assert imported == ["numpy", READER[sample.suffix]]  # no rich under -q, no pydantic
 
 
 def test_a_run_still_computes(tmp_path: Path) -> None:
     """The estimator command loads torch when it computes, and writes its outputs."""
     path = copy_sample(FLAT, tmp_path)
     out = tmp_path / "out.h5"
-    code, stdout, imported = run_cli("gae", str(path), "-o", str(out), "--json", "-q")
+    code, stdout, imported = run_cli("gae", str(path), "-o", str(out), "--json", "-q", heavy=ALL)
     assert code == 0
     report = json.loads(stdout)
     assert report["written"] and [o["name"] for o in report["outputs"]] == [
@@ -136,7 +154,57 @@ def test_a_run_still_computes(tmp_path: Path) -> None:
         "value_targets",
     ]
     assert "torch" in imported
+    assert not {"pydantic", "pyarrow", "rich"} & set(imported)
+    if report["device"] == "cpu" and report["backend"] == "torch":  # a CPU run needs no triton
+        assert "triton" not in imported
     assert out.exists()
+
+
+def test_plain_values_are_typers() -> None:
+    """The CLI coerces plain option values itself (typer 0.29 would build a pydantic
+    ``TypeAdapter`` for each, ~0.25 s at start-up): the same values, of the same types,
+    as typer's own coercion, and typer's own error for anything else."""
+    import typer
+
+    from rltscan import cli
+
+    group = typer.main.get_command(cli.app)
+    samples: dict[str, list[object]] = {
+        "int": ["0", "7", "-3", "+5", "007", " 5", "1_000", "1.0", "1e3", "abc", "", 4096],
+        "float": ["0.99", "1", "-0.5", ".5", "5.", "1e-3", "-2E+2", "+1", " 0.5", "inf"],
+        "float-bad": ["nan", "abc", "", "0x10", "1,2", 1, 0.5],
+        "str": ["a b", "", "-", "rollouts.h5", "ünï"],
+        "list": ["0.9,0.99", "0.9", " 0.9 , 0.99", "x", "0.9,", 0.99],
+    }
+    seen = set()
+    for name in ("gae", "vtrace", "inspect"):
+        command = group.commands[name]
+        ctx = command.make_context(name, ["x.h5"], resilient_parsing=True)
+        for param in command.params:
+            if type(param).__name__ not in ("_PlainOption", "_PlainArgument"):
+                continue
+            base = type(param).__mro__[1]  # typer's own class
+            values: list[object] = [None]
+            if param.multiple:
+                values = [None, (), ("a",), ("a", "b"), ["x"]]
+            else:
+                for kind in samples:
+                    values += samples[kind]
+            for value in values:
+                try:
+                    want: object = base.process_value(param, ctx, value)
+                except Exception as err:
+                    want = (type(err), str(err))
+                try:
+                    got: object = param.process_value(ctx, value)
+                except Exception as err:
+                    got = (type(err), str(err))
+                if isinstance(want, float) and math.isnan(want):
+                    assert isinstance(got, float) and math.isnan(got), (param.name, value)
+                else:
+                    assert (got, type(got)) == (want, type(want)), (param.name, value)
+                seen.add(param.name)
+    assert {"gamma", "lam", "chunk_steps", "prefix", "ignore", "input", "rho_clip"} <= seen
 
 
 @pytest.mark.parametrize(
@@ -165,3 +233,13 @@ def test_public_names_still_load() -> None:
     """``from rltscan import gae`` and every name of ``__all__`` still work (lazily)."""
     code = "import rltscan\nfor n in rltscan.__all__: getattr(rltscan, n)\nfrom rltscan import gae"
     assert "torch" in imports_in_new_process(code)
+
+
+def test_frozen_modules_leave_triton_quiet() -> None:
+    """The CLI freezes what it imported (``rltscan.cli.modules_loaded``); with triton
+    loaded (a GPU run), its bindings must not report the frozen objects as leaked at exit."""
+    pytest.importorskip("triton")
+    code = "import triton, triton.language\nfrom rltscan import cli\ncli.modules_loaded()"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0
+    assert "leaked" not in done.stderr, done.stderr[:300]
