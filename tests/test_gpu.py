@@ -249,3 +249,74 @@ def test_prepare_call_repeats_and_refuses_another_shape():
     other = bench.make_inputs("gae", (128, 65), ep_len=40.0, device="cuda")
     with pytest.raises(rltscan.DataError, match="differs from the prepared call"):
         prepared(**{k: other[k] for k in kw})
+
+
+# ---------------------------------------------------------------------------
+# Issue 13: several (γ, λ) settings in one launch (virtual rows), at real sizes
+
+SETTINGS_FN = {
+    "gae": "gae", "td_lambda": "td_lambda", "returns": "discounted_returns",
+    "vtrace": "vtrace", "retrace": "retrace", "traces": "eligibility_traces",
+}  # fmt: skip
+
+
+def _sweep(kind):
+    if kind == "returns":
+        return {"gamma": [0.9, 0.99, 0.999]}
+    return {"gamma": [0.9, 0.99, 0.999], "lam": [0.95]}
+
+
+@pytest.mark.parametrize("kind", list(SETTINGS_FN))
+@pytest.mark.parametrize(
+    "shape,layout,dtype",
+    [
+        (((1 << 22) + 7,), "flat", torch.float32),
+        ((517, 1029), "batch-major", torch.float32),
+        ((4096, 129), "time-major", torch.float32),
+        ((3, 40_001), "batch-major", torch.float64),
+    ],
+    ids=["flat-2^22+7", "517x1029", "time-major-4096x129", "fp64"],
+)
+def test_settings_in_one_launch_match_float64(kind, shape, layout, dtype, monkeypatch):
+    from rltscan.estimators import _bound
+
+    monkeypatch.setattr(triton_scan, "SETTINGS_ONE_LAUNCH", True)  # off by default
+
+    inputs = bench.make_inputs(kind, shape, ep_len=300.0, device="cuda", seed=13)
+    inputs = {
+        k: (v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+        for k, v in inputs.items()
+    }
+    inputs = bench.to_layout(inputs, layout == "time-major")
+    f = getattr(rltscan, SETTINGS_FN[kind])
+    before = {k: list(v) for k, v in _bound._BOUND.items()}
+    res = f(**inputs, **_sweep(kind), validate=False)
+    f(**inputs, **_sweep(kind))  # a second call of the shape: never bound
+    assert {k: list(v) for k, v in _bound._BOUND.items()} == before
+    for k, s in enumerate(res.settings):
+        want = f(**_f64(inputs), **s, backend="torch", validate=False)
+        for name, w in want.items():
+            got = getattr(res, name)[k]
+            assert got.dtype == dtype and torch.isfinite(got).all(), name
+            assert_close_to_oracle(got, w, dtype)
+    rltscan.synchronize()
+
+
+@pytest.mark.parametrize("kind", ["gae", "vtrace", "retrace", "traces"])
+@pytest.mark.parametrize("one_launch", [True, False])
+def test_settings_chunks_with_carries_on_the_gpu(kind, one_launch, monkeypatch):
+    monkeypatch.setattr(triton_scan, "SETTINGS_ONE_LAUNCH", one_launch)
+    n = (1 << 21) + 5
+    inputs = bench.make_inputs(kind, (n,), ep_len=5e4, device="cuda", seed=17)
+    f = getattr(rltscan, SETTINGS_FN[kind])
+    whole = f(**inputs, **_sweep(kind), validate=False)
+    cuts = [slice(0, 1_000_003), slice(1_000_003, n)]
+    order = cuts if kind == "traces" else cuts[::-1]
+    carry, parts = None, {}
+    for sl in order:
+        piece = {k: v[sl] if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        res = f(**piece, **_sweep(kind), carry=carry, validate=False)
+        carry, parts[sl.start] = res.carry, res
+    for column in whole:
+        got = torch.cat([parts[s.start][column] for s in cuts])
+        assert_close_to_oracle(got, whole[column].double(), torch.float32)

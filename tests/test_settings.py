@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import rltscan
+from rltscan.scan import triton_scan
 from tests.conftest import assert_close_to_oracle, is_slow_backend
 
 
@@ -174,8 +175,12 @@ def test_settings_equal_one_call_each(fn, backend, rng):
         one = f(**inp, gamma=g, **({"lam": lam} if has_lam else {}), backend=backend)
         suffix = f"_g{g!r}" + (f"_l{lam!r}" if has_lam else "")
         for name, arr in one.items():
-            assert np.array_equal(getattr(res, name)[k], arr)
-            assert np.array_equal(res[name + suffix], arr)
+            if backend == "triton":  # one launch for every setting: equal up to rounding
+                assert_close_to_oracle(getattr(res, name)[k], arr, torch.float64)
+                assert_close_to_oracle(res[name + suffix], arr, torch.float64)
+            else:
+                assert np.array_equal(getattr(res, name)[k], arr)
+                assert np.array_equal(res[name + suffix], arr)
     assert list(res) == [
         o + f"_g{g!r}" + (f"_l{lam!r}" if has_lam else "") for g, lam in combos for o in one
     ]
@@ -215,6 +220,198 @@ def test_settings_errors(rng):
         rltscan.gae(**inp, gamma=[0.9, 0.5], carry=carry)
     with pytest.raises(rltscan.ParameterError, match="carry"):
         rltscan.gae(**inp, gamma=0.9, carry=carry)
+
+
+# --------------------------------------------------------------------------- one launch, K settings
+# The Triton kernel runs every setting in one launch (virtual rows: the K settings of a
+# data row side by side). Checked against the float64 loop (backend="reference"), one
+# call per setting, at the interpreter's tiny tiles (tests/conftest.py: 2 rows x 4
+# steps, so a data row's settings also straddle programs).
+
+FUSED = [
+    ("gae", None), ("td_lambda", None), ("discounted_returns", None), ("vtrace", None),
+    ("retrace", "retrace"), ("retrace", "tree-backup"), ("retrace", "q-lambda"),
+    ("retrace", "is"), ("eligibility_traces", None),
+]  # fmt: skip
+GAMMAS, LAMS = [0.9, 0.99, 0.5, 1.0, 0.0], [0.95, 0.7, 1.0, 0.3, 0.0]
+
+
+@pytest.fixture
+def one_launch(monkeypatch):
+    """The one-launch path (off by default: triton_scan.SETTINGS_ONE_LAUNCH)."""
+    monkeypatch.setattr(triton_scan, "SETTINGS_ONE_LAUNCH", True)
+
+
+def _arrays(fn: str, trace: str | None, rng, shape, dtype, p_done: float = 0.15) -> dict:
+    """Random inputs of one estimator, ``shape`` = (R, T) or (T,), in ``dtype``."""
+    f = lambda: torch.as_tensor(rng.standard_normal(shape), dtype=dtype)  # noqa: E731
+    lp = lambda: torch.as_tensor(np.log(rng.uniform(0.05, 1.0, shape)), dtype=dtype)  # noqa: E731
+    u = rng.random(shape)
+    flags = {
+        "terminated": torch.as_tensor(u < p_done / 2),
+        "truncated": torch.as_tensor((u >= p_done / 2) & (u < p_done)),
+    }
+    if fn == "eligibility_traces":
+        return {"x": f(), **flags}
+    if fn == "retrace":
+        out = {"rewards": f(), "q_values": f(), "next_expected_q": f(), "v_pi": f(), **flags}
+        if trace != "q-lambda":
+            out["logp_target"] = lp()
+        if trace in ("retrace", "is"):
+            out["logp_behavior"] = lp()
+        return {**out, "trace": trace}
+    out = {"rewards": f(), "values": f(), "bootstrap_values": f(), **flags}
+    if fn == "discounted_returns":
+        out.pop("values")
+    if fn == "vtrace":
+        out.update(logp_target=lp(), logp_behavior=lp(), rho_clip=1.5, c_clip=0.9)
+    return out
+
+
+def _time_major(inp: dict) -> dict:
+    out = {k: v.t().contiguous() if isinstance(v, torch.Tensor) else v for k, v in inp.items()}
+    return {**out, "time_dim": 0}
+
+
+def _sweep(fn: str, k: int) -> dict:
+    """k settings: γ alone for discounted returns, else γ × λ lists of k in total."""
+    if fn == "discounted_returns":
+        return {"gamma": GAMMAS[:k]}
+    if k in (4, 6):
+        return {"gamma": GAMMAS[:2], "lam": LAMS[: k // 2]}
+    return {"gamma": GAMMAS[:k], "lam": [0.8]}
+
+
+def _f64(inp: dict) -> dict:
+    return {
+        k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        for k, v in inp.items()
+    }
+
+
+def _check_settings(fn: str, inp: dict, res, dtype) -> None:
+    f = getattr(rltscan, fn)
+    for k, s in enumerate(res.settings):
+        want = f(**_f64(inp), **s, backend="reference")
+        for name, arr in want.items():
+            got = torch.as_tensor(getattr(res, name)[k])
+            assert got.dtype == dtype and got.shape == arr.shape, name
+            assert_close_to_oracle(got, arr, dtype)
+
+
+@pytest.mark.parametrize("fn,trace", FUSED, ids=[f"{f}-{t}" for f, t in FUSED])
+@pytest.mark.parametrize(
+    "k,shape,layout,dtype",
+    [
+        (1, (13,), "flat", torch.float64),
+        (3, (3, 11), "batch-major", torch.float32),
+        (5, (21,), "flat", torch.float32),
+        (4, (3, 9), "time-major", torch.float64),
+        (2, (2, 7), "time-major", torch.float32),
+    ],
+    ids=["K1-flat-f64", "K3-batch-f32", "K5-flat-f32", "K4-time-f64", "K2-time-f32"],
+)
+def test_one_launch_matches_the_float64_loop(
+    fn, trace, k, shape, layout, dtype, rng, monkeypatch, one_launch
+):
+    fires = []
+    orig = triton_scan.Launch.fire
+    monkeypatch.setattr(
+        triton_scan.Launch,
+        "fire",
+        lambda self, *a, **kw: (fires.append(self), orig(self, *a, **kw)),
+    )
+    inp = _arrays(fn, trace, rng, shape, dtype)
+    if layout == "time-major":
+        inp = _time_major(inp)
+    res = getattr(rltscan, fn)(**inp, **_sweep(fn, k), backend="triton")
+    assert len(res.settings) == k
+    assert [dict(f_.consts)["NSET"] for f_ in fires] == [k], "one launch for every setting"
+    _check_settings(fn, inp, res, dtype)
+
+
+@pytest.mark.parametrize("fn,trace", FUSED, ids=[f"{f}-{t}" for f, t in FUSED])
+def test_one_launch_chunks_with_carries(fn, trace, rng, one_launch):
+    """Chunks in scan order, each handing on its carry: the whole sequence's results."""
+    n, dtype = 19, torch.float64
+    inp = _arrays(fn, trace, rng, (2, n), dtype, p_done=0.1)
+    sweep = _sweep(fn, 3)
+    f = getattr(rltscan, fn)
+    whole = f(**inp, **sweep, backend="triton")
+    _check_settings(fn, inp, whole, dtype)
+    cuts = [slice(0, 5), slice(5, 6), slice(6, 14), slice(14, n)]
+    forward = fn == "eligibility_traces"
+    order = cuts if forward else cuts[::-1]
+    carry, parts = None, {}
+    for sl in order:
+        piece = {k: v[:, sl] if isinstance(v, torch.Tensor) else v for k, v in inp.items()}
+        res = f(**piece, **sweep, backend="triton", carry=carry)
+        carry = res.carry
+        parts[sl.start] = res
+    for column in whole:  # one column per output and setting
+        got = torch.cat([parts[s.start][column] for s in cuts], dim=-1)
+        assert_close_to_oracle(got, whole[column], dtype)
+    # the carry of the one-launch path is the carry of one call per setting
+    one = f(**inp, **sweep, backend="torch")
+    for a, b in zip(whole.carry.carries, one.carry.carries, strict=True):
+        assert_close_to_oracle(a.y, b.y, dtype)
+
+
+def test_one_launch_init_and_features(rng, one_launch):
+    """Eligibility traces with a trailing feature axis and an init per sequence."""
+    x = torch.as_tensor(rng.standard_normal((3, 10, 2)))
+    term = torch.as_tensor(rng.random((3, 10)) < 0.2)
+    init = torch.as_tensor(rng.standard_normal((3, 2)))
+    res = rltscan.eligibility_traces(
+        x, terminated=term, init=init, gamma=[0.9, 0.5, 1.0], lam=0.8, backend="triton"
+    )
+    assert res.eligibility_traces.shape == (3, 3, 10, 2)
+    for k, s in enumerate(res.settings):
+        want = rltscan.eligibility_traces(x, terminated=term, init=init, **s, backend="reference")
+        assert_close_to_oracle(res.eligibility_traces[k], want.eligibility_traces, torch.float64)
+
+
+def test_one_launch_numpy_in_numpy_out_and_validation(rng, one_launch):
+    inp = base(rng, 17, 0.2)
+    res = rltscan.gae(**inp, gamma=[0.9, 0.99, 0.8], lam=0.9, backend="triton")
+    assert isinstance(res.advantages, np.ndarray) and res.advantages.shape == (3, 17)
+    _check_settings("gae", {k: torch.as_tensor(v) for k, v in inp.items()}, res, torch.float64)
+    inp["rewards"][6] = np.nan
+    with pytest.raises(rltscan.DataError, match=r'"rewards" has NaN or Inf at index 6,'):
+        rltscan.gae(**inp, gamma=[0.9, 0.99, 0.8], lam=0.9, backend="triton")
+
+
+def test_settings_tiles_hold_whole_data_rows():
+    """Default tiles never split one data row's settings over programs."""
+    for k in range(2, 9):
+        kp = 1 << (k - 1).bit_length()
+        for rows, steps in [(1, 1 << 26), (4096, 1024), (3, 5), (16384, 128), (1, 7)]:
+            for tc in (True, False):
+                t = triton_scan._settings_tiles(rows, steps, tc, kp)
+                assert t.rows % kp == 0 and t.rows * t.chunk <= 1 << 12, (k, rows, steps, tc)
+
+
+def test_the_settings_fallback_solves_each_setting(rng):
+    """A settings Problem on a backend without the one-launch path: one solve each."""
+    from rltscan.estimators._common import Problem, solve
+
+    r, v = (torch.as_tensor(rng.standard_normal((2, 9))) for _ in range(2))
+    term = torch.as_tensor(rng.random((2, 9)) < 0.2)
+    settings = ({"gamma": 0.9, "lam": 0.8}, {"gamma": 0.5, "lam": 1.0})
+    p = Problem(
+        kind="gae", reverse=True, cols={"rewards": r, "values": v, "terminated": term},
+        dtype=torch.float64, params=dict(settings[0]), nv_mode="none", missing_zero=True,
+        settings=settings,
+    )  # fmt: skip
+    out = solve(p, "torch")
+    assert out["advantages"].shape == (2, 2, 9)
+    fused = solve(p, "triton")
+    for k, s in enumerate(settings):
+        want = rltscan.gae(
+            r, v, terminated=term, **s, missing_bootstrap="zero", backend="reference"
+        )
+        assert_close_to_oracle(out["advantages"][k], want.advantages, torch.float64)
+        assert_close_to_oracle(fused["advantages"][k], want.advantages, torch.float64)
 
 
 # --------------------------------------------------------------------------- per-step γ_t, λ_t

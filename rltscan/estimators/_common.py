@@ -71,6 +71,10 @@ class Problem:
     ``cols`` holds float columns (any float dtype, upcast on use) and the 1-byte
     flags ``terminated``/``truncated``/``is_first`` (bool or uint8). ``last_value``
     and ``init`` are per-row ``[R]``. ``dtype`` is the compute and output dtype.
+
+    ``settings`` (several (γ, λ) in one pass, docs/CONVENTIONS.md §1.7): each entry
+    overrides ``params``; :func:`solve` then returns ``[K, R, T]`` outputs and the
+    carry's ``y`` is ``[R, K]`` (one value per sequence and setting).
     """
 
     kind: str
@@ -83,6 +87,7 @@ class Problem:
     last_value: Tensor | None = None
     init: Tensor | None = None
     carry: Carry | None = None  # the sequence continues past this chunk (§2.4)
+    settings: tuple[dict[str, float], ...] | None = None
 
     @property
     def continues(self) -> bool:
@@ -678,12 +683,16 @@ def solve(
     the first bad index. With ``defer`` (results that stay on the GPU) nothing
     waits for the screen: a hit is raised by a later call (docs/CONVENTIONS.md §5.1).
     ``on_launch`` receives the fused kernel's launch (``triton_scan.Fired``), for
-    binding later calls of the same shape to it.
+    binding later calls of the same shape to it. A problem with ``settings`` runs
+    them all in one launch on the fused kernel, else one solve per setting; its
+    outputs are ``[K, R, T]``.
     """
     from rltscan.estimators import declared_module
 
     mod = declared_module(p.kind)
     which = resolve_backend(backend, p.device)
+    if p.settings is not None and not (which == "triton" and settings_fused(p)):
+        return _each_setting(p, backend, validate=validate, reads=reads, frame=frame)
     if which == "triton":
         from rltscan.scan import triton_scan
 
@@ -721,6 +730,29 @@ def solve(
     init = None if p.boundary is None else p.boundary.to(p.dtype)
     y = torch_scan.linear_scan(a, b, reverse=p.reverse, init=init)
     return mod.finalize(p, y)
+
+
+def settings_fused(p: Problem) -> bool:
+    """Whether the Triton kernel solves every setting of ``p`` in one launch: a fused
+    estimator with scalar γ and λ (per-step columns take the generic path)."""
+    from rltscan.scan import triton_scan
+
+    return triton_scan.fused(p.kind) and not (p.has("discount") or p.has("lam_per_step"))
+
+
+def _each_setting(p: Problem, backend: str, **checks: Any) -> dict[str, Tensor]:
+    """One solve per setting (backends without a settings launch), stacked ``[K, R, T]``;
+    the contents are validated once."""
+    if checks["validate"]:
+        validate_contents(p, checks["reads"], checks["frame"])
+    outs: list[dict[str, Tensor]] = []
+    for k, s in enumerate(p.settings):
+        carry = p.carry
+        if carry is not None and carry.y.ndim == 2:
+            carry = dataclasses.replace(carry, y=carry.y[:, k])
+        one = dataclasses.replace(p, params={**p.params, **s}, settings=None, carry=carry)
+        outs.append(solve(one, backend))
+    return {name: torch.stack([o[name] for o in outs]) for name in outs[0]}
 
 
 def _reads_next_value(p: Problem) -> bool:

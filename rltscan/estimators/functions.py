@@ -59,6 +59,7 @@ from rltscan.estimators.declaration import (
     is_sweep,
     settings_of,
 )
+from rltscan.scan import resolve_backend
 
 # Problem.kind -> the estimator module (coefficients, finalize, REVERSE, OUTPUTS), CLI order
 MODULES: dict[str, ModuleType] = {d.name: declared_module(d.name) for d in DECLARATIONS.values()}
@@ -137,12 +138,14 @@ def _run(
     carry: Carry | None = None,
     bind: Callable[..., None] | None = None,
     outputs: dict[str, Any] | None = None,
+    settings: tuple[dict[str, float], ...] | None = None,
 ) -> dict[str, Any]:
     """Normalise, validate, solve, and map the outputs back to the user's layout.
 
     ``bind(fired, result, device, deferred)`` is offered the fused launch when the
     call may be bound (``bound.build``); ``outputs`` (user layout) skip the solve: a
-    bound call's carry is built from them."""
+    bound call's carry is built from them. ``settings``: several (γ, λ) in one solve
+    (the outputs gain a leading axis, the carry is a :class:`SettingsCarry`)."""
     given = {k: v for k, v in floats.items() if v is not None}
     user_device = _device_of(*given.values(), *flags.values(), last_value, init)
     device = compute_device(backend, user_device)
@@ -191,6 +194,7 @@ def _run(
         last_value=per_row("last_value", last_value, flat_frame, device),
         init=per_row("init", init, frame, device),
         carry=_check_carry(kind, carry, last_value, init, len(next(iter(cols.values()))), device),
+        settings=settings,
     )
     if outputs is not None:
         out = {k: frame.rows(v) for k, v in outputs.items()}
@@ -204,6 +208,12 @@ def _run(
         p, backend, validate=validate, reads=reads, frame=frame, defer=defer,
         on_launch=fired.append,
     )  # fmt: skip
+    if settings is not None:
+        result = {k: _stacked_output(frame, v) for k, v in out.items()}
+        result["_carry_fn"] = functools.partial(_settings_carry_out, p, out)
+        if fired and defer:
+            bound.note_check(fired[0].check_id, kind, frame.step_shape, device)
+        return result
     result = {k: frame.output(v) for k, v in out.items()}
     if fired and defer:
         bound.note_check(fired[0].check_id, kind, frame.step_shape, device)
@@ -235,6 +245,34 @@ def _carry_out(p: Problem, out: dict[str, Any]) -> Carry:
         return Carry(p.kind, y.clone(), next_value=nv, next_log_ratio=nlr)
     done = p.flag("terminated")[:, edge] | p.flag("truncated")[:, edge]
     return Carry(p.kind, y.clone(), prev_done=done.clone())
+
+
+def _stacked_output(frame: Frame, y: torch.Tensor) -> torch.Tensor:
+    """``[K, R, T]`` -> ``[K, *user shape]``: every setting's block mapped back as one
+    output would be, as one view where the blocks line up (else stacked)."""
+    views = [frame.back(y[k]) for k in range(y.shape[0])]
+    v0 = views[0]
+    if y.dtype == v0.dtype and all(
+        v.stride() == v0.stride()
+        and v.storage_offset() == v0.storage_offset() + k * y.stride(0)
+        and v.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
+        for k, v in enumerate(views)
+    ):
+        out = y.as_strided(
+            (y.shape[0], *v0.shape), (y.stride(0), *v0.stride()), v0.storage_offset()
+        )
+    else:
+        out = torch.stack(views)
+    return out if frame.device is None else out.to(frame.device)
+
+
+def _settings_carry_out(p: Problem, out: dict[str, Any]) -> SettingsCarry:
+    """Each setting's carry, as one call per setting would hand it on (§2.4)."""
+    carries = []
+    for k, s in enumerate(p.settings):
+        one = dataclasses.replace(p, params={**p.params, **s}, settings=None, carry=None)
+        carries.append(_carry_out(one, {name: v[k] for name, v in out.items()}))
+    return SettingsCarry(tuple(carries), p.settings)
 
 
 def _check_carry(
@@ -331,10 +369,12 @@ def _finish(
     args: dict[str, Any],
     key: tuple | None = None,
     outputs: dict[str, Any] | None = None,
+    settings: tuple[dict[str, float], ...] | None = None,
 ) -> Result:
     """Everything after the parameters: the module's own argument rules, the bootstrap
     form, then normalise, validate and solve (``_run``). ``key`` (``bound.call_key``):
-    the call may be bound for later calls of its shape; ``outputs``: see ``_run``."""
+    the call may be bound for later calls of its shape; ``outputs``, ``settings``: see
+    ``_run`` (with ``settings``, ``args`` holds the first setting's γ and λ)."""
     unread = [i for i in d.inputs if i not in d.inputs_for(args) and args.get(i) is not None]
     if unread:  # a word parameter (Retrace's trace) leaves this input unread
         words = ", ".join(f"{p}={args[p]!r}" for p in dict.fromkeys(c[0] for c in d.choice_inputs))
@@ -375,6 +415,7 @@ def _finish(
         features=d.features,
         bind=None if key is None else functools.partial(_bind, d, args, key),
         outputs=outputs,
+        settings=settings,
     )
     return RESULTS[d.name](**out)
 
@@ -408,6 +449,29 @@ class SettingsCarry:
     carries: tuple[Carry, ...]
     settings: tuple[dict[str, float], ...]
 
+    def joined(self) -> Carry:
+        """One carry for a launch of every setting: ``y`` per sequence and setting
+        (``[R, K]``); the rest is the data's, the same in every setting."""
+        first = self.carries[0]
+        return dataclasses.replace(first, y=torch.stack([c.y for c in self.carries], dim=1))
+
+
+def _one_launch(d: Declaration, args: dict[str, Any]) -> bool:
+    """Whether every setting runs in one kernel launch: the Triton backend and an
+    estimator with a fused prologue (per-step columns take the generic path), when
+    ``triton_scan.SETTINGS_ONE_LAUNCH`` is on (off by default: see there)."""
+    if any(args.get(c) is not None for c in PER_STEP_OF):
+        return False
+    arrays = [args[n] for n in d.inputs if isinstance(args.get(n), torch.Tensor)]
+    if not arrays:
+        return False
+    device = compute_device(args["backend"], arrays[0].device)
+    if resolve_backend(args["backend"], device) != "triton":
+        return False
+    from rltscan.scan import triton_scan
+
+    return triton_scan.SETTINGS_ONE_LAUNCH and triton_scan.fused(d.name)
+
 
 def _sweeps(d: Declaration, args: dict[str, Any]) -> bool:
     return any(is_sweep(args.get(n)) for n in SWEEPABLE) or isinstance(
@@ -431,6 +495,13 @@ def _finish_settings(d: Declaration, args: dict[str, Any]) -> Result:
         top = max(s["gamma"] * s["lam"] for s in settings)
         warn_not_contractive(top, 1.0, float(args["c_clip"]), d.function_name)
     as_numpy, args = _on_compute_device(d, args)
+    if _one_launch(d, args):
+        first = {**args, **settings[0], "carry": None if carry is None else carry.joined()}
+        res = _finish(d, first, settings=settings)
+        outputs = {o: getattr(res, o) for o in d.outputs if getattr(res, o) is not None}
+        if as_numpy:
+            outputs = {o: v.cpu().numpy() for o, v in outputs.items()}
+        return RESULTS[d.name](**outputs, _carry_fn=lambda: res.carry, settings=settings)
     results = [
         _finish(d, {**args, **s, "carry": None if carry is None else carry.carries[k]})
         for k, s in enumerate(settings)

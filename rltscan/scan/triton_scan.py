@@ -202,11 +202,13 @@ def _scan_kernel(
     ws_ptr,
     flag_ptr,  # look-back workspace
     err_ptr,  # int32[2] (CHECK): [0] counts tiles with a non-finite read entry, [1] = check_id
+    set_ptr,  # NSET > 1: [NSET, 2] (γ, λ) per setting, in the compute dtype
     R,
     T,
     stride_r,
     stride_t,
     n_tblocks,
+    set_stride,  # NSET > 1: elements between one setting's outputs and the next's
     epoch,
     check_id,
     gamma,
@@ -236,6 +238,8 @@ def _scan_kernel(
     LOOKBACK: tl.constexpr,
     COMPUTE: tl.constexpr,
     TRACE: tl.constexpr,  # RETRACE only: which trace coefficient (TRACES below)
+    NSET: tl.constexpr,  # settings (γ, λ) solved in this launch (fused kinds; 1: the scalars)
+    KP: tl.constexpr,  # NSET rounded up to a power of two: virtual rows per data row
 ):
     # Columns by KIND:
     #   LINEAR: c0=a c1=b | GAE: c0=r c1=V c2=nv-source | TD_LAMBDA, RETURNS: same
@@ -257,13 +261,29 @@ def _scan_kernel(
         tb = k
     offs_r = tl.arange(0, ROWS)
     offs_c = tl.arange(0, CHUNK)
-    rows = rb.to(tl.int64) * ROWS + offs_r
+    vrows = rb.to(tl.int64) * ROWS + offs_r
+    if NSET == 1:
+        rows = vrows
+        rmask = rows < R
+        brow = rows  # the boundary (carry y / init) of each tile row
+    else:
+        # Virtual rows v = row*KP + s: the settings of one data row are neighbours in a
+        # tile, so its inputs come from DRAM once and the other settings hit L1.
+        rows = vrows // KP
+        kset = vrows % KP
+        rmask = (rows < R) & (kset < NSET)
+        brow = rows * NSET + kset
+        gamma = tl.load(set_ptr + 2 * kset, mask=rmask, other=0.0).to(COMPUTE)[:, None]
+        lam = tl.load(set_ptr + 2 * kset + 1, mask=rmask, other=0.0).to(COMPUTE)[:, None]
     t = tb.to(tl.int64) * CHUNK + offs_c
-    rmask = rows < R
     tmask = t < T
     mask = rmask[:, None] & tmask[None, :]
     offs = rows[:, None] * stride_r + t[None, :] * stride_t
     offs1 = offs + stride_t  # step t+1 (backward kinds) — only read where t is not a cut
+    if NSET == 1:
+        oofs = offs  # outputs share the inputs' strides
+    else:
+        oofs = offs + (kset * set_stride)[:, None]  # ... one block of them per setting
     last = (t == T - 1)[None, :]
     at_end = last
     if CONTINUES:
@@ -400,7 +420,7 @@ def _scan_kernel(
     # ---- the scan ------------------------------------------------------------------
     A, B = tl.associative_scan((a, b), axis=1, combine_fn=_combine, reverse=REVERSE)
     if HAS_INIT:
-        boundary = tl.load(row_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
+        boundary = tl.load(row_ptr + brow, mask=rmask, other=0.0).to(COMPUTE)
     else:
         boundary = tl.zeros([ROWS], COMPUTE)
     if LOOKBACK:
@@ -418,18 +438,18 @@ def _scan_kernel(
     # ---- epilogue ------------------------------------------------------------------
     out_ty = out0_ptr.dtype.element_ty
     if KIND == 1:  # GAE: advantages, value_targets
-        tl.store(out0_ptr + offs, y.to(out_ty), mask=mask)
-        tl.store(out1_ptr + offs, (y + v).to(out_ty), mask=mask)
+        tl.store(out0_ptr + oofs, y.to(out_ty), mask=mask)
+        tl.store(out1_ptr + oofs, (y + v).to(out_ty), mask=mask)
     elif KIND == 4:  # VTRACE: vs, pg_advantages
         vs = v + y
-        tl.store(out0_ptr + offs, vs.to(out_ty), mask=mask)
+        tl.store(out0_ptr + oofs, vs.to(out_ty), mask=mask)
         tl.debug_barrier()  # vs_{t+1} is re-read below, written by a neighbour thread
         tile_end = (offs_c == CHUNK - 1)[None, :]
         inside = mask & ~cut
         edge = tile_end
         if CONTINUES:  # past the chunk end: vs = the next chunk's first V + the carry y
             edge = tile_end | at_end
-        vs_next = tl.load(out0_ptr + offs1, mask=inside & ~edge, other=0.0).to(COMPUTE)
+        vs_next = tl.load(out0_ptr + oofs + stride_t, mask=inside & ~edge, other=0.0).to(COMPUTE)
         v_next = _ld(c1_ptr, offs1, inside & tile_end & ~at_end, COMPUTE)
         if CONTINUES:
             nx = tl.load(nxt_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
@@ -437,15 +457,15 @@ def _scan_kernel(
         vs_next = tl.where(edge, v_next + carry[:, None], vs_next)
         target = tl.where(cut, nv, vs_next)
         rhopg = tl.exp(tl.minimum(lr, log_pg))
-        tl.store(out1_ptr + offs, (rhopg * (r + gamma * target - v)).to(out_ty), mask=mask)
+        tl.store(out1_ptr + oofs, (rhopg * (r + gamma * target - v)).to(out_ty), mask=mask)
     elif KIND == 5:  # RETRACE: targets (+ advantages against V^π)
         tgt = q + y
-        tl.store(out0_ptr + offs, tgt.to(out_ty), mask=mask)
+        tl.store(out0_ptr + oofs, tgt.to(out_ty), mask=mask)
         if HAS_OUT1:
             vpi = _ld(c5_ptr, offs, mask, COMPUTE)
-            tl.store(out1_ptr + offs, (tgt - vpi).to(out_ty), mask=mask)
+            tl.store(out1_ptr + oofs, (tgt - vpi).to(out_ty), mask=mask)
     else:
-        tl.store(out0_ptr + offs, y.to(out_ty), mask=mask)
+        tl.store(out0_ptr + oofs, y.to(out_ty), mask=mask)
 
 
 # ---------------------------------------------------------------------------
@@ -484,11 +504,43 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def choose_tiles(n_rows: int, steps: int, time_contiguous: bool) -> Tiles:
+def choose_tiles(n_rows: int, steps: int, time_contiguous: bool, nset: int = 1) -> Tiles:
+    """The tile of one program. With ``nset`` settings a tile covers virtual rows, the
+    ``nset`` settings of a data row next to each other (padded to a power of two)."""
     forced = getattr(_override, "tiles", None)
     if forced is not None:
         return forced
+    if nset > 1:
+        return _settings_tiles(n_rows, steps, time_contiguous, _pow2(nset))
     return _default_tiles(n_rows, steps, time_contiguous)
+
+
+# Whether a call with several settings (gamma=[...]) runs them all in one launch
+# (virtual rows, NSET > 1). Off: on the H200 the one launch measured 1.5-2.3x SLOWER
+# than one launch per setting (bench/results/settings-h200-2026-12-03: GAE 2^26 flat
+# 2113 µs against 1389 µs for three calls); the kernel is bound by its per-element scan
+# work there, not by reading the inputs. Correct and tested (tests/test_settings.py,
+# tests/test_gpu.py switch it on); the per-setting loop stays the default until a
+# faster one-launch kernel is measured.
+SETTINGS_ONE_LAUNCH = False
+
+# Several settings: the elements of one program's tile (virtual rows × chunk) and the
+# longest chunk (bench/settings.py sweeps these on the device).
+SETTINGS_TILE_ELEMS = 2048
+SETTINGS_MAX_CHUNK = 512
+
+
+@functools.lru_cache(maxsize=1024)
+def _settings_tiles(n_rows: int, steps: int, time_contiguous: bool, kp: int) -> Tiles:
+    """Every tile holds whole data rows (all ``kp`` virtual rows of each), so a row's
+    inputs are read from DRAM by one program only."""
+    if not time_contiguous:  # time-major: 32 virtual rows as for one setting
+        data_rows = max(1, min(_pow2(n_rows), max(1, 32 // kp)))
+        return Tiles(data_rows * kp, min(_pow2(steps), 128), 4)
+    chunk = min(_pow2(steps), SETTINGS_MAX_CHUNK, max(16, SETTINGS_TILE_ELEMS // kp))
+    data_rows = max(1, min(_pow2(n_rows), SETTINGS_TILE_ELEMS // (chunk * kp)))
+    elems = data_rows * kp * chunk
+    return Tiles(data_rows * kp, chunk, 4 if elems >= 1024 else 2)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -645,9 +697,10 @@ def read_error(word: Tensor | None) -> bool:
 # One launch: a plan (everything but addresses) and the call of the compiled kernel
 
 # Kernel argument positions: the tensors, then the runtime integers and floats.
-_N_PTRS = 17
+_N_PTRS = 18
 _WS_SLOT, _FLAGS_SLOT = 14, 15
 ERR_SLOT = 16  # the error word (a bound call keeps it fixed)
+SET_SLOT = 17  # the settings' (γ, λ) table (NSET > 1)
 _IN_SLOTS = ("c0", "c1", "c2", "c3", "c4", "c5", "term", "trunc")
 _CARRY_ROWS = ("next_value", "next_log_ratio", "prev_done")
 
@@ -671,7 +724,7 @@ class Launch:
     tile_rows: int
     lookback: bool
     dtype: torch.dtype
-    ints: tuple[int, ...]  # R, T, stride_r, stride_t, n_tblocks
+    ints: tuple[int, ...]  # R, T, stride_r, stride_t, n_tblocks, set_stride
     scalars: tuple[float, ...]  # gamma (hi, lo) ... missing
     consts: tuple[tuple[str, object], ...]  # the constexprs, in the kernel's order
     ptr_dtypes: tuple[torch.dtype, ...]
@@ -687,7 +740,7 @@ class Launch:
         return tuple(v for _, v in self.consts)
 
     def fire(self, tensors: list[Tensor], device: torch.device, check_id: int = 0) -> None:
-        """Launch on the current stream. ``tensors``: the 17 pointer arguments; the
+        """Launch on the current stream. ``tensors``: the 18 pointer arguments; the
         workspace slots are filled here."""
         stream = _stream_id(device)
         if self.lookback:
@@ -775,16 +828,19 @@ def plan_launch(
     continues: bool = False,
     trace: int = 0,
     ptr_dtypes: tuple[torch.dtype, ...] = (),
+    nset: int = 1,
+    set_stride: int = 0,
 ) -> Launch:
     """The :class:`Launch` for ``cols`` (all ``[R, T]`` with one layout, see
     :func:`_same_layout`) and the estimator's switches."""
     params = params or {}
     ref = cols["c0"] if "c0" in cols else cols["c1"]
     n_rows, steps = ref.shape
-    tiles = choose_tiles(n_rows, steps, ref.stride(1) == 1 or steps == 1)
+    tiles = choose_tiles(n_rows, steps, ref.stride(1) == 1 or steps == 1, nset)
+    kp = _pow2(nset)
     # (plain integer ceil: triton.cdiv from Python goes through the JIT machinery)
     n_tblocks = -(-steps // tiles.chunk)
-    n_rblocks = -(-n_rows // tiles.rows)
+    n_rblocks = -(-(n_rows * kp) // tiles.rows)
     compute = tl.float64 if dtype == torch.float64 else tl.float32
     consts = dict(
         KIND=kind, REVERSE=reverse, NV_MODE=nv_mode,
@@ -792,7 +848,7 @@ def plan_launch(
         FIRST_GIVEN=first_given, HAS_INIT=has_init, HAS_OUT1=n_out > 1, CHECK=check,
         CONTINUES=continues,
         ROWS=tiles.rows, CHUNK=tiles.chunk, LOOKBACK=n_tblocks > 1, COMPUTE=compute,
-        TRACE=trace,
+        TRACE=trace, NSET=nset, KP=kp,
     )  # fmt: skip
     order = [n for n in _kernel_arg_names() if n in consts]
     scalars = (
@@ -808,7 +864,7 @@ def plan_launch(
         tile_rows=tiles.rows,
         lookback=n_tblocks > 1,
         dtype=dtype,
-        ints=(n_rows, steps, ref.stride(0), ref.stride(1), n_tblocks),
+        ints=(n_rows, steps, ref.stride(0), ref.stride(1), n_tblocks, set_stride),
         scalars=scalars,
         consts=tuple((n, consts[n]) for n in order),
         ptr_dtypes=ptr_dtypes,
@@ -855,17 +911,34 @@ def _launch(
     check: bool | str = False,
     carry_rows: dict[str, Tensor] | None = None,
     trace: int = 0,
+    settings: Tensor | None = None,
 ) -> tuple[dict[str, Tensor], Tensor | None, Launch, list[Tensor], int]:
     """Plan and fire one launch. ``check``: False, True (a device word read after a
     sync, :func:`read_error`) or ``"defer"`` (the pinned board, :func:`deferred_hit`).
+    ``settings``: a ``[K, 2]`` table of (γ, λ) in ``dtype``; each output is then
+    ``[K, R, T]``, one ``[R, T]`` block per setting with the inputs' strides (``row``,
+    the boundary, is then ``[R*K]``, settings inner).
     Returns the outputs, the sync word (or None), and the plan, the pointer arguments
     and the check id it ran with (for a caller that binds later calls of the shape)."""
     ref_name = next(n for n in ("c0", "c1") if n in cols)
     cols, ref = _same_layout(cols, cols[ref_name])
     device = ref.device
-    outs = [
-        torch.empty_strided(ref.shape, ref.stride(), dtype=dtype, device=device) for _ in out_names
-    ]
+    nset, set_stride = 1, 0
+    if settings is None:
+        outs = [
+            torch.empty_strided(ref.shape, ref.stride(), dtype=dtype, device=device)
+            for _ in out_names
+        ]
+    else:
+        nset = int(settings.shape[0])
+        (n_rows, steps), (s0, s1) = ref.shape, ref.stride()
+        set_stride = (n_rows - 1) * s0 + (steps - 1) * s1 + 1  # the span of one [R, T]
+        outs = [
+            torch.empty_strided(
+                (nset, n_rows, steps), (set_stride, s0, s1), dtype=dtype, device=device
+            )
+            for _ in out_names
+        ]
     dummy = outs[0]
     word, check_id = None, 0
     if check == "defer":
@@ -879,11 +952,13 @@ def _launch(
     tensors += [(carry_rows or {}).get(k, dummy) for k in _CARRY_ROWS]
     # the workspace slots hold the dummy until fire() fills them (look-back only)
     tensors += [outs[0], outs[1] if len(outs) > 1 else dummy, dummy, dummy, err]
+    tensors += [settings if settings is not None else dummy]
     plan = plan_launch(
         kind, reverse=reverse, cols=cols, dtype=dtype, n_out=len(outs), has_row=row is not None,
         has_init=has_init, nv_mode=nv_mode, missing=missing, params=params,
         first_given=first_given, check=bool(check), continues=carry_rows is not None,
-        trace=trace, ptr_dtypes=tuple(t.dtype for t in tensors),
+        trace=trace, ptr_dtypes=tuple(t.dtype for t in tensors), nset=nset,
+        set_stride=set_stride,
     )  # fmt: skip
     plan.fire(list(tensors), device, check_id)
     return dict(zip(out_names, outs, strict=True)), word, plan, tensors, check_id
@@ -968,12 +1043,15 @@ def solve(
     """Run an ``estimators._common.Problem`` of a :func:`fused` kind through the kernel.
 
     ``outputs`` are the estimator's output names, in the order its epilogue writes
-    them (``out0``, ``out1``). With ``check`` the kernel also screens every entry it
-    reads for NaN/Inf (a missing bootstrap counts): ``True`` reads the result after a
-    device sync and the second result says whether any was found; ``"defer"`` never
-    syncs: a hit lands on the device's board, read later by :func:`deferred_hit`
-    (the second result is then False). A carry's fields must be complete (the caller
-    checks: a chunk from another bootstrap form has no ``next_value``).
+    them (``out0``, ``out1``). A problem with ``settings`` (several (γ, λ)) runs them
+    all in this one launch: each output is then ``[K, R, T]``, and a carry's ``y`` (or
+    the ``init``) is per setting, ``[R, K]`` (``[R]``: the same for every setting).
+    With ``check`` the kernel also screens every entry it reads for NaN/Inf (a missing
+    bootstrap counts): ``True`` reads the result after a device sync and the second
+    result says whether any was found; ``"defer"`` never syncs: a hit lands on the
+    device's board, read later by :func:`deferred_hit` (the second result is then
+    False). A carry's fields must be complete (the caller checks: a chunk from another
+    bootstrap form has no ``next_value``).
     """
     slots = _SLOTS[p.kind]
     cols = {slots[name]: x for name, x in p.cols.items() if name in slots}
@@ -985,9 +1063,18 @@ def solve(
             cols["term"] = p.cols["terminated"]
         if "truncated" in p.cols:
             cols["trunc"] = p.cols["truncated"]
+    table = None
+    settings = getattr(p, "settings", None)
+    if settings is not None:
+        table = _settings_table(p.params, settings, p.dtype, p.device)
     row, has_init = None, False
     if p.boundary is not None:
-        row, has_init = p.boundary.to(p.dtype).contiguous(), True
+        row, has_init = p.boundary.to(p.dtype), True
+        if table is not None:  # per virtual row (data row outer, setting inner)
+            if row.ndim == 1:
+                row = row[:, None].expand(row.shape[0], len(settings))
+            row = row.reshape(-1)
+        row = row.contiguous()
     elif p.last_value is not None:
         row = p.last_value.to(p.dtype).contiguous()
     carry_rows = None
@@ -1013,5 +1100,28 @@ def solve(
         check=check,
         carry_rows=carry_rows,
         trace=TRACES[p.params.get("trace", "retrace")] if p.kind == "retrace" else 0,
+        settings=table,
     )
     return out, read_error(word), Fired(plan, tensors, check_id)
+
+
+_TABLES: dict[tuple, Tensor] = {}
+
+
+def _settings_table(params: dict, settings: tuple, dtype: torch.dtype, device: torch.device):
+    """The ``[K, 2]`` (γ, λ) table of a settings launch, kept per device and dtype (a
+    streamed file reuses it every window: no host-to-device copy per window)."""
+    pairs = tuple(
+        (
+            float(s.get("gamma", params.get("gamma", 1.0))),
+            float(s.get("lam", params.get("lam", 1.0))),
+        )
+        for s in settings
+    )
+    key = (pairs, dtype, device)
+    t = _TABLES.get(key)
+    if t is None:
+        if len(_TABLES) > 64:
+            _TABLES.clear()
+        t = _TABLES[key] = torch.tensor(pairs, dtype=dtype, device=device)
+    return t
