@@ -192,8 +192,7 @@ def refuse_unnamed_discount(
     for name in DISCOUNT_LIKE:
         if name in source.columns:
             raise AmbiguousInputError(
-                f'column "{name}" looks like a per-step discount, which would replace '
-                "--gamma",
+                f'column "{name}" looks like a per-step discount, which would replace --gamma',
                 f"pass --discount {name} to use it, or --ignore {name} to compute with --gamma",
             )
 
