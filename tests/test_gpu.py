@@ -320,3 +320,132 @@ def test_settings_chunks_with_carries_on_the_gpu(kind, one_launch, monkeypatch):
     for column in whole:
         got = torch.cat([parts[s.start][column] for s in cuts])
         assert_close_to_oracle(got, whole[column].double(), torch.float32)
+
+
+# ---------------------------------------------------------------------------
+# Issue 13 part 2: per-step γ_t / λ_t fused into the kernel's prologue (HAS_DISC, HAS_LAMT)
+
+STEP_CASES = [
+    ("gae", None), ("td_lambda", None), ("returns", None), ("vtrace", None),
+    ("retrace", "retrace"), ("retrace", "tree-backup"), ("retrace", "q-lambda"),
+    ("retrace", "is"),
+]  # fmt: skip
+STEP_IDS = [f"{k}-{t}" if t else k for k, t in STEP_CASES]
+
+
+def _step_inputs(kind, trace, shape, dtype, seed, which="both", ep=300.0):
+    """bench inputs plus γ_t (some exact 0 and 1) and λ_t columns, in ``dtype``."""
+    inputs = bench.make_inputs(kind, shape, ep_len=ep, device="cuda", seed=seed)
+    if trace is not None:
+        inputs["trace"] = trace
+        if trace in ("tree-backup", "q-lambda"):
+            inputs.pop("logp_behavior")
+        if trace == "q-lambda":
+            inputs.pop("logp_target")
+    g = torch.Generator(device="cuda").manual_seed(seed + 1)
+    disc = torch.rand(shape, generator=g, device="cuda")
+    u = torch.rand(shape, generator=g, device="cuda")
+    disc = torch.where(u < 0.05, 0.0, torch.where(u > 0.95, 1.0, disc))
+    lam = torch.rand(shape, generator=g, device="cuda")
+    if kind == "returns" or which == "discount":
+        inputs["discount"] = disc
+    elif which == "lam":
+        inputs["lam_per_step"] = lam
+    else:
+        inputs.update(discount=disc, lam_per_step=lam)
+    return {
+        k: (v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+        for k, v in inputs.items()
+    }
+
+
+def _spy_kinds(monkeypatch):
+    seen = []
+    orig = triton_scan.Launch.fire
+
+    def fire(self, *a, **kw):
+        seen.append(dict(self.consts)["KIND"])
+        return orig(self, *a, **kw)
+
+    monkeypatch.setattr(triton_scan.Launch, "fire", fire)
+    return seen
+
+
+@pytest.mark.parametrize("kind,trace", STEP_CASES, ids=STEP_IDS)
+@pytest.mark.parametrize(
+    "shape,layout,dtype,which",
+    [
+        (((1 << 22) + 7,), "flat", torch.float32, "both"),
+        ((517, 1029), "batch-major", torch.float32, "both"),
+        ((4096, 129), "time-major", torch.float32, "both"),
+        ((3, 40_001), "batch-major", torch.float64, "both"),
+        ((1001, 999), "time-major", torch.float64, "discount"),
+        ((16, 131_071), "batch-major", torch.float32, "lam"),
+    ],
+    ids=["flat-2^22+7", "517x1029", "time-major-4096x129", "fp64", "tm-f64-disc", "16x131071-lam"],
+)
+def test_per_step_columns_fused_match_float64(
+    kind, trace, shape, layout, dtype, which, monkeypatch
+):
+    from rltscan.estimators import _bound
+
+    inputs = bench.to_layout(
+        _step_inputs(kind, trace, shape, dtype, 19, which), layout == "time-major"
+    )
+    f = getattr(rltscan, SETTINGS_FN[kind])
+    seen = _spy_kinds(monkeypatch)
+    before = {k: list(v) for k, v in _bound._BOUND.items()}
+    got = f(**inputs, validate=False)
+    f(**inputs)  # a second call of the shape: never bound (the [0, 1] check is the front end's)
+    assert {k: list(v) for k, v in _bound._BOUND.items()} == before
+    assert seen and set(seen) == {triton_scan.KINDS[kind]}, "the fused kernel, not LINEAR"
+    want = f(**_f64(inputs), backend="torch", validate=False)
+    for name, w in want.items():
+        g = getattr(got, name)
+        assert g.dtype == dtype and torch.isfinite(g).all(), name
+        assert_close_to_oracle(g, w, dtype)
+    rltscan.synchronize()
+
+
+@pytest.mark.parametrize("kind,trace", STEP_CASES, ids=STEP_IDS)
+def test_per_step_columns_chunks_with_carries_on_the_gpu(kind, trace):
+    n = (1 << 21) + 5
+    inputs = _step_inputs(kind, trace, (n,), torch.float32, 23, ep=5e4)
+    f = getattr(rltscan, SETTINGS_FN[kind])
+    whole = f(**inputs, validate=False)
+    cuts = [slice(0, 1_000_003), slice(1_000_003, n)]
+    carry, parts = None, {}
+    for sl in cuts[::-1]:
+        piece = {k: v[sl] if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        res = f(**piece, carry=carry, validate=False)
+        carry, parts[sl.start] = res.carry, res
+    want = f(**_f64(inputs), backend="torch", validate=False)
+    for column in whole:
+        got = torch.cat([parts[s.start][column] for s in cuts])
+        assert_close_to_oracle(got, whole[column].double(), torch.float32)
+        assert_close_to_oracle(got, want[column], torch.float32)
+
+
+@pytest.mark.parametrize("kind,trace", [("gae", None), ("vtrace", None), ("retrace", "is")])
+@pytest.mark.parametrize("tiles", [(1, 16, 1), (4, 64, 2), (32, 128, 4)])
+def test_per_step_tile_shape_invariance(kind, trace, tiles):
+    inputs = _step_inputs(kind, trace, (7, 5003), torch.float32, 29)
+    f = getattr(rltscan, SETTINGS_FN[kind])
+    want = f(**_f64(inputs), backend="torch", validate=False)
+    rows, chunk, warps = tiles
+    with triton_scan.tile_override(rows=rows, chunk=chunk, num_warps=warps):
+        forced = f(**inputs, validate=False)
+    for name, w in want.items():
+        assert_close_to_oracle(getattr(forced, name), w, torch.float32)
+
+
+def test_per_step_validation_on_the_gpu():
+    inputs = _step_inputs("gae", None, (256, 128), torch.float32, 31)
+    bad = dict(inputs, discount=inputs["discount"].clone())
+    bad["discount"][7, 9] = float("nan")
+    with pytest.raises(rltscan.DataError, match=r'"discount" must be in \[0, 1\].*\(7, 9\)'):
+        rltscan.gae(**bad)
+    bad["discount"][7, 9] = 1.5
+    with pytest.raises(rltscan.DataError, match=r'"discount" must be in \[0, 1\].*\(7, 9\)'):
+        rltscan.gae(**bad)
+    rltscan.synchronize()

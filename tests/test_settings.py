@@ -546,3 +546,281 @@ def test_cli_discount_column_is_never_guessed(tmp_path, rng):
     assert_close_to_oracle(got, gae_oracle(inp, g, np.full(40, 0.95)), torch.float32)
     r = _cli("gae", str(path), "--ignore", "discount", "--prefix", "fixed_", "--backend", "torch")
     assert r.returncode == 0, r.stderr
+
+
+# -------------------------------------------------------------------- per-step γ_t, λ_t fused
+# The fused prologues read γ_t and λ_t as two more columns (HAS_DISC, HAS_LAMT). Checked
+# against float64 loops per row, written from §1.7 and §3: every output, every trace of
+# the Retrace family, both layouts, fp32 and fp64, chunks with carries, either column
+# alone; and that these calls take the fused kernel, not the generic LINEAR mode.
+
+STEP_FUSED = [
+    ("gae", None), ("td_lambda", None), ("discounted_returns", None), ("vtrace", None),
+    ("retrace", "retrace"), ("retrace", "tree-backup"), ("retrace", "q-lambda"),
+    ("retrace", "is"),
+]  # fmt: skip
+STEP_IDS = [f"{f}-{t}" if t else f for f, t in STEP_FUSED]
+KIND_OF = {
+    f: triton_scan.KINDS["returns" if f == "discounted_returns" else f] for f, _ in STEP_FUSED
+}
+
+
+def _trace_ratio(trace: str, lt, lb):
+    """c_t / λ of each member of the family (docs/CONVENTIONS.md §3.5), c̄ = 1."""
+    if trace == "retrace":
+        return np.minimum(1.0, np.exp(lt - lb))
+    if trace == "tree-backup":
+        return np.exp(lt)
+    if trace == "is":
+        return np.exp(lt - lb)
+    return np.ones_like(lt)
+
+
+def _row_oracle(fn: str, trace: str | None, row: dict, g, lam) -> dict:
+    """Every output of one sequence (1-D numpy float64 inputs), γ_t = g, λ_t = lam."""
+    n = len(row["rewards"])
+    if fn == "gae":
+        adv = gae_oracle(row, g, lam)
+        return {"advantages": adv, "value_targets": adv + row["values"]}
+    if fn == "td_lambda":
+        return {"lambda_returns": td_lambda_oracle(row, g, lam)}
+    if fn == "discounted_returns":
+        return {"returns": returns_oracle(row, g)}
+    if fn == "vtrace":  # rho_clip 1.5, c_clip 0.9, pg_rho_clip = rho_clip (see _arrays)
+        lr = row["logp_target"] - row["logp_behavior"]
+        rho, c = np.minimum(1.5, np.exp(lr)), np.minimum(0.9, np.exp(lr))
+        vs, pg = np.zeros(n), np.zeros(n)
+        for t in reversed(range(n)):
+            v = row["values"][t]
+            delta = rho[t] * (row["rewards"][t] + g[t] * nv_of(row, t) - v)
+            nxt = 0.0 if cut(row, t) else g[t] * lam[t] * c[t] * (vs[t + 1] - row["values"][t + 1])
+            vs[t] = v + delta + nxt
+        for t in range(n):
+            target = nv_of(row, t) if cut(row, t) else vs[t + 1]
+            pg[t] = rho[t] * (row["rewards"][t] + g[t] * target - row["values"][t])
+        return {"vs": vs, "pg_advantages": pg}
+    zeros = np.zeros(n)
+    ratio = _trace_ratio(trace, row.get("logp_target", zeros), row.get("logp_behavior", zeros))
+    out = np.zeros(n)
+    for t in reversed(range(n)):
+        r, ev = row["rewards"][t], row["next_expected_q"][t]
+        if row["terminated"][t]:
+            out[t] = r
+        elif cut(row, t):
+            out[t] = r + g[t] * ev
+        else:  # c_{t+1} = λ_t · ratio_{t+1}
+            cn = lam[t] * ratio[t + 1]
+            out[t] = r + g[t] * (ev + cn * (out[t + 1] - row["q_values"][t + 1]))
+    return {"retrace_targets": out, "advantages": out - row["v_pi"]}
+
+
+def _oracle_2d(fn, trace, inp: dict, g, lam) -> dict:
+    """``_row_oracle`` per row of [R, T] tensors; γ_t / λ_t None: the scalar defaults."""
+    arrays = {k: v.double().numpy() if v.is_floating_point() else v.numpy()
+              for k, v in inp.items() if isinstance(v, torch.Tensor)}  # fmt: skip
+    shape = arrays["rewards"].shape
+    default_lam = {"gae": 0.95, "td_lambda": 0.95}.get(fn, 1.0)
+    g = np.full(shape, 0.99) if g is None else g.double().numpy()
+    lam = np.full(shape, default_lam) if lam is None else lam.double().numpy()
+    rows = [
+        _row_oracle(fn, trace, {k: a[i] for k, a in arrays.items()}, g[i], lam[i])
+        for i in range(shape[0])
+    ]
+    return {k: np.stack([o[k] for o in rows]) for k in rows[0]}
+
+
+def _step_columns(rng, shape, dtype, which: str) -> dict:
+    g = rng.uniform(0, 1, shape)
+    g[rng.random(shape) < 0.1] = 0.0
+    g[rng.random(shape) < 0.1] = 1.0
+    cols = {"discount": torch.as_tensor(g, dtype=dtype)}
+    cols["lam_per_step"] = torch.as_tensor(rng.uniform(0, 1, shape), dtype=dtype)
+    keep = {"both": cols, "discount": ["discount"], "lam": ["lam_per_step"]}[which]
+    return {k: cols[k] for k in keep}
+
+
+def _step_case(fn, trace, rng, shape, dtype, which, p_done=0.15):
+    inp = _arrays(fn, trace, rng, shape, dtype, p_done)
+    if fn == "discounted_returns":
+        which = "discount"  # returns take no λ
+    return inp, _step_columns(rng, shape, dtype, which)
+
+
+def _spy_kinds(monkeypatch) -> list:
+    """The (KIND, HAS_DISC, HAS_LAMT) of every kernel launch."""
+    seen = []
+    orig = triton_scan.Launch.fire
+
+    def fire(self, *a, **kw):
+        c = dict(self.consts)
+        seen.append((c["KIND"], c["HAS_DISC"], c["HAS_LAMT"]))
+        return orig(self, *a, **kw)
+
+    monkeypatch.setattr(triton_scan.Launch, "fire", fire)
+    return seen
+
+
+@pytest.mark.parametrize("fn,trace", STEP_FUSED, ids=STEP_IDS)
+@pytest.mark.parametrize(
+    "shape,layout,dtype,which",
+    [
+        ((3, 13), "batch-major", torch.float32, "both"),
+        ((3, 13), "batch-major", torch.float64, "both"),
+        ((2, 11), "time-major", torch.float32, "both"),
+        ((2, 11), "time-major", torch.float64, "discount"),
+        ((17,), "flat", torch.float64, "lam"),
+    ],
+    ids=["batch-f32", "batch-f64", "time-f32", "time-f64-discount-only", "flat-f64-lam-only"],
+)
+def test_per_step_columns_run_fused_and_match_float64_loops(
+    fn, trace, shape, layout, dtype, which, rng, monkeypatch
+):
+    inp, step = _step_case(fn, trace, rng, shape, dtype, which)
+    seen = _spy_kinds(monkeypatch)
+    call = {**inp, **step}
+    if layout == "time-major":
+        call = _time_major(call)
+    res = getattr(rltscan, fn)(**call, backend="triton")
+    kind = KIND_OF[fn]
+    assert seen == [(kind, "discount" in step, "lam_per_step" in step)], "one fused launch"
+    rows = lambda x: x if x.ndim > 1 else x[None]  # noqa: E731
+    inp2 = {k: rows(v) if isinstance(v, torch.Tensor) else v for k, v in inp.items()}
+    want = _oracle_2d(fn, trace, inp2, *(rows(step[c]) if c in step else None
+                                        for c in ("discount", "lam_per_step")))  # fmt: skip
+    for name, w in want.items():
+        got = torch.as_tensor(getattr(res, name))
+        assert got.dtype == dtype, name
+        if layout == "time-major":
+            got = got.t()
+        assert_close_to_oracle(rows(got), w, dtype)
+
+
+@pytest.mark.parametrize("fn,trace", STEP_FUSED, ids=STEP_IDS)
+def test_per_step_columns_chunk_with_carries_on_the_kernel(fn, trace, rng, monkeypatch):
+    """Chunks in scan order (one of a single step) give the whole sequence's results: no
+    chunk needs γ or λ of its neighbour's first step (they belong to step t, §1.7)."""
+    n, dtype = 19, torch.float64
+    inp, step = _step_case(fn, trace, rng, (2, n), dtype, "both", p_done=0.1)
+    seen = _spy_kinds(monkeypatch)
+    f = getattr(rltscan, fn)
+    call = {**inp, **step}
+    want = _oracle_2d(fn, trace, inp, step["discount"], step.get("lam_per_step"))
+    carry, parts = None, {}
+    cuts = [slice(0, 5), slice(5, 6), slice(6, 14), slice(14, n)]
+    for sl in cuts[::-1]:
+        piece = {k: v[:, sl] if isinstance(v, torch.Tensor) else v for k, v in call.items()}
+        res = f(**piece, backend="triton", carry=carry)
+        carry, parts[sl.start] = res.carry, res
+    assert {s[0] for s in seen} == {KIND_OF[fn]}
+    for name, w in want.items():
+        got = torch.cat([torch.as_tensor(getattr(parts[s.start], name)) for s in cuts], dim=-1)
+        assert_close_to_oracle(got, w, dtype)
+
+
+def test_the_kernel_path_choice(rng):
+    """``_common.triton_fused``: a fused kind with every per-step column it was given
+    read by its prologue; a column its prologue does not read sends it to LINEAR."""
+    from rltscan.estimators._common import Problem, triton_fused
+
+    r = torch.as_tensor(rng.standard_normal((2, 5)))
+    g = torch.full((2, 5), 0.9, dtype=torch.float64)
+
+    def problem(kind, **cols):
+        return Problem(kind=kind, reverse=True, cols={"rewards": r, **cols},
+                       dtype=torch.float64, params={"gamma": 0.99, "lam": 0.95})  # fmt: skip
+
+    for kind in ("gae", "td_lambda", "returns", "vtrace", "retrace"):
+        assert triton_fused(problem(kind))
+        assert triton_fused(problem(kind, discount=g))
+        assert triton_fused(problem(kind, discount=g, lam_per_step=g))
+    assert not triton_fused(problem("traces", discount=g))  # no slot: the generic path
+    assert not triton_fused(problem("prefix_sum", lam_per_step=g))
+    assert not triton_fused(problem("no_such_kind"))
+
+
+def test_per_step_with_several_lambdas_runs_one_fused_launch_per_setting(
+    rng, monkeypatch, one_launch
+):
+    """γ_t with λ = [...]: excluded from the settings launch (NSET stays 1), each setting
+    one fused launch."""
+    inp = _arrays("gae", None, rng, (2, 9), torch.float64)
+    g = _step_columns(rng, (2, 9), torch.float64, "discount")["discount"]
+    nsets = []
+    orig = triton_scan.Launch.fire
+    monkeypatch.setattr(
+        triton_scan.Launch, "fire",
+        lambda self, *a, **kw: (nsets.append(dict(self.consts)["NSET"]), orig(self, *a, **kw)),
+    )  # fmt: skip
+    seen = _spy_kinds(monkeypatch)
+    res = rltscan.gae(**inp, discount=g, lam=[0.5, 0.9], backend="triton")
+    assert nsets == [1, 1] and seen == [(triton_scan.GAE, True, False)] * 2
+    for k, lam in enumerate((0.5, 0.9)):
+        want = _oracle_2d("gae", None, inp, g, torch.full((2, 9), lam, dtype=torch.float64))
+        assert_close_to_oracle(res.advantages[k], want["advantages"], torch.float64)
+
+
+def test_per_step_validation_on_the_triton_backend(rng):
+    """A NaN in γ_t is named by the front end; past it (a Problem solved directly) the
+    kernel's screen sees a NaN in either column, and the host check names it."""
+    from rltscan.estimators import declared_module
+    from rltscan.estimators._common import Frame, Problem, solve
+
+    inp = base(rng, 12, 0.2)
+    g = np.full(12, 0.9)
+    g[5] = np.nan
+    with pytest.raises(rltscan.DataError, match=r'"discount" must be in \[0, 1\].*\(5,\) is nan'):
+        rltscan.gae(**inp, discount=g, backend="triton")
+    lam = np.full(12, 0.9)
+    lam[7] = 1.5
+    with pytest.raises(rltscan.DataError, match=r'"lam_per_step" must be in \[0, 1\]'):
+        rltscan.vtrace(**inp, logp_target=np.zeros(12), logp_behavior=np.zeros(12),
+                       lam_per_step=lam, backend="triton")  # fmt: skip
+
+    r = torch.as_tensor(rng.standard_normal((1, 12)))
+    term = torch.zeros((1, 12), dtype=torch.bool)
+    term[0, -1] = True
+    for kind, column in [("returns", "discount"), ("gae", "discount"), ("gae", "lam_per_step")]:
+        col = torch.full((1, 12), 0.9, dtype=torch.float64)
+        cols = {"rewards": r, "terminated": term, column: col}
+        if kind == "gae":
+            cols["values"] = r.clone()
+        p = Problem(kind=kind, reverse=True, cols=cols, dtype=torch.float64,
+                    params={"gamma": 0.99, "lam": 0.95}, missing_zero=True)  # fmt: skip
+        outputs = declared_module(kind).OUTPUTS
+        _, suspicious, _ = triton_scan.solve(p, outputs, check=True)
+        assert not suspicious, (kind, column)
+        col[0, 4] = np.nan  # an interior step: for returns γ_t reaches only a_t there
+        _, suspicious, _ = triton_scan.solve(p, outputs, check=True)
+        assert suspicious, (kind, column)
+        d = declared_module(kind).DECLARATION
+        reads = {n: d.read_rule(n) for n in d.float_inputs}
+        with pytest.raises(rltscan.DataError, match=rf'"{column}" has NaN or Inf at index 4'):
+            solve(p, "triton", validate=True, reads=reads, frame=Frame((12,), 0))
+
+
+def test_per_step_calls_are_never_bound(rng):
+    """A bound call skips the front end, and with it the [0, 1] check of γ_t / λ_t: such
+    calls get no key and no binding."""
+    import inspect
+
+    from rltscan.estimators import _bound, declared_module
+
+    d = declared_module("gae").DECLARATION
+    inp = {k: torch.as_tensor(v) for k, v in base(rng, 8, 0.2).items()}
+
+    def args(**extra):
+        a = inspect.signature(rltscan.gae).bind(**inp, **extra, backend="triton")
+        a.apply_defaults()
+        return dict(a.arguments)
+
+    assert _bound.call_key(d, args()) is not None
+    g = torch.full((8,), 0.9, dtype=torch.float64)
+    assert _bound.call_key(d, args(discount=g)) is None
+    assert _bound.call_key(d, args(lam_per_step=g)) is None
+    assert _bound.build(d, args(discount=g), None, {}, torch.device("cpu"), False) is None
+    rd = declared_module("returns").DECLARATION
+    a = inspect.signature(rltscan.discounted_returns).bind(
+        inp["rewards"], terminated=inp["terminated"], discount=g
+    )
+    a.apply_defaults()
+    assert _bound.call_key(rd, dict(a.arguments)) is None

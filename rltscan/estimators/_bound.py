@@ -10,6 +10,10 @@ outputs, gather the addresses and call the compiled kernel's launcher. A call th
 does not qualify (numpy or CPU inputs, a carry, copies, features, aliased inputs)
 takes the whole path every time, with the same results.
 
+A call with a per-step ``discount`` or ``lam_per_step`` column is never bound: the
+front end checks that every entry lies in [0, 1] (``validate=True``), a check the
+bound launch would skip (the kernel's screen sees non-finite entries only).
+
 Validation on this path is the kernel's screen with its result deferred
 (docs/CONVENTIONS.md §5.1): nothing waits for the GPU.
 """
@@ -26,7 +30,7 @@ import torch
 from torch import Tensor
 
 from rltscan.errors import DataError
-from rltscan.estimators.declaration import Declaration
+from rltscan.estimators.declaration import PER_STEP_PARAMETERS, Declaration
 
 if TYPE_CHECKING:
     from rltscan.scan import triton_scan
@@ -50,6 +54,12 @@ def array_names(d: Declaration) -> tuple[str, ...]:
 
 
 @functools.cache
+def _per_step(d: Declaration) -> tuple[str, ...]:
+    """The per-step γ_t / λ_t columns ``d`` accepts (calls with them are never bound)."""
+    return tuple(n for n in PER_STEP_PARAMETERS if n in d.inputs)
+
+
+@functools.cache
 def _scalar_names(d: Declaration) -> tuple[str, ...]:
     names = tuple(prm.name for prm in d.parameters)
     if d.missing_bootstrap is not None:
@@ -59,7 +69,7 @@ def _scalar_names(d: Declaration) -> tuple[str, ...]:
 
 def call_key(d: Declaration, args: dict[str, Any]) -> tuple | None:
     """What decides a call's launch: None when the call cannot be bound (a carry, a
-    non-tensor array, a tensor-valued parameter)."""
+    non-tensor array, a tensor-valued parameter, a per-step γ_t or λ_t column)."""
     return _key_function(d)(args)
 
 
@@ -72,6 +82,8 @@ def _key_function(d: Declaration) -> Callable[[dict[str, Any]], tuple | None]:
         "    if a['carry'] is not None or a['backend'] not in B:",
         "        return None",
     ]
+    for n in _per_step(d):  # their [0, 1] range is checked by the front end only
+        lines += [f"    if a.get({n!r}) is not None:", "        return None"]
     parts = ["a['validate']", "a['time_dim']", "a['backend']"]
     for i, n in enumerate(d.inputs):
         lines += [
@@ -155,7 +167,10 @@ def build(
     deferred: bool,
 ) -> Bound | None:
     """A :class:`Bound` for this call, when each kernel argument is one of the caller's
-    tensors as given, an output, or a fixed buffer (the error word); else None."""
+    tensors as given, an output, or a fixed buffer (the error word); else None (also for
+    a per-step γ_t or λ_t column, whose range check a bound call would skip)."""
+    if any(args.get(n) is not None for n in _per_step(d)):
+        return None
     by_ptr: dict[int, str] = {}
     for n in d.inputs:
         x = args.get(n)

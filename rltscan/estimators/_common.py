@@ -22,6 +22,7 @@ from torch import Tensor
 from rltscan.errors import DataError, DTypeError, MissingBootstrapError, ParameterError
 from rltscan.estimators import check_params as declared_check_params
 from rltscan.estimators.declaration import (
+    PER_STEP_PARAMETERS,
     READ_AFTER_UNCUT,
     READ_ALL,
     READ_BOOT,
@@ -696,7 +697,7 @@ def solve(
     if which == "triton":
         from rltscan.scan import triton_scan
 
-        if triton_scan.fused(p.kind) and not (p.has("discount") or p.has("lam_per_step")):
+        if triton_fused(p):
             if p.carry is not None and p.carry.next_value is None and _reads_next_value(p):
                 next_of(p, "next_value")  # raises: the chunks mix bootstrap forms
             check = ("defer" if defer else True) if validate else False
@@ -706,8 +707,9 @@ def solve(
             if on_launch is not None:
                 on_launch(fired)
             return out
-        # The generic path: no fused prologue for this kind, so its module builds
-        # (a, b) with torch and the kernel runs its plain linear-scan mode.
+        # The generic path: no fused prologue for this kind (or for a column it was
+        # given), so its module builds (a, b) with torch and the kernel runs its plain
+        # linear-scan mode.
         if validate:
             validate_contents(p, reads, frame)
         a, b = mod.coefficients(p)
@@ -732,12 +734,24 @@ def solve(
     return mod.finalize(p, y)
 
 
-def settings_fused(p: Problem) -> bool:
-    """Whether the Triton kernel solves every setting of ``p`` in one launch: a fused
-    estimator with scalar γ and λ (per-step columns take the generic path)."""
+def triton_fused(p: Problem) -> bool:
+    """Whether the Triton backend solves ``p`` with its kind's fused prologue (else the
+    generic path: the module's torch ``coefficients`` and the kernel's linear mode): a
+    fused kind whose prologue reads every per-step column given (γ_t, λ_t, §1.7)."""
     from rltscan.scan import triton_scan
 
-    return triton_scan.fused(p.kind) and not (p.has("discount") or p.has("lam_per_step"))
+    return triton_scan.fused(p.kind) and all(
+        triton_scan.reads_column(p.kind, c) for c in PER_STEP_PARAMETERS if c in p.cols
+    )
+
+
+def settings_fused(p: Problem) -> bool:
+    """Whether the Triton kernel solves every setting of ``p`` in one launch: a fused
+    estimator with scalar γ and λ. Per-step columns are excluded here (the settings
+    table would carry γ and λ for them): they run one fused launch per setting."""
+    from rltscan.scan import triton_scan
+
+    return triton_scan.fused(p.kind) and not any(c in p.cols for c in PER_STEP_PARAMETERS)
 
 
 def _each_setting(p: Problem, backend: str, **checks: Any) -> dict[str, Tensor]:

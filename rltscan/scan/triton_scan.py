@@ -6,10 +6,13 @@ One kernel, ``_scan_kernel``. The first seven estimators are each a constexpr ``
 that selects a small prologue (load its raw columns, build ``a_t``/``b_t`` on-chip)
 and epilogue (``value_targets = A + V``, V-trace's ``pg_advantages``, ...): for them
 no ``a``, ``b`` or ``delta`` tensor ever reaches device memory; flags are read as
-stored (1 byte). Any other estimator (:func:`fused` is False) runs the ``LINEAR``
-kind: its module builds ``(a, b)`` with torch and :func:`linear_scan` solves it
-(``estimators._common.solve``), so a new estimator module runs here unchanged. This
-module knows estimators only by kind name; it imports none of them.
+stored (1 byte). A per-step discount γ_t or λ_t (docs/CONVENTIONS.md §1.7) is two more
+columns read at step t in place of the scalars (constexpr ``HAS_DISC``, ``HAS_LAMT``:
+without them the scalar kernel is compiled as before). Any other estimator
+(:func:`fused` is False) runs the ``LINEAR`` kind: its module builds ``(a, b)`` with
+torch and :func:`linear_scan` solves it (``estimators._common.solve``), so a new
+estimator module runs here unchanged. This module knows estimators only by kind name;
+it imports none of them.
 
 Work decomposition: the ``[R, T]`` problem (any strides: batch-major, time-major
 or one flat sequence) is cut into tiles of ``ROWS × CHUNK``. A program scans its
@@ -203,6 +206,8 @@ def _scan_kernel(
     flag_ptr,  # look-back workspace
     err_ptr,  # int32[2] (CHECK): [0] counts tiles with a non-finite read entry, [1] = check_id
     set_ptr,  # NSET > 1: [NSET, 2] (γ, λ) per setting, in the compute dtype
+    disc_ptr,  # HAS_DISC: the per-step discount γ_t (docs/CONVENTIONS.md §1.7)
+    lamt_ptr,  # HAS_LAMT: the per-step λ_t
     R,
     T,
     stride_r,
@@ -240,12 +245,16 @@ def _scan_kernel(
     TRACE: tl.constexpr,  # RETRACE only: which trace coefficient (TRACES below)
     NSET: tl.constexpr,  # settings (γ, λ) solved in this launch (fused kinds; 1: the scalars)
     KP: tl.constexpr,  # NSET rounded up to a power of two: virtual rows per data row
+    HAS_DISC: tl.constexpr,  # γ_t from disc_ptr instead of the scalar γ
+    HAS_LAMT: tl.constexpr,  # λ_t from lamt_ptr instead of the scalar λ
 ):
     # Columns by KIND:
     #   LINEAR: c0=a c1=b | GAE: c0=r c1=V c2=nv-source | TD_LAMBDA, RETURNS: same
     #   VTRACE: c0=r c1=V c2=nv-source c3=logπ c4=logμ
     #   RETRACE: c0=r c1=Q c2=E_πQ(s_{t+1}) c3=logπ c4=logμ c5=V^π
     #   TRACES, PREFIX_SUM: c0=x (PREFIX_SUM with FIRST_GIVEN: term_ptr holds is_first)
+    #   GAE ... RETRACE may also take γ_t (disc_ptr) and λ_t (lamt_ptr), read at step t: they
+    #   belong to the transition out of step t (§1.7), so no carry holds the next chunk's
     # Float scalars arrive as fp32; fp64 runs get them back to ~48 bits as hi + lo.
     gamma = (tl.zeros([], COMPUTE) + gamma) + gamma_lo
     lam = (tl.zeros([], COMPUTE) + lam) + lam_lo
@@ -299,6 +308,12 @@ def _scan_kernel(
         done = term
     cut = done | last
     boot = cut & ~term
+    # Per-step γ_t / λ_t replace the scalars elementwise: every use below is at step t
+    # (Retrace's trace too: a_t = γ_t·λ_t·ratio_{t+1}), and V-trace's epilogue reuses γ_t.
+    if HAS_DISC:
+        gamma = _ld(disc_ptr, offs, mask, COMPUTE)
+    if HAS_LAMT:
+        lam = _ld(lamt_ptr, offs, mask, COMPUTE)
 
     # ---- prologue: build (a, b) on-chip -------------------------------------------
     if KIND == 0:  # LINEAR
@@ -406,6 +421,10 @@ def _scan_kernel(
             bad = bad | (lt != lt) | (lt == float("inf")) | _nonfinite(lb)
         if KIND == 5 and HAS_OUT1:
             bad = bad | _nonfinite(_ld(c5_ptr, offs, mask, COMPUTE))
+        if HAS_DISC:  # γ_t reaches b only where nv is read, and a only inside episodes
+            bad = bad | _nonfinite(gamma)
+        if HAS_LAMT:
+            bad = bad | _nonfinite(lam)
         if tl.max(tl.max((bad & mask).to(tl.int32), axis=1), axis=0) > 0:
             # only ever increased here (the host never writes it): a count the host
             # can read without a sync when the word lives in pinned memory
@@ -697,10 +716,11 @@ def read_error(word: Tensor | None) -> bool:
 # One launch: a plan (everything but addresses) and the call of the compiled kernel
 
 # Kernel argument positions: the tensors, then the runtime integers and floats.
-_N_PTRS = 18
+_N_PTRS = 20
 _WS_SLOT, _FLAGS_SLOT = 14, 15
 ERR_SLOT = 16  # the error word (a bound call keeps it fixed)
 SET_SLOT = 17  # the settings' (γ, λ) table (NSET > 1)
+_STEP_SLOTS = ("disc", "lamt")  # slots 18, 19: per-step γ_t and λ_t (HAS_DISC, HAS_LAMT)
 _IN_SLOTS = ("c0", "c1", "c2", "c3", "c4", "c5", "term", "trunc")
 _CARRY_ROWS = ("next_value", "next_log_ratio", "prev_done")
 
@@ -740,7 +760,7 @@ class Launch:
         return tuple(v for _, v in self.consts)
 
     def fire(self, tensors: list[Tensor], device: torch.device, check_id: int = 0) -> None:
-        """Launch on the current stream. ``tensors``: the 18 pointer arguments; the
+        """Launch on the current stream. ``tensors``: the 20 pointer arguments; the
         workspace slots are filled here."""
         stream = _stream_id(device)
         if self.lookback:
@@ -848,7 +868,7 @@ def plan_launch(
         FIRST_GIVEN=first_given, HAS_INIT=has_init, HAS_OUT1=n_out > 1, CHECK=check,
         CONTINUES=continues,
         ROWS=tiles.rows, CHUNK=tiles.chunk, LOOKBACK=n_tblocks > 1, COMPUTE=compute,
-        TRACE=trace, NSET=nset, KP=kp,
+        TRACE=trace, NSET=nset, KP=kp, HAS_DISC="disc" in cols, HAS_LAMT="lamt" in cols,
     )  # fmt: skip
     order = [n for n in _kernel_arg_names() if n in consts]
     scalars = (
@@ -953,6 +973,7 @@ def _launch(
     # the workspace slots hold the dummy until fire() fills them (look-back only)
     tensors += [outs[0], outs[1] if len(outs) > 1 else dummy, dummy, dummy, err]
     tensors += [settings if settings is not None else dummy]
+    tensors += [cols.get(s, dummy) for s in _STEP_SLOTS]
     plan = plan_launch(
         kind, reverse=reverse, cols=cols, dtype=dtype, n_out=len(outs), has_row=row is not None,
         has_init=has_init, nv_mode=nv_mode, missing=missing, params=params,
@@ -1004,17 +1025,22 @@ def linear_scan(a: Tensor, b: Tensor, *, reverse: bool, init: Tensor | None = No
 
 
 # Which Problem column feeds which kernel slot, per estimator.
+_STEP = {"discount": "disc", "lam_per_step": "lamt"}  # per-step γ_t, λ_t (§1.7)
 _SLOTS = {
-    "gae": {"rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2"},
-    "td_lambda": {"rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2"},
-    "returns": {"rewards": "c0", "next_values": "c2", "bootstrap_values": "c2"},
+    "gae": {
+        "rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2", **_STEP,
+    },
+    "td_lambda": {
+        "rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2", **_STEP,
+    },
+    "returns": {"rewards": "c0", "next_values": "c2", "bootstrap_values": "c2", **_STEP},
     "vtrace": {
         "rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2",
-        "logp_target": "c3", "logp_behavior": "c4",
+        "logp_target": "c3", "logp_behavior": "c4", **_STEP,
     },
     "retrace": {
         "rewards": "c0", "q_values": "c1", "next_expected_q": "c2",
-        "logp_target": "c3", "logp_behavior": "c4", "v_pi": "c5",
+        "logp_target": "c3", "logp_behavior": "c4", "v_pi": "c5", **_STEP,
     },
     "traces": {"x": "c0"},
     "prefix_sum": {"x": "c0"},
@@ -1025,6 +1051,13 @@ def fused(kind: str) -> bool:
     """Whether ``kind`` has a fused prologue here; any other estimator runs through
     :func:`linear_scan` with the ``(a, b)`` its module builds (``estimators._common.solve``)."""
     return kind in _SLOTS
+
+
+def reads_column(kind: str, name: str) -> bool:
+    """Whether the fused prologue of ``kind`` reads the Problem column ``name`` (a per-step
+    ``discount`` or ``lam_per_step`` included); a column it does not read sends the call
+    to the generic path (``estimators._common.solve``)."""
+    return name in _SLOTS.get(kind, ())
 
 
 @dataclass(frozen=True)
