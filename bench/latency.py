@@ -19,7 +19,6 @@ import math
 import os
 import platform
 import sys
-import time
 from typing import Any
 
 import torch
@@ -37,18 +36,6 @@ EXTRA_KINDS_AT = [(4096, 128), (1 << 22,)]  # returns and V-trace: where the iss
 
 def do_bench(fn: Any) -> float:
     return 1e3 * triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
-
-
-def host_us(fn: Any, n: int = 1000) -> float:
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t = (time.perf_counter() - t0) / n * 1e6
-    torch.cuda.synchronize()
-    return t
 
 
 def rl_triton_fn(kind: str, inp: dict[str, Any]) -> Any:
@@ -102,13 +89,13 @@ def case(kind: str, shape: tuple[int, ...], bw: float, with_rl_triton: bool) -> 
         prep = rltscan.prepare_call(fn, **kw_nv)
         arrays = {k: v for k, v in kw_nv.items() if isinstance(v, torch.Tensor)}
         row["prepared_us"] = do_bench(lambda: prep(**arrays))
-        row["prepared_host_us"] = host_us(lambda: prep(**arrays), 1000)
+        row["prepared_host_us"] = bench.host_us(lambda: prep(**arrays), 1000)
     except Exception as e:
         row["prepared_error"] = f"{type(e).__name__}: {e}"[:200]
     row["rltscan_us"] = do_bench(f_nv)
     row["rltscan_validated_us"] = do_bench(f_v)
-    row["rltscan_host_us"] = host_us(f_nv, 300 if row["steps"] > 1 << 24 else 1000)
-    row["rltscan_validated_host_us"] = host_us(f_v, 300 if row["steps"] > 1 << 24 else 1000)
+    row["rltscan_host_us"] = bench.host_us(f_nv, 300 if row["steps"] > 1 << 24 else 1000)
+    row["rltscan_validated_host_us"] = bench.host_us(f_v, 300 if row["steps"] > 1 << 24 else 1000)
     row["kernel_us"] = bench.kernel_us(f_nv, 20)
     rltscan.synchronize()  # no deferred hit on clean data
     if (kind == "gae" or shape in EXTRA_KINDS_AT) and not os.environ.get("LATENCY_NO_COMPILE"):
