@@ -29,7 +29,8 @@ from tests.io_helpers import FLAT, PARQUET, copy_sample
 
 HEAVY = ("torch", "triton")
 # what inspect and --dry-run load besides numpy: the input's own reader, nothing else
-ALL = (*HEAVY, "numpy", "rich", "h5py", "pyarrow", "pydantic")
+# (pandas: pyarrow's to_numpy imports it, 0.4-0.6 s; rltscan reads Arrow buffers itself)
+ALL = (*HEAVY, "numpy", "rich", "h5py", "pyarrow", "pydantic", "pandas")
 READER = {".h5": "h5py", ".parquet": "pyarrow"}
 # what --help and --version must not load either (each costs 0.05-0.2 s on 2 cores)
 HELP_HEAVY = (*HEAVY, "numpy", "rich", "h5py", "pyarrow")
