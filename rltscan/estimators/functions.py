@@ -715,7 +715,8 @@ class PreparedCall:
             raise ParameterError(
                 f"this {d.function_name} call cannot be prepared: it needs the whole "
                 "front end every time (arrays not all CUDA tensors as the kernel reads "
-                "them, a carry, a copy or conversion)",
+                "them, a carry, several gamma/lam settings, a per-step discount or "
+                "lam_per_step column, a copy or conversion)",
                 f"pass CUDA tensors of one layout and plain numbers, or call "
                 f"rltscan.{d.function_name} directly",
             )
