@@ -518,6 +518,9 @@ def test_cli_several_settings_in_one_run(tmp_path, rng):
             assert_close_to_oracle(got, want, torch.float64)
             assert f"value_targets_g{g}_l0.95" in f
         assert "advantages" not in f
+    r = _cli("gae", str(path), "--lam", "0.9,0.9")
+    assert r.returncode == 2
+    assert r.stderr.strip() == "error: --lam lists 0.9 twice; pass each value once"
     r = _cli("gae", str(path), "--gamma", "0.9,nope")
     assert r.returncode == 2
     assert (

@@ -89,9 +89,13 @@ def check_params(values: Mapping[str, float | None], *, options: bool = False) -
         if name in SWEEPABLE and is_sweep(value):  # several settings: each one checked
             for v in value:
                 check_params({name: v}, options=options)
+            label = "--" + name.replace("_", "-") if options else name
             if not len(value):
-                label = "--" + name.replace("_", "-") if options else name
                 raise ParameterError(f"{label} is an empty list; pass at least one value")
+            values = [float(v) for v in value]
+            twice = next((x for i, x in enumerate(values) if x in values[:i]), None)
+            if twice is not None:  # two settings would write one column
+                raise ParameterError(f"{label} lists {twice!r} twice; pass each value once")
             continue
         param = table.get(name) or Param(name, None, "", low=-math.inf)
         refused = param.violation(value)

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from rltscan.errors import ParameterError
+
 # The bootstrap forms of the estimators that read V(s_t+1) (docs/CONVENTIONS.md §1.2)
 BOOTSTRAP_INPUTS = ("next_values", "bootstrap_values", "last_value")
 # Inputs that are 1-byte flags, and inputs that hold one value per sequence (no time axis)
@@ -292,7 +294,11 @@ def settings_of(d: Declaration, values: Mapping[str, Any]) -> tuple[dict[str, fl
     for n in names:
         v = values.get(n)
         v = defaults[n] if v is None else v
-        lists.append([float(x) for x in v] if is_sweep(v) else [float(v)])
+        given = [float(x) for x in v] if is_sweep(v) else [float(v)]
+        twice = next((x for i, x in enumerate(given) if x in given[:i]), None)
+        if twice is not None:  # two settings would write one column
+            raise ParameterError(f"{n} lists {twice!r} twice; pass each value once")
+        lists.append(given)
     combos: list[dict[str, float]] = [{}]
     for n, vals in zip(names, lists, strict=True):
         combos = [{**c, n: x} for c in combos for x in vals]
