@@ -223,8 +223,7 @@ def _normalize(plan: Plan, sink: Any, outputs: dict[str, Any]) -> list[str]:
     advantages = set(plan.spec.normalizable)
     notes = []
     for name in plan.names:
-        base = name[len(plan.opts.prefix) :]
-        if not any(base == a or base.startswith(a + "_g") for a in advantages):
+        if plan.output_of.get(name) not in advantages:
             continue
         moments = outputs[name].moments
         mean, std = moments.mean, moments.std

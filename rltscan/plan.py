@@ -86,6 +86,8 @@ class Plan:
     used: Mapping[str, Any]  # the parameters as used (defaults filled)
     metadata: Mapping[str, Any]  # provenance, written beside the outputs
     roles: Mapping[str, str] = field(default_factory=dict)  # role -> column
+    # written column -> the estimator output it holds (advantages_g0.9_l0.95 -> advantages)
+    output_of: Mapping[str, str] = field(default_factory=dict)
 
     def prepare_options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`rltscan.io.layout.prepare` for this run."""
@@ -145,6 +147,7 @@ def make_plan(
             {opts.prefix + c: settings[k] for c, _, k in columns} if settings else None,
         ),
         roles=dict(probe.roles),
+        output_of={opts.prefix + c: o for c, o, _ in columns},
     )
 
 

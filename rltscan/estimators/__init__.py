@@ -21,7 +21,13 @@ from types import ModuleType
 from typing import Any
 
 from rltscan.errors import ParameterError
-from rltscan.estimators.declaration import SWEEPABLE, Declaration, Param, is_sweep
+from rltscan.estimators.declaration import (
+    SWEEPABLE,
+    Declaration,
+    Param,
+    is_sweep,
+    sweep_refusal,
+)
 
 # One module per estimator: every public module of this package (not ``declaration``,
 # ``functions``) declares one, so adding an estimator is adding its module. The first
@@ -89,13 +95,10 @@ def check_params(values: Mapping[str, float | None], *, options: bool = False) -
         if name in SWEEPABLE and is_sweep(value):  # several settings: each one checked
             for v in value:
                 check_params({name: v}, options=options)
-            label = "--" + name.replace("_", "-") if options else name
-            if not len(value):
-                raise ParameterError(f"{label} is an empty list; pass at least one value")
-            values = [float(v) for v in value]
-            twice = next((x for i, x in enumerate(values) if x in values[:i]), None)
-            if twice is not None:  # two settings would write one column
-                raise ParameterError(f"{label} lists {twice!r} twice; pass each value once")
+            refused = sweep_refusal(value)
+            if refused is not None:
+                label = "--" + name.replace("_", "-") if options else name
+                raise ParameterError(f"{label} {refused}")
             continue
         param = table.get(name) or Param(name, None, "", low=-math.inf)
         refused = param.violation(value)

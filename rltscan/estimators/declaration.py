@@ -17,8 +17,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rltscan.errors import ParameterError
-
 # The bootstrap forms of the estimators that read V(s_t+1) (docs/CONVENTIONS.md §1.2)
 BOOTSTRAP_INPUTS = ("next_values", "bootstrap_values", "last_value")
 # Inputs that are 1-byte flags, and inputs that hold one value per sequence (no time axis)
@@ -283,9 +281,22 @@ def is_sweep(value: Any) -> bool:
     return ndim is not None and ndim >= 1
 
 
+def sweep_refusal(values: Any) -> str | None:
+    """Why a list of settings is refused (after the parameter's name), or None: it is
+    empty, or a value is listed twice (two settings would write one column)."""
+    given = [float(v) for v in values]
+    if not given:
+        return "is an empty list; pass at least one value"
+    twice = next((x for i, x in enumerate(given) if x in given[:i]), None)
+    if twice is not None:
+        return f"lists {twice!r} twice; pass each value once"
+    return None
+
+
 def settings_of(d: Declaration, values: Mapping[str, Any]) -> tuple[dict[str, float], ...] | None:
     """Every combination of the swept parameters (γ outer, λ inner), or None when each is
-    one number. A parameter left out takes its declared default."""
+    one number. A parameter left out takes its declared default. The lists were checked
+    before (``sweep_refusal``, by the option and function checks)."""
     names = [n for n in SWEEPABLE if n in d.params]
     if not any(is_sweep(values.get(n)) for n in names):
         return None
@@ -294,11 +305,7 @@ def settings_of(d: Declaration, values: Mapping[str, Any]) -> tuple[dict[str, fl
     for n in names:
         v = values.get(n)
         v = defaults[n] if v is None else v
-        given = [float(x) for x in v] if is_sweep(v) else [float(v)]
-        twice = next((x for i, x in enumerate(given) if x in given[:i]), None)
-        if twice is not None:  # two settings would write one column
-            raise ParameterError(f"{n} lists {twice!r} twice; pass each value once")
-        lists.append(given)
+        lists.append([float(x) for x in v] if is_sweep(v) else [float(v)])
     combos: list[dict[str, float]] = [{}]
     for n, vals in zip(names, lists, strict=True):
         combos = [{**c, n: x} for c in combos for x in vals]

@@ -58,6 +58,7 @@ from rltscan.estimators.declaration import (
     Declaration,
     is_sweep,
     settings_of,
+    sweep_refusal,
 )
 from rltscan.scan import resolve_backend
 
@@ -208,15 +209,13 @@ def _run(
         p, backend, validate=validate, reads=reads, frame=frame, defer=defer,
         on_launch=fired.append,
     )  # fmt: skip
+    if fired and defer:
+        bound.note_check(fired[0].check_id, kind, frame.step_shape, device)
     if settings is not None:
         result = {k: _stacked_output(frame, v) for k, v in out.items()}
         result["_carry_fn"] = functools.partial(_settings_carry_out, p, out)
-        if fired and defer:
-            bound.note_check(fired[0].check_id, kind, frame.step_shape, device)
         return result
     result = {k: frame.output(v) for k, v in out.items()}
-    if fired and defer:
-        bound.note_check(fired[0].check_id, kind, frame.step_shape, device)
     stays = device.type == "cuda" and user_device == device and not as_numpy
     if fired and bind is not None and stays:
         bind(fired[0], result, device, defer)
@@ -326,10 +325,11 @@ def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
     for name in SWEEPABLE:  # several settings: each value checked as one would be
         if name in scalars and is_sweep(scalars[name]):
             values = list(scalars.pop(name))
-            if not values:
-                raise ParameterError(f"{name} is an empty list; pass at least one value")
             for v in values:
                 check_params(**{name: v})
+            refused = sweep_refusal(values)
+            if refused is not None:
+                raise ParameterError(f"{name} {refused}")
     check_params(**scalars)
     for prm in d.parameters:  # word parameters (Retrace's trace)
         refused = prm.violation(args[prm.name]) if prm.choices is not None else None
@@ -353,7 +353,7 @@ def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
 def _check_unit_column(name: str, x: Any) -> None:
     """A per-step γ_t or λ_t: every entry in [0, 1] (NaN refused), named at the first bad."""
     t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
-    if not (t.dtype.is_floating_point or t.dtype == torch.bool or not t.dtype.is_complex):
+    if t.dtype.is_complex:
         raise DataError(f'"{name}" has dtype {t.dtype}; pass real numbers in [0, 1]')
     bad = ~((t >= 0) & (t <= 1))
     if bool(bad.any()):
