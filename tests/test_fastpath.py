@@ -133,3 +133,112 @@ def test_call_key_is_none_for_what_cannot_be_bound(rng):
 
 def test_oracle_is_importable():
     assert hasattr(oracles, "__name__")
+
+
+# ---------------------------------------------------------------------------
+# The bound launch itself, built from a call on the interpreter (CPU): the key, the
+# slots, the generated firing code. On CUDA the same Bound fires through the compiled
+# kernel's launcher (tests/test_gpu.py).
+
+
+def _bind_on_cpu(kind, inp, monkeypatch):
+    """A :class:`_bound.Bound` for ``inp``'s shapes, as a CUDA call would build it."""
+    import inspect
+
+    from rltscan import bench
+    from rltscan.estimators import DECLARATIONS
+    from rltscan.estimators import functions as est
+
+    fired = []
+    orig = est.solve
+
+    def spy(p, backend, **kw):
+        hand_on = kw["on_launch"]
+        kw["on_launch"] = lambda f: (fired.append(f), hand_on(f))
+        return orig(p, backend, **kw)
+
+    monkeypatch.setattr(est, "solve", spy)
+    fn = rltscan.ESTIMATORS[bench._command(kind)].function
+    kw = _call_kwargs(kind, inp)
+    res = fn(**kw)
+    monkeypatch.setattr(est, "solve", orig)
+    d = next(x for x in DECLARATIONS.values() if x.function_name == fn.__name__)
+    args = inspect.signature(fn).bind(**kw)
+    args.apply_defaults()
+    args = dict(args.arguments)
+    outs = {k: getattr(res, k) for k in d.outputs if getattr(res, k) is not None}
+    b = _bound.build(d, args, fired[0], outs, torch.device("cpu"), False)
+    return d, fn, b
+
+
+def _call_kwargs(kind, inp):
+    kw = {**inp, "backend": "triton", "validate": False}
+    if kind in ("gae", "td_lambda", "vtrace"):
+        kw.setdefault("lam", 0.95)
+    if kind == "vtrace":
+        kw.update(lam=1.0, rho_clip=1.0, c_clip=1.0)
+    return kw
+
+
+FUSED_KINDS = ("gae", "returns", "vtrace", "td_lambda", "retrace", "traces", "prefix_sum")
+BIND_CASES = [
+    *((k, None) for k in FUSED_KINDS),
+    ("gae", "discount"),
+    ("vtrace", "lam_per_step"),
+    ("returns", "discount"),
+]
+
+
+@pytest.mark.parametrize("time_major", [False, True], ids=["batch-major", "time-major"])
+@pytest.mark.parametrize(("kind", "per_step"), BIND_CASES, ids=str)
+def test_a_bound_launch_computes_fresh_data_like_the_whole_path(
+    kind, per_step, time_major, monkeypatch
+):
+    import inspect
+
+    from rltscan import bench
+
+    shape = (3, 21)
+
+    def inputs(seed):
+        inp = bench.make_inputs(kind, shape, ep_len=9.0, device="cpu", seed=seed)
+        if per_step is not None:
+            g = torch.Generator().manual_seed(100 + seed)
+            inp[per_step] = torch.rand(shape, generator=g)
+            if per_step == "discount" and kind != "returns":
+                inp.pop("gamma", None)
+        inp = bench.to_layout(inp, time_major)
+        if time_major:
+            inp["time_dim"] = 0
+        return inp
+
+    d, fn, b = _bind_on_cpu(kind, inputs(0), monkeypatch)
+    assert b is not None, "this call would take the whole front end every time on CUDA"
+    assert b.per_step == (() if per_step is None else (per_step,))
+    fixed = None
+    for seed in (1, 2):
+        kw = _call_kwargs(kind, inputs(seed))
+        a = inspect.signature(fn).bind(**kw)
+        a.apply_defaults()
+        a = dict(a.arguments)
+        assert _bound.lookup(d, _bound.call_key(d, a)) is None  # CPU calls are never kept
+        got = b.run(a)
+        as64 = {k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+                for k, v in kw.items()}  # fmt: skip
+        want = dict(fn(**{**as64, "backend": "torch"}))
+        want = {k: v for k, v in want.items() if v is not None and k in got}
+        assert set(got) == set(want)
+        for k in want:
+            assert got[k].shape == want[k].shape
+            assert_close_to_oracle(got[k], want[k], torch.float32)
+        # the fixed form: the first arrays, refilled in place, into fixed outputs
+        if fixed is None:
+            prepared = a
+            again, fixed = b.fixed(prepared)
+        else:
+            for n, v in kw.items():
+                if isinstance(v, torch.Tensor):
+                    prepared[n].copy_(v)
+        again()
+        for k in want:
+            assert_close_to_oracle(fixed[k], want[k], torch.float32)

@@ -151,7 +151,29 @@ def test_bound_calls_match_the_float64_solve(kind, shape, validate):
         want = _oracle(kind, inp)
         for k in want:
             assert_close_to_oracle(got[k], want[k], torch.float32)
+        if triton_scan.fused(kind):  # (return_to_go runs the generic path: never bound)
+            b = _bound_for(kind, inp, validate=validate)
+            assert b is not None and b.direct, "the repeated call took the whole path"
     rltscan.synchronize()
+
+
+def _bound_for(kind, inp, **kw):
+    """The bound launch later calls with ``inp``'s shapes take (None: the whole path)."""
+    import inspect
+
+    from rltscan.estimators import DECLARATIONS, _bound
+
+    fn = rltscan.ESTIMATORS[bench._command(kind)].function
+    kwargs = {**inp, **kw}
+    if kind in ("gae", "td_lambda", "vtrace"):
+        kwargs.setdefault("lam", 0.95)
+    if kind == "vtrace":
+        kwargs.update(lam=1.0, rho_clip=1.0, c_clip=1.0)
+    a = inspect.signature(fn).bind(**kwargs)
+    a.apply_defaults()
+    d = next(x for x in DECLARATIONS.values() if x.function_name == fn.__name__)
+    key = _bound.call_key(d, dict(a.arguments))
+    return None if key is None else _bound.lookup(d, key)
 
 
 @pytest.mark.parametrize("kind", ["gae", "vtrace", "returns"])
@@ -394,10 +416,12 @@ def test_per_step_columns_fused_match_float64(
     )
     f = getattr(rltscan, SETTINGS_FN[kind])
     seen = _spy_kinds(monkeypatch)
-    before = {k: list(v) for k, v in _bound._BOUND.items()}
-    got = f(**inputs, validate=False)
-    f(**inputs)  # a second call of the shape: never bound (the [0, 1] check is the front end's)
-    assert {k: list(v) for k, v in _bound._BOUND.items()} == before
+    _bound.forget()
+    first = f(**inputs, validate=False)
+    got = f(**inputs, validate=False)  # a second call of the shape: the bound launch
+    assert sum(len(v) for v in _bound._BOUND.values()) == 1, "the repeated call was not bound"
+    for name in first:
+        assert torch.equal(getattr(first, name), getattr(got, name)), name
     assert seen and set(seen) == {triton_scan.KINDS[kind]}, "the fused kernel, not LINEAR"
     want = f(**_f64(inputs), backend="torch", validate=False)
     for name, w in want.items():
@@ -448,4 +472,83 @@ def test_per_step_validation_on_the_gpu():
     bad["discount"][7, 9] = 1.5
     with pytest.raises(rltscan.DataError, match=r'"discount" must be in \[0, 1\].*\(7, 9\)'):
         rltscan.gae(**bad)
+    rltscan.synchronize()
+
+
+def test_a_bound_per_step_call_screens_the_unit_interval_on_the_gpu():
+    """A bound call skips the front end's [0, 1] check of γ_t: the kernel's screen
+    reports it at the next call or at synchronize, naming the column."""
+    inputs = _step_inputs("gae", None, (256, 300), torch.float32, 31, which="discount")
+    rltscan.gae(**inputs)  # binds the shape (the front end checks this call)
+    rltscan.synchronize()
+    bad = dict(inputs, discount=inputs["discount"].clone())
+    bad["discount"][3, 7] = 1.5
+    assert _bound_for("gae", bad) is not None
+    rltscan.gae(**bad)  # returns at once
+    with pytest.raises(rltscan.DataError, match=r"discount entry outside \[0, 1\]"):
+        rltscan.synchronize()
+    bad["discount"][3, 7] = float("nan")
+    rltscan.gae(**bad)
+    with pytest.raises(rltscan.DataError, match="earlier gae call"):
+        rltscan.synchronize()
+
+
+@pytest.mark.parametrize("kind", ["gae", "vtrace", "returns"])
+@pytest.mark.parametrize("shape", [(4096, 128), (8, 20_000)], ids=str)  # the second looks back
+@pytest.mark.parametrize("validate", [False, True])
+def test_a_prepared_call_again_refills_in_place(kind, shape, validate):
+    """``prepared()``: the prepared arrays as they are now, into the same outputs."""
+    inp = bench.make_inputs(kind, shape, ep_len=40.0, device="cuda")
+    kw = _prepare_kwargs(kind, inp)
+    prepared = rltscan.prepare_call(getattr(rltscan, SETTINGS_FN[kind]), **kw, validate=validate)
+    outs = prepared.outputs
+    for seed in (6, 7):
+        fresh = bench.make_inputs(kind, shape, ep_len=40.0, device="cuda", seed=seed)
+        for k, v in kw.items():
+            if isinstance(v, torch.Tensor):
+                v.copy_(fresh[k])
+        res = prepared()
+        assert res is outs
+        want = _oracle(kind, fresh)
+        for k in want:
+            assert getattr(res, k).data_ptr() == getattr(outs, k).data_ptr()
+            assert_close_to_oracle(getattr(res, k), want[k], torch.float32)
+    rltscan.synchronize()
+    if validate:
+        kw["rewards"][0, 3] = float("nan")
+        prepared()
+        with pytest.raises(rltscan.DataError, match="NaN or Inf"):
+            rltscan.synchronize()
+
+
+def _prepare_kwargs(kind, inp):
+    kw = {k: v for k, v in inp.items() if k != "missing_bootstrap"}
+    if "missing_bootstrap" in inp:
+        kw["missing_bootstrap"] = "zero"
+    if kind in ("gae", "vtrace"):
+        kw["lam"] = 0.95 if kind == "gae" else 1.0
+    return kw
+
+
+def test_a_prepared_call_again_replays_in_a_cuda_graph():
+    inp = bench.make_inputs("gae", (1024, 256), ep_len=40.0, device="cuda")
+    kw = _prepare_kwargs("gae", inp)
+    prepared = rltscan.prepare_call(rltscan.gae, **kw)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        prepared()  # warm up off the capture
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = prepared()
+    for seed in (8, 9):
+        fresh = bench.make_inputs("gae", (1024, 256), ep_len=40.0, device="cuda", seed=seed)
+        for k, v in kw.items():
+            if isinstance(v, torch.Tensor):
+                v.copy_(fresh[k])
+        g.replay()
+        torch.cuda.synchronize()
+        want = _oracle("gae", fresh)
+        assert_close_to_oracle(out.advantages, want["advantages"], torch.float32)
     rltscan.synchronize()

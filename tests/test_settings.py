@@ -801,9 +801,9 @@ def test_per_step_validation_on_the_triton_backend(rng):
             solve(p, "triton", validate=True, reads=reads, frame=Frame((12,), 0))
 
 
-def test_per_step_calls_are_never_bound(rng):
-    """A bound call skips the front end, and with it the [0, 1] check of γ_t / λ_t: such
-    calls get no key and no binding."""
+def test_per_step_columns_are_part_of_the_bound_key(rng):
+    """A per-step γ_t / λ_t column is an array of the key like any other: a call with
+    one never reuses the launch of a call without (the kernel reads it in a slot)."""
     import inspect
 
     from rltscan.estimators import _bound, declared_module
@@ -816,14 +816,36 @@ def test_per_step_calls_are_never_bound(rng):
         a.apply_defaults()
         return dict(a.arguments)
 
-    assert _bound.call_key(d, args()) is not None
     g = torch.full((8,), 0.9, dtype=torch.float64)
-    assert _bound.call_key(d, args(discount=g)) is None
-    assert _bound.call_key(d, args(lam_per_step=g)) is None
-    assert _bound.build(d, args(discount=g), None, {}, torch.device("cpu"), False) is None
-    rd = declared_module("returns").DECLARATION
-    a = inspect.signature(rltscan.discounted_returns).bind(
-        inp["rewards"], terminated=inp["terminated"], discount=g
-    )
-    a.apply_defaults()
-    assert _bound.call_key(rd, dict(a.arguments)) is None
+    keys = {_bound.call_key(d, args(**x)) for x in ({}, {"discount": g}, {"lam_per_step": g})}
+    assert None not in keys and len(keys) == 3
+
+
+@pytest.mark.parametrize("column", ["discount", "lam_per_step"])
+@pytest.mark.parametrize("bad", [1.5, -0.25, np.nan, np.inf])
+def test_the_kernel_screen_refuses_per_step_values_outside_the_unit_interval(column, bad, rng):
+    """What a bound call relies on (it skips the front end's [0, 1] check): the kernel's
+    screen flags γ_t or λ_t outside [0, 1] at any step, read by a later call."""
+    from rltscan.estimators import declared_module
+    from rltscan.estimators._common import Problem
+
+    r = torch.as_tensor(rng.standard_normal((2, 12)))
+    term = torch.zeros((2, 12), dtype=torch.bool)
+    term[:, -1] = True
+    col = torch.full((2, 12), 0.9, dtype=torch.float64)
+    cols = {"rewards": r, "values": r.clone(), "terminated": term, column: col}
+    p = Problem(kind="gae", reverse=True, cols=cols, dtype=torch.float64,
+                params={"gamma": 0.99, "lam": 0.95}, missing_zero=True)  # fmt: skip
+    outputs = declared_module("gae").OUTPUTS
+    triton_scan.deferred_hit(p.device)  # drain an earlier test's hit
+    triton_scan.solve(p, outputs, check="defer")
+    assert triton_scan.deferred_hit(p.device) is None
+    for where in [(0, 0), (1, 11), (0, 5)]:  # first step, last step (a terminal), inside
+        col.fill_(0.9)
+        col[where] = bad
+        _, _, fired = triton_scan.solve(p, outputs, check="defer")
+        assert triton_scan.deferred_hit(p.device) == fired.check_id, where
+    col.fill_(1.0)
+    col[0, 3] = 0.0  # the ends of the interval are allowed
+    triton_scan.solve(p, outputs, check="defer")
+    assert triton_scan.deferred_hit(p.device) is None

@@ -10,12 +10,11 @@ outputs, gather the addresses and call the compiled kernel's launcher. A call th
 does not qualify (numpy or CPU inputs, a carry, copies, features, aliased inputs)
 takes the whole path every time, with the same results.
 
-A call with a per-step ``discount`` or ``lam_per_step`` column is never bound: the
-front end checks that every entry lies in [0, 1] (``validate=True``), a check the
-bound launch would skip (the kernel's screen sees non-finite entries only).
-
 Validation on this path is the kernel's screen with its result deferred
-(docs/CONVENTIONS.md §5.1): nothing waits for the GPU.
+(docs/CONVENTIONS.md §5.1): nothing waits for the GPU. The screen sees non-finite
+read entries, a missing bootstrap value, and per-step ``discount`` / ``lam_per_step``
+entries outside [0, 1]; the first call of a shape checks the same on the host and
+names the index.
 """
 
 from __future__ import annotations
@@ -54,12 +53,6 @@ def array_names(d: Declaration) -> tuple[str, ...]:
 
 
 @functools.cache
-def _per_step(d: Declaration) -> tuple[str, ...]:
-    """The per-step γ_t / λ_t columns ``d`` accepts (calls with them are never bound)."""
-    return tuple(n for n in PER_STEP_PARAMETERS if n in d.inputs)
-
-
-@functools.cache
 def _scalar_names(d: Declaration) -> tuple[str, ...]:
     names = tuple(prm.name for prm in d.parameters)
     if d.missing_bootstrap is not None:
@@ -69,12 +62,12 @@ def _scalar_names(d: Declaration) -> tuple[str, ...]:
 
 def call_key(d: Declaration, args: dict[str, Any]) -> tuple | None:
     """What decides a call's launch: None when the call cannot be bound (a carry, a
-    non-tensor array, a tensor-valued parameter, a per-step γ_t or λ_t column)."""
-    return _key_function(d)(args)
+    non-tensor array, a tensor-valued parameter)."""
+    return key_function(d)(args)
 
 
 @functools.cache
-def _key_function(d: Declaration) -> Callable[[dict[str, Any]], tuple | None]:
+def key_function(d: Declaration) -> Callable[[dict[str, Any]], tuple | None]:
     """``call_key`` for one declaration as straight-line generated code: per array
     ``(dtype, shape, strides, device index)`` or None, then the scalars as given."""
     lines = [
@@ -82,8 +75,6 @@ def _key_function(d: Declaration) -> Callable[[dict[str, Any]], tuple | None]:
         "    if a['carry'] is not None or a['backend'] not in B:",
         "        return None",
     ]
-    for n in _per_step(d):  # their [0, 1] range is checked by the front end only
-        lines += [f"    if a.get({n!r}) is not None:", "        return None"]
     parts = ["a['validate']", "a['time_dim']", "a['backend']"]
     for i, n in enumerate(d.inputs):
         lines += [
@@ -120,29 +111,70 @@ class Bound:
         outputs: list[tuple[str, tuple[int, ...], tuple[int, ...], torch.dtype]],
         device: torch.device,
         deferred: bool,
+        per_step: tuple[str, ...] = (),
     ) -> None:
         self.declaration = d
         self.launch = launch
         self.device = device
         self.deferred = deferred
         self.outputs = outputs
-        self._gather = _gatherer(slots)
+        self.per_step = per_step
+        self._names = tuple(name for name, *_ in outputs)
+        # direct: through the compiled kernel's launcher (else Triton's dispatch)
+        self._fire, self._pointers = _firer(slots, launch, device)
+        self.direct = self._pointers is not None
 
     def run(self, args: dict[str, Any]) -> dict[str, Tensor]:
         """Launch on ``args`` (the public function's arguments); the outputs, by name."""
-        check_deferred(self.device)
+        dev = self.device
+        check_deferred(dev)
+        outs = [torch.empty_strided(s, st, dtype=dt, device=dev) for _, s, st, dt in self.outputs]
+        self._fire(args, outs, self._check_id())
+        return dict(zip(self._names, outs, strict=True))
+
+    def _check_id(self) -> int:
+        if not self.deferred:
+            return 0
+        check_id = _ts().next_check_id(self.device)
+        note_check(check_id, self.declaration.name, self.outputs[0][1], self.device, self.per_step)
+        return check_id
+
+    def fixed(self, args: dict[str, Any]) -> tuple[Callable[[], None], dict[str, Tensor]]:
+        """``(again, outputs)``: ``again()`` launches on ``args``' arrays as they are then
+        into ``outputs``, allocated here once (the addresses never change: the
+        cheapest launch, and one a CUDA graph can capture)."""
         dev = self.device
         outs = [torch.empty_strided(s, st, dtype=dt, device=dev) for _, s, st, dt in self.outputs]
-        check_id = 0
-        if self.deferred:
-            check_id = _ts().next_check_id(dev)
-            note_check(check_id, self.declaration.name, self.outputs[0][1], dev)
-        self.launch.fire(self._gather(args, outs), dev, check_id)
-        return {name: o for (name, *_), o in zip(self.outputs, outs, strict=True)}
+        fire, check_id = self._fire, self._check_id
+        ptrs = None if self._pointers is None else self._pointers(args, outs)
+        direct = self.launch.direct(dev)
+        if ptrs is None or direct is None or any(p % 16 for p in ptrs):
+
+            def again() -> None:
+                check_deferred(dev)
+                fire(args, outs, check_id())
+
+        else:  # every address is known: the launcher alone
+
+            def again() -> None:
+                check_deferred(dev)
+                cid = check_id()
+                if not direct(list(ptrs), cid):
+                    fire(args, outs, cid)
+
+        return again, dict(zip(self._names, outs, strict=True))
 
 
-def _gatherer(slots: list[tuple[int, Any]]) -> Callable[[dict, list], list]:
-    """``(args, outs) -> the kernel's pointer arguments``, as one generated expression."""
+def _firer(
+    slots: list[tuple[int, Any]], launch: triton_scan.Launch, device: torch.device
+) -> tuple[Callable[[dict, list, int], None], Callable[[dict, list], list[int]] | None]:
+    """``fire(args, outs, check_id)``: the launch on these arrays, as generated code, and
+    ``pointers(args, outs)``, the launcher's pointer arguments (None without one).
+
+    With the compiled kernel's launcher (``Launch.direct``) the pointers are read once
+    each as integers (the fixed buffer's address is a constant) and checked for 16-byte
+    alignment, Triton's specialisation; an unaligned array or an installed launch hook
+    takes ``Launch.fire`` with the tensors, as does every call without a launcher."""
     items, fixed = [], []
     for kind, what in slots:
         if kind == _IN:
@@ -152,10 +184,31 @@ def _gatherer(slots: list[tuple[int, Any]]) -> Callable[[dict, list], list]:
         else:
             items.append(f"f[{len(fixed)}]")
             fixed.append(what)
-    src = f"def gather(a, o, f=f):\n    return [{', '.join(items)}]\n"
-    ns: dict[str, Any] = {"f": tuple(fixed)}
+    ns: dict[str, Any] = {"f": tuple(fixed), "launch": launch, "dev": device}
+    slow = f"launch.fire([{', '.join(items)}], dev, cid)"
+    direct = launch.direct(device)
+    if direct is None or any(t.data_ptr() % 16 for t in fixed):
+        src = f"def fire(a, o, cid):\n    {slow}\n"
+    else:
+        ns["direct"] = direct
+        reads: dict[str, str] = {}  # each array's address is read once
+        ptrs = []
+        for item in items:
+            if item.startswith("f["):
+                ptrs.append(str(fixed[int(item[2:-1])].data_ptr()))
+                continue
+            if item not in reads:
+                reads[item] = f"x{len(reads)}"
+            ptrs.append(reads[item])
+        lines = [f"    {v} = {item}.data_ptr()" for item, v in reads.items()]
+        src = "def pointers(a, o):\n" + "\n".join(lines) + f"\n    return [{', '.join(ptrs)}]\n"
+        lines += [
+            f"    if ({' | '.join(reads.values())}) & 15 or not direct([{', '.join(ptrs)}], cid):",
+            f"        {slow}",
+        ]
+        src += "def fire(a, o, cid):\n" + "\n".join(lines) + "\n"
     exec(compile(src, "<rltscan.bound>", "exec"), ns)  # built from slot kinds alone
-    return ns["gather"]
+    return ns["fire"], ns.get("pointers")
 
 
 def build(
@@ -167,10 +220,7 @@ def build(
     deferred: bool,
 ) -> Bound | None:
     """A :class:`Bound` for this call, when each kernel argument is one of the caller's
-    tensors as given, an output, or a fixed buffer (the error word); else None (also for
-    a per-step γ_t or λ_t column, whose range check a bound call would skip)."""
-    if any(args.get(n) is not None for n in _per_step(d)):
-        return None
+    tensors as given, an output, or a fixed buffer (the error word); else None."""
     by_ptr: dict[int, str] = {}
     for n in d.inputs:
         x = args.get(n)
@@ -194,7 +244,8 @@ def build(
         else:
             return None  # a copy or conversion: the front end must run every time
     meta = [(k, tuple(o.shape), tuple(o.stride()), o.dtype) for k, o in out_list]
-    return Bound(d, fired.launch, slots, meta, device, deferred)
+    per_step = tuple(n for n in PER_STEP_PARAMETERS if args.get(n) is not None)
+    return Bound(d, fired.launch, slots, meta, device, deferred, per_step)
 
 
 def _same_view(kernel_arg: Tensor, user: Tensor) -> bool:
@@ -229,11 +280,19 @@ def forget() -> None:
 # Deferred validation: which call a hit on the device's board belongs to
 
 _RING = 4096
-_CALLS: list[tuple[int, str, tuple[int, ...], str] | None] = [None] * _RING
+_CALLS: list[tuple[int, str, tuple[int, ...], str, tuple[str, ...]] | None] = [None] * _RING
 
 
-def note_check(check_id: int, kind: str, shape: tuple[int, ...], device: torch.device) -> None:
-    _CALLS[check_id % _RING] = (check_id, kind, shape, str(device))
+def note_check(
+    check_id: int,
+    kind: str,
+    shape: tuple[int, ...],
+    device: torch.device,
+    per_step: tuple[str, ...] = (),
+) -> None:
+    """Remember what the launch ``check_id`` was (``per_step``: its γ_t / λ_t columns),
+    to name it if its screen hits."""
+    _CALLS[check_id % _RING] = (check_id, kind, shape, str(device), per_step)
     if not _AT_EXIT:
         _AT_EXIT.append(atexit.register(_report_at_exit))
 
@@ -261,14 +320,17 @@ def check_deferred(device: torch.device) -> None:
 
 def deferred_error(check_id: int) -> DataError:
     rec = _CALLS[check_id % _RING]
+    per_step: tuple[str, ...] = ()
     if rec is not None and rec[0] == check_id:
-        _, kind, shape, dev = rec
+        _, kind, shape, dev, per_step = rec
         call = f"an earlier {kind} call (#{check_id}, shape {shape} on {dev})"
     else:
         call = f"an earlier validated call (#{check_id})"
+    unit = f", a {' or '.join(per_step)} entry outside [0, 1]" if per_step else ""
     return DataError(
-        f"{call} read NaN or Inf in an entry it uses, or needed a bootstrap value that "
-        "was not given; its results are not valid (checked on the GPU after it returned)",
+        f"{call} read NaN or Inf in an entry it uses{unit}, or needed a bootstrap value "
+        "that was not given; its results are not valid (checked on the GPU after it "
+        "returned)",
         "fix or mask the data; run that call with validate=True on the CPU copy "
         '(backend="torch") to name the input and index, or call rltscan.synchronize() '
         "right after it to raise there (docs/CONVENTIONS.md §5.1)",

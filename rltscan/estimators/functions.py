@@ -565,7 +565,7 @@ def _function(d: Declaration) -> Callable[..., Result]:
     ]
     body = [
         "_a = locals()",
-        "_k = _call_key(_D, _a)",  # a call of a shape seen before: one launch
+        "_k = _call_key(_a)",  # a call of a shape seen before: one launch
         "_b = None if _k is None else _lookup(_D, _k)",
         "if _b is not None:",
         "    return _bound_call(_D, _b, _a)",
@@ -589,7 +589,7 @@ def _function(d: Declaration) -> Callable[..., Result]:
         "_D": d,
         "_begin": _begin,
         "_finish": _finish,
-        "_call_key": bound.call_key,
+        "_call_key": bound.key_function(d),
         "_lookup": bound.lookup,
         "_bound_call": _bound_call,
         "_sweeps": _sweeps,
@@ -692,6 +692,14 @@ class PreparedCall:
     the arrays only, by name; parameters stay as prepared) costs one kernel launch
     and the outputs' allocation. Arrays of another shape, dtype, layout or device
     are an error naming the array, never a silent re-plan.
+
+    Calling it with no arrays (``prepared()``) runs on the arrays it was prepared
+    with, as they are at that moment (refill them in place: ``r.copy_(batch_r)``),
+    and writes into the same output tensors every time (``prepared.outputs``): the
+    cheapest call there is (one launch, nothing allocated, nothing checked on the
+    host), and one that ``torch.cuda.graph`` can capture. Each such call overwrites
+    the previous one's results (which carry no ``.carry``: chunked data goes through
+    the estimator itself).
     """
 
     def __init__(self, function: Callable[..., Result], **arguments: Any) -> None:
@@ -715,14 +723,28 @@ class PreparedCall:
             raise ParameterError(
                 f"this {d.function_name} call cannot be prepared: it needs the whole "
                 "front end every time (arrays not all CUDA tensors as the kernel reads "
-                "them, a carry, several gamma/lam settings, a per-step discount or "
-                "lam_per_step column, a copy or conversion)",
+                "them, a carry, several gamma/lam settings, a copy or conversion)",
                 f"pass CUDA tensors of one layout and plain numbers, or call "
                 f"rltscan.{d.function_name} directly",
             )
         self._key = key
+        self._key_of = bound.key_function(d)
+        self._again: Callable[[], None] | None = None
+        self._fixed: Result | None = None
+
+    @property
+    def outputs(self) -> Result:
+        """The output tensors ``prepared()`` (no arrays) writes into, allocated once."""
+        if self._fixed is None:
+            self._again, out = self._bound.fixed(self._args)
+            self._fixed = RESULTS[self._declaration.name](**out)
+        return self._fixed
 
     def __call__(self, **arrays: Any) -> Result:
+        if not arrays:  # again on the prepared arrays, into the fixed outputs
+            out = self.outputs
+            self._again()
+            return out
         if arrays.keys() != set(self._arrays):
             raise ParameterError(
                 f"a prepared {self._declaration.function_name} takes exactly the arrays "
@@ -730,7 +752,7 @@ class PreparedCall:
                 "pass the same arrays by name (parameters stay as prepared)",
             )
         args = {**self._args, **arrays}
-        if bound.call_key(self._declaration, args) != self._key:
+        if self._key_of(args) != self._key:
             bad = next(
                 n
                 for n in self._arrays

@@ -421,10 +421,12 @@ def _scan_kernel(
             bad = bad | (lt != lt) | (lt == float("inf")) | _nonfinite(lb)
         if KIND == 5 and HAS_OUT1:
             bad = bad | _nonfinite(_ld(c5_ptr, offs, mask, COMPUTE))
-        if HAS_DISC:  # γ_t reaches b only where nv is read, and a only inside episodes
-            bad = bad | _nonfinite(gamma)
+        # γ_t and λ_t must lie in [0, 1] (NaN fails both comparisons): checked here
+        # rather than through b, which reads γ_t only where nv is read
+        if HAS_DISC:
+            bad = bad | ~((gamma >= 0.0) & (gamma <= 1.0))
         if HAS_LAMT:
-            bad = bad | _nonfinite(lam)
+            bad = bad | ~((lam >= 0.0) & (lam <= 1.0))
         if tl.max(tl.max((bad & mask).to(tl.int32), axis=1), axis=0) > 0:
             # only ever increased here (the host never writes it): a count the host
             # can read without a sync when the word lives in pinned memory
@@ -787,6 +789,48 @@ class Launch:
         )  # fmt: skip
         if DIRECT and _direct_supported(ck) and all(t.data_ptr() % 16 == 0 for t in tensors):
             _COMPILED[(self.key, device)] = ck
+
+    def direct(self, device: torch.device) -> Direct | None:
+        """This launch through the compiled kernel's launcher with every lookup done
+        (for a caller that fires it again and again: ``estimators._bound``); None until
+        Triton has compiled it for ``device`` with a launcher this module can call."""
+        ck = _COMPILED.get((self.key, device)) if DIRECT and device.type == "cuda" else None
+        return None if ck is None else Direct(self, ck, device)
+
+
+class Direct:
+    """One :class:`Launch` bound to its compiled kernel on one device: a call takes the
+    20 pointer arguments as integers (16-byte aligned: the caller checks) and the check
+    id, and launches on the current stream. It returns False, launching nothing, when a
+    launch hook (a profiler's) is installed: the caller then takes :meth:`Launch.fire`."""
+
+    __slots__ = ("_after", "_device", "_fn", "_grid", "_index", "_ints", "_launch", "_meta", "_run")
+
+    def __init__(self, launch: Launch, ck: object, device: torch.device) -> None:
+        self._launch, self._device = launch, device
+        self._index = device.index if device.index is not None else torch.cuda.current_device()
+        self._run, self._fn, self._meta = ck.run, ck.function, ck.packed_metadata  # type: ignore[attr-defined]
+        self._grid, self._ints = launch.grid, launch.ints
+        self._after = (*launch.scalars, *launch._tail)
+
+    def __call__(self, ptrs: list[int], check_id: int) -> bool:
+        rt = _knobs.runtime
+        enter, leave = rt.launch_enter_hook, rt.launch_exit_hook
+        if not DIRECT or ((enter is not None or leave is not None) and not _hooks_idle()):
+            return False
+        stream = _raw_stream_getter()(self._index)
+        epoch = 0
+        launch = self._launch
+        if launch.lookback:
+            ws, flags, epoch = _WS.get(
+                self._device, launch.dtype, launch.grid, launch.tile_rows, stream
+            )
+            ptrs[_WS_SLOT], ptrs[_FLAGS_SLOT] = ws.data_ptr(), flags.data_ptr()
+        self._run(
+            self._grid, 1, 1, stream, self._fn, self._meta, None, enter, leave,
+            *ptrs, *self._ints, epoch, check_id, *self._after,
+        )  # fmt: skip
+        return True
 
 
 _COMPILED: dict[tuple, object] = {}
