@@ -12,4 +12,4 @@ git status --short >> "$OUT/commit.txt" 2>/dev/null || true
 timeout 120 python -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider -k "bound_calls_match or prepared" 2>&1 | tail -5 > "$OUT/gpu_tests.txt"
 tail -2 "$OUT/gpu_tests.txt"
 LATENCY_NO_COMPILE=1 timeout 200 python bench/latency.py "$OUT/latency" 2>&1 | tail -16
-timeout 160 python bench/host_path.py "$OUT/host_path" 2>&1 | tail -14
+timeout 200 python bench/host_path.py "$OUT/host_path" 2>&1 | tail -14
