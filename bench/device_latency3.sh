@@ -9,7 +9,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/gpu.txt"
 python -c "import torch, triton; print(torch.__version__, triton.__version__)" >> "$OUT/gpu.txt"
 git log -1 --format='%H %s' > "$OUT/commit.txt" 2>/dev/null || true
 git status --short >> "$OUT/commit.txt" 2>/dev/null || true
-timeout 120 python -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider -k "bound_calls_match or prepared" 2>&1 | tail -5 > "$OUT/gpu_tests.txt"
+timeout 200 python -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider -k "bound or prepared or per_step or deferred or graph" 2>&1 | tail -5 > "$OUT/gpu_tests.txt"
 tail -2 "$OUT/gpu_tests.txt"
 LATENCY_NO_COMPILE=1 timeout 200 python bench/latency.py "$OUT/latency" 2>&1 | tail -16
 timeout 200 python bench/host_path.py "$OUT/host_path" 2>&1 | tail -14
+timeout 90 python bench/issue13.py "$OUT/issue13" 2>&1 | tail -16
