@@ -4,8 +4,8 @@ copy floor, in one run.
     PYTHONPATH=. python bench/issue13.py OUT_DIR
 
 Rows: ``retrace(trace=...)`` for each member (fused kernel), and GAE with a scalar γ,
-with a per-step ``discount`` column, and with ``discount`` + ``lam_per_step`` (the
-generic path: coefficients built with torch, then the one scan). Every case is checked
+with a per-step ``discount`` column, and with ``discount`` + ``lam_per_step`` (read by
+the fused kernel as two more columns). Every case is checked
 against a float64 solve of the same call first. Times: ``triton.testing.do_bench``
 medians of the whole Python call (µs), ``validate=False``. The floor counts the bytes
 the call must move: every input it reads once plus every output written once.
