@@ -22,6 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rltscan.estimators import DECLARATIONS
@@ -159,6 +160,43 @@ def test_a_run_still_computes(tmp_path: Path) -> None:
     if report["device"] == "cpu" and report["backend"] == "torch":  # a CPU run needs no triton
         assert "triton" not in imported
     assert out.exists()
+
+
+def test_a_parquet_run_loads_no_pandas(tmp_path: Path) -> None:
+    """Reading and writing Parquet go through Arrow buffers (``pa.array`` and
+    ``to_numpy`` on numpy would import pandas, 0.4-0.6 s)."""
+    path = copy_sample(PARQUET, tmp_path)
+    out = tmp_path / "out.parquet"
+    code, stdout, imported = run_cli(
+        "gae", str(path), "-o", str(out), "--ends-are", "terminal", "--json", "-q", heavy=ALL
+    )
+    assert code == 0 and json.loads(stdout)["written"]
+    assert "pyarrow" in imported and "pandas" not in imported
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.arange(7, dtype=np.float32),
+        np.arange(9, dtype=np.float64)[::2],
+        np.arange(3, dtype=np.float16),
+        np.arange(-2, 3, dtype=np.int64),
+        np.arange(5, dtype=np.uint8),
+        np.array([True, False, True, True, False, False, True, True, True]),
+        np.zeros(0, np.float32),
+        np.zeros(0, bool),
+        np.array([np.nan, np.inf, -0.0], np.float32),
+    ],
+    ids=lambda v: f"{v.dtype}-{len(v)}",
+)
+def test_arrow_of_round_trips(values: np.ndarray) -> None:
+    from rltscan.io.parquet import arrow_of
+
+    got = arrow_of(values)
+    got.validate(full=True)
+    back = got.to_numpy(zero_copy_only=False)
+    assert back.dtype == values.dtype
+    np.testing.assert_array_equal(back, values)
 
 
 def test_plain_values_are_typers() -> None:
