@@ -120,7 +120,9 @@ def _arrow_column(arr: np.ndarray) -> Any:
             [v.decode("utf-8") if isinstance(v, bytes) else v for v in arr.reshape(-1)]
         )
     else:
-        flat = pa.array(arr.reshape(-1))
+        from rltscan.io.parquet import arrow_of  # (pa.array on numpy imports pandas)
+
+        flat = arrow_of(arr.reshape(-1))
     for size in reversed(arr.shape[1:]):
         flat = pa.FixedSizeListArray.from_arrays(flat, int(size))
     return flat
