@@ -210,7 +210,8 @@ def _run(
         on_launch=fired.append,
     )  # fmt: skip
     if fired and defer:
-        bound.note_check(fired[0].check_id, kind, frame.step_shape, device)
+        per_step = tuple(c for c in PER_STEP_OF if c in p.cols)
+        bound.note_check(fired[0].check_id, kind, frame.step_shape, device, per_step)
     if settings is not None:
         result = {k: _stacked_output(frame, v) for k, v in out.items()}
         result["_carry_fn"] = functools.partial(_settings_carry_out, p, out)
