@@ -501,7 +501,11 @@ def prefix_sum(x, terminated=None, truncated=None, *, is_first=None, init=None) 
 def return_to_go(rewards, terminated, truncated=None, *, scale=1) -> dict[str, list]:
     """R_t = (r_t + r_{t+1} + ... + r_end) / scale, end = the last step of t's episode."""
     ends = _ends(terminated, truncated)
-    out = [sum(rewards[t : _segment_end(ends, t) + 1]) / scale for t in range(len(rewards))]
+    out = [0.0] * len(rewards)
+    total = 0.0  # r_t + ... + r_end, summed from the episode's end (linear, not quadratic)
+    for t in reversed(range(len(rewards))):
+        total = rewards[t] + (0.0 if ends[t] else total)
+        out[t] = total / scale
     return {"returns_to_go": out}
 
 

@@ -20,7 +20,7 @@ def test_e2e_bench_smoke(tmp_path: Path) -> None:
         "--formats",
         "hdf5,parquet",
         "--estimators",
-        "gae,returns",
+        "gae",  # (one estimator: each case is a subprocess that imports torch)
         "--devices",
         "cpu",
         "--out",
@@ -36,12 +36,12 @@ def test_e2e_bench_smoke(tmp_path: Path) -> None:
     result = json.loads((tmp_path / "e2e.json").read_text())
     assert result["correctness"]["passed"], result["correctness"]
     assert {(r["format"], r["estimator"]) for r in result["correctness"]["results"]} == {
-        (f, e) for f in ("hdf5", "parquet") for e in ("gae", "returns")
+        (f, "gae") for f in ("hdf5", "parquet")
     }
 
     cases = {(c["format"], c["estimator"], c["case"]): c for c in result["cases"]}
     for fmt in ("hdf5", "parquet"):
-        for est in ("gae", "returns"):
+        for est in ("gae",):
             for kind in CASES:
                 case = cases.get((fmt, est, kind))
                 assert case is not None, f"missing case {fmt}/{est}/{kind}"
