@@ -14,15 +14,11 @@ with the GPU not waited on (the best of 3 loops). Writes host_path.{json,md,txt}
 from __future__ import annotations
 
 import cProfile
-import datetime
-import inspect
 import io
 import json
 import os
-import platform
 import pstats
 import sys
-import time
 from typing import Any
 
 import torch
@@ -31,7 +27,7 @@ import triton.language as tl
 
 import rltscan
 from rltscan import bench
-from rltscan.estimators import DECLARATIONS, _bound
+from rltscan.estimators import _bound
 from rltscan.scan import triton_scan
 
 ROWS = [
@@ -48,33 +44,12 @@ ROWS = [
 
 
 def host_us(fn: Any, n: int = 2000) -> float:
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / n * 1e6)
-        torch.cuda.synchronize()
-    return best
+    return bench.host_us(fn, n, best_of=3)
 
 
 def loop_us(fn: Any, n: int = 2000) -> float:
-    """Time per call of a loop of calls, the GPU waited on at the end: what a training
-    loop pays (the larger of host and device time per call, once the queue fills)."""
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - t0) / n * 1e6)
-    return best
+    """Per call of a loop of calls, the GPU waited on at the end (what a training pays)."""
+    return bench.host_us(fn, n, best_of=3, waited=True)
 
 
 @triton.jit
@@ -106,23 +81,13 @@ def floors() -> dict[str, float]:
     return f
 
 
-def _kwargs(kind: str, inp: dict[str, Any]) -> dict[str, Any]:
-    kw = dict(inp)
-    if kind in ("gae", "td_lambda", "vtrace"):
-        kw.setdefault("lam", 0.95)
-    if kind == "vtrace":
-        kw.update(lam=1.0, rho_clip=1.0, c_clip=1.0)
-    return kw
-
-
-def _stages(fn: Any, d: Any, kw: dict[str, Any], tag: str, r: dict[str, Any]) -> None:
+def _stages(kind: str, kw: dict[str, Any], tag: str, r: dict[str, Any]) -> None:
     """Host µs of the call ``fn(**kw)`` and of its bound launch's stages, into ``r``."""
+    fn, d = bench.function(kind), bench.declaration(kind)
     fn(**kw)
     fn(**kw)
     torch.cuda.synchronize()
-    ba = inspect.signature(fn).bind(**kw)
-    ba.apply_defaults()
-    args = dict(ba.arguments)
+    args = bench.arguments(kind, kw)
     key = _bound.call_key(d, args)
     b = None if key is None else _bound.lookup(d, key)
     r[f"{tag}: key"] = key is not None
@@ -140,7 +105,7 @@ def _stages(fn: Any, d: Any, kw: dict[str, Any], tag: str, r: dict[str, Any]) ->
     r[f"{tag}: Bound.run"] = host_us(lambda: b.run(args))
     outs = [torch.empty_strided(s, st, dtype=dt, device="cuda") for _, s, st, dt in b.outputs]
     r[f"{tag}: direct launcher"] = b.direct
-    r[f"{tag}: fire (pointers + launch)"] = host_us(lambda: b._fire(args, outs, 0))
+    r[f"{tag}: fire (pointers + launch)"] = host_us(lambda: b._firing.fire(args, outs, 0))
     r[f"{tag}: output allocations"] = host_us(
         lambda: [torch.empty_strided(s, st, dtype=dt, device="cuda") for _, s, st, dt in b.outputs]
     )
@@ -153,12 +118,11 @@ def _stages(fn: Any, d: Any, kw: dict[str, Any], tag: str, r: dict[str, Any]) ->
 
 def row(kind: str, shape: tuple[int, ...], text: io.StringIO, rl_triton_fn: Any) -> dict[str, Any]:
     inp = bench.make_inputs(kind, shape, ep_len=200.0 if len(shape) == 2 else 1000.0, device="cuda")
-    fn = rltscan.ESTIMATORS[bench._command(kind)].function
-    d = next(x for x in DECLARATIONS.values() if x.function_name == fn.__name__)
+    fn = bench.function(kind)
     r: dict[str, Any] = {"estimator": kind, "shape": "x".join(map(str, shape))}
-    for validate in (False, True):
-        _stages(fn, d, {**_kwargs(kind, inp), "validate": validate}, "v" if validate else "nv", r)
-    kw = {**_kwargs(kind, inp), "validate": False}
+    for tag, validate in (("nv", False), ("v", True)):
+        _stages(kind, bench.call_kwargs(kind, inp, validate=validate), tag, r)
+    kw = bench.call_kwargs(kind, inp, validate=False)
     prep = rltscan.prepare_call(fn, **kw)
     prep()
     r["prepared() again"] = host_us(prep)
@@ -202,11 +166,7 @@ def main() -> None:
 
     text = io.StringIO()
     res: dict[str, Any] = {
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "python": platform.python_version(),
-        "date": datetime.date.today().isoformat(),
+        **bench.run_record(),
         "floors_host_us": floors(),
         "rows": [],
     }

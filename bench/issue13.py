@@ -14,10 +14,8 @@ Writes OUT_DIR/issue13.json and OUT_DIR/issue13.md.
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
-import platform
 import sys
 from typing import Any
 
@@ -102,11 +100,7 @@ def main() -> None:
 
             rows.append({"shape": label, **case(name, run, inp, copy_gbps)})
     res = {
-        "gpu": "cpu smoke" if SMOKE else torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "python": platform.python_version(),
-        "date": datetime.date.today().isoformat(),
+        **bench.run_record("cpu smoke" if SMOKE else None),
         "copy_GBps": copy_gbps,
         "rows": rows,
     }

@@ -13,11 +13,9 @@ kernel is shorter than the call).
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import os
-import platform
 import sys
 from typing import Any
 
@@ -76,12 +74,8 @@ def case(kind: str, shape: tuple[int, ...], bw: float, with_rl_triton: bool) -> 
     row["bytes"] = nbytes
     row["floor_us"] = nbytes / (bw * 1e9) * 1e6
     # the user's call as written in a training step: the function on ready kwargs
-    fn = rltscan.ESTIMATORS[bench._command(kind)].function
-    kw = dict(inp)
-    if kind in ("gae", "td_lambda", "vtrace"):
-        kw.setdefault("lam", 0.95)
-    if kind == "vtrace":
-        kw.update(lam=1.0, rho_clip=1.0, c_clip=1.0)
+    fn = bench.function(kind)
+    kw = bench.call_kwargs(kind, inp)
     kw_nv = {**kw, "validate": False}
     f_nv = lambda: fn(**kw_nv)  # noqa: E731
     f_v = lambda: fn(**kw)  # noqa: E731
@@ -159,11 +153,7 @@ def main() -> None:
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     res: dict[str, Any] = {
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "python": platform.python_version(),
-        "date": datetime.date.today().isoformat(),
+        **bench.run_record(),
         "copy_GBps": bench.copy_bandwidth(),
         "rows": [],
     }

@@ -18,7 +18,6 @@ import json
 import os
 import pstats
 import sys
-import time
 from typing import Any
 
 import torch
@@ -32,17 +31,7 @@ from rltscan.scan import triton_scan
 
 def host_us(fn: Any, n: int = 2000) -> float:
     """Host time per call, the device not waited on (what a training loop pays)."""
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / n * 1e6)
-        torch.cuda.synchronize()
-    return best
+    return bench.host_us(fn, n, best_of=3)
 
 
 def bench_us(fn: Any) -> float:

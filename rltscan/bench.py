@@ -24,6 +24,7 @@ from torch import Tensor
 
 import rltscan
 from rltscan.estimators import DECLARATIONS, MODULES
+from rltscan.estimators.declaration import Declaration
 
 BATCHED = [(4096, 128), (16384, 128), (1024, 1024), (4096, 1024), (256, 8192), (16, 131072)]
 FLAT = [1 << 22, 1 << 26, 1 << 28]
@@ -96,14 +97,55 @@ def to_layout(inputs: dict[str, Any], time_major: bool) -> dict[str, Any]:
     return out
 
 
-def call(kind: str, inputs: dict[str, Any], **kw: Any) -> dict[str, Any]:
-    fn = rltscan.ESTIMATORS[_command(kind)].function
+def declaration(kind: str) -> Declaration:
+    """The declaration of the estimator ``kind`` (its ``Problem.kind``, e.g. "td_lambda")."""
+    return _BY_KIND[kind]
+
+
+def function(kind: str) -> Callable[..., Any]:
+    """The public function of the estimator ``kind`` (e.g. ``rltscan.gae``)."""
+    return rltscan.ESTIMATORS[_command(kind)].function
+
+
+def call_kwargs(kind: str, inputs: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    """The keyword arguments of a benchmark call: ``inputs`` and ``kw``, with λ = 0.95
+    where it applies unless given, and on-policy V-trace (λ = 1, both clips 1)."""
     kwargs = {**inputs, **kw}
     if kind in ("gae", "td_lambda", "vtrace"):
         kwargs.setdefault("lam", 0.95)
     if kind == "vtrace":
         kwargs.update(lam=1.0, rho_clip=1.0, c_clip=1.0)
-    return dict(fn(**kwargs))
+    return kwargs
+
+
+def arguments(kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Every argument of ``function(kind)(**kwargs)`` by name, defaults filled in (what
+    the function's call key and a bound launch read)."""
+    import inspect
+
+    bound = inspect.signature(function(kind)).bind(**kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def run_record(gpu: str | None = None) -> dict[str, Any]:
+    """What a benchmark script's result file starts with: the GPU (or ``gpu``), torch,
+    triton (None where it is not installed) and Python versions, and the date."""
+    try:
+        import triton
+    except ImportError:
+        triton = None
+    return {
+        "gpu": gpu if gpu is not None else torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": None if triton is None else triton.__version__,
+        "python": platform.python_version(),
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def call(kind: str, inputs: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    return dict(function(kind)(**call_kwargs(kind, inputs, **kw)))
 
 
 def _command(kind: str) -> str:
@@ -201,17 +243,26 @@ def kernel_us(fn: Callable[[], Any], n: int = 20) -> float:
     return sum(e.device_time_total for e in prof.key_averages() if "_scan_kernel" in e.key) / n
 
 
-def host_us(fn: Callable[[], Any], n: int = 1000) -> float:
-    """Host time per call of ``fn`` without waiting for the device (launch overhead)."""
+def host_us(
+    fn: Callable[[], Any], n: int = 1000, *, best_of: int = 1, waited: bool = False
+) -> float:
+    """Host time per call of ``fn`` in a loop of ``n`` calls, the best of ``best_of``
+    loops: without waiting for the device (launch overhead), or with ``waited`` the
+    loop including the wait for the device at its end (what a loop of calls pays: the
+    larger of host and device time per call, once the queue fills)."""
     for _ in range(20):
         fn()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t = time.perf_counter() - t0
-    torch.cuda.synchronize()
-    return t / n * 1e6
+    best = math.inf
+    for _ in range(best_of):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        if waited:
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t0)
+        torch.cuda.synchronize()
+    return best / n * 1e6
 
 
 def max_rel_err(got: dict[str, Tensor], want: dict[str, Tensor]) -> float:

@@ -143,10 +143,7 @@ def test_oracle_is_importable():
 
 def _bind_on_cpu(kind, inp, monkeypatch):
     """A :class:`_bound.Bound` for ``inp``'s shapes, as a CUDA call would build it."""
-    import inspect
-
     from rltscan import bench
-    from rltscan.estimators import DECLARATIONS
     from rltscan.estimators import functions as est
 
     fired = []
@@ -158,26 +155,14 @@ def _bind_on_cpu(kind, inp, monkeypatch):
         return orig(p, backend, **kw)
 
     monkeypatch.setattr(est, "solve", spy)
-    fn = rltscan.ESTIMATORS[bench._command(kind)].function
-    kw = _call_kwargs(kind, inp)
+    fn, d = bench.function(kind), bench.declaration(kind)
+    kw = bench.call_kwargs(kind, inp, backend="triton", validate=False)
     res = fn(**kw)
     monkeypatch.setattr(est, "solve", orig)
-    d = next(x for x in DECLARATIONS.values() if x.function_name == fn.__name__)
-    args = inspect.signature(fn).bind(**kw)
-    args.apply_defaults()
-    args = dict(args.arguments)
+    args = bench.arguments(kind, kw)
     outs = {k: getattr(res, k) for k in d.outputs if getattr(res, k) is not None}
     b = _bound.build(d, args, fired[0], outs, torch.device("cpu"), False)
     return d, fn, b
-
-
-def _call_kwargs(kind, inp):
-    kw = {**inp, "backend": "triton", "validate": False}
-    if kind in ("gae", "td_lambda", "vtrace"):
-        kw.setdefault("lam", 0.95)
-    if kind == "vtrace":
-        kw.update(lam=1.0, rho_clip=1.0, c_clip=1.0)
-    return kw
 
 
 FUSED_KINDS = ("gae", "returns", "vtrace", "td_lambda", "retrace", "traces", "prefix_sum")
@@ -194,8 +179,6 @@ BIND_CASES = [
 def test_a_bound_launch_computes_fresh_data_like_the_whole_path(
     kind, per_step, time_major, monkeypatch
 ):
-    import inspect
-
     from rltscan import bench
 
     shape = (3, 21)
@@ -217,10 +200,8 @@ def test_a_bound_launch_computes_fresh_data_like_the_whole_path(
     assert b.per_step == (() if per_step is None else (per_step,))
     fixed = None
     for seed in (1, 2):
-        kw = _call_kwargs(kind, inputs(seed))
-        a = inspect.signature(fn).bind(**kw)
-        a.apply_defaults()
-        a = dict(a.arguments)
+        kw = bench.call_kwargs(kind, inputs(seed), backend="triton", validate=False)
+        a = bench.arguments(kind, kw)
         assert _bound.lookup(d, _bound.call_key(d, a)) is None  # CPU calls are never kept
         got = b.run(a)
         as64 = {k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
@@ -242,3 +223,4 @@ def test_a_bound_launch_computes_fresh_data_like_the_whole_path(
         again()
         for k in want:
             assert_close_to_oracle(fixed[k], want[k], torch.float32)
+

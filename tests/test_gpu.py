@@ -15,7 +15,7 @@ import torch
 import rltscan
 from rltscan import bench
 from rltscan.scan import triton_scan
-from tests.conftest import assert_close_to_oracle
+from tests.conftest import assert_close_to_oracle, launch_kinds
 
 pytestmark = pytest.mark.gpu
 
@@ -159,20 +159,10 @@ def test_bound_calls_match_the_float64_solve(kind, shape, validate):
 
 def _bound_for(kind, inp, **kw):
     """The bound launch later calls with ``inp``'s shapes take (None: the whole path)."""
-    import inspect
+    from rltscan.estimators import _bound
 
-    from rltscan.estimators import DECLARATIONS, _bound
-
-    fn = rltscan.ESTIMATORS[bench._command(kind)].function
-    kwargs = {**inp, **kw}
-    if kind in ("gae", "td_lambda", "vtrace"):
-        kwargs.setdefault("lam", 0.95)
-    if kind == "vtrace":
-        kwargs.update(lam=1.0, rho_clip=1.0, c_clip=1.0)
-    a = inspect.signature(fn).bind(**kwargs)
-    a.apply_defaults()
-    d = next(x for x in DECLARATIONS.values() if x.function_name == fn.__name__)
-    key = _bound.call_key(d, dict(a.arguments))
+    d = bench.declaration(kind)
+    key = _bound.call_key(d, bench.arguments(kind, bench.call_kwargs(kind, inp, **kw)))
     return None if key is None else _bound.lookup(d, key)
 
 
@@ -381,18 +371,6 @@ def _step_inputs(kind, trace, shape, dtype, seed, which="both", ep=300.0):
     }
 
 
-def _spy_kinds(monkeypatch):
-    seen = []
-    orig = triton_scan.Launch.fire
-
-    def fire(self, *a, **kw):
-        seen.append(dict(self.consts)["KIND"])
-        return orig(self, *a, **kw)
-
-    monkeypatch.setattr(triton_scan.Launch, "fire", fire)
-    return seen
-
-
 @pytest.mark.parametrize("kind,trace", STEP_CASES, ids=STEP_IDS)
 @pytest.mark.parametrize(
     "shape,layout,dtype,which",
@@ -415,14 +393,14 @@ def test_per_step_columns_fused_match_float64(
         _step_inputs(kind, trace, shape, dtype, 19, which), layout == "time-major"
     )
     f = getattr(rltscan, SETTINGS_FN[kind])
-    seen = _spy_kinds(monkeypatch)
+    seen = launch_kinds(monkeypatch)
     _bound.forget()
     first = f(**inputs, validate=False)
     got = f(**inputs, validate=False)  # a second call of the shape: the bound launch
     assert sum(len(v) for v in _bound._BOUND.values()) == 1, "the repeated call was not bound"
     for name in first:
         assert torch.equal(getattr(first, name), getattr(got, name)), name
-    assert seen and set(seen) == {triton_scan.KINDS[kind]}, "the fused kernel, not LINEAR"
+    assert seen and {k for k, *_ in seen} == {triton_scan.KINDS[kind]}, "fused, not LINEAR"
     want = f(**_f64(inputs), backend="torch", validate=False)
     for name, w in want.items():
         g = getattr(got, name)
@@ -499,8 +477,8 @@ def test_a_bound_per_step_call_screens_the_unit_interval_on_the_gpu():
 def test_a_prepared_call_again_refills_in_place(kind, shape, validate):
     """``prepared()``: the prepared arrays as they are now, into the same outputs."""
     inp = bench.make_inputs(kind, shape, ep_len=40.0, device="cuda")
-    kw = _prepare_kwargs(kind, inp)
-    prepared = rltscan.prepare_call(getattr(rltscan, SETTINGS_FN[kind]), **kw, validate=validate)
+    kw = bench.call_kwargs(kind, inp)
+    prepared = rltscan.prepare_call(bench.function(kind), **kw, validate=validate)
     outs = prepared.outputs
     for seed in (6, 7):
         fresh = bench.make_inputs(kind, shape, ep_len=40.0, device="cuda", seed=seed)
@@ -521,18 +499,9 @@ def test_a_prepared_call_again_refills_in_place(kind, shape, validate):
             rltscan.synchronize()
 
 
-def _prepare_kwargs(kind, inp):
-    kw = {k: v for k, v in inp.items() if k != "missing_bootstrap"}
-    if "missing_bootstrap" in inp:
-        kw["missing_bootstrap"] = "zero"
-    if kind in ("gae", "vtrace"):
-        kw["lam"] = 0.95 if kind == "gae" else 1.0
-    return kw
-
-
 def test_a_prepared_call_again_replays_in_a_cuda_graph():
     inp = bench.make_inputs("gae", (1024, 256), ep_len=40.0, device="cuda")
-    kw = _prepare_kwargs("gae", inp)
+    kw = bench.call_kwargs("gae", inp)
     prepared = rltscan.prepare_call(rltscan.gae, **kw)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
