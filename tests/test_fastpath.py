@@ -224,3 +224,44 @@ def test_a_bound_launch_computes_fresh_data_like_the_whole_path(
         for k in want:
             assert_close_to_oracle(fixed[k], want[k], torch.float32)
 
+
+def test_the_launcher_path_hands_on_the_pointers_launch_fire_reads(monkeypatch, rng):
+    """The generated code for the compiled launcher (CUDA only), run on the CPU: a
+    stand-in launcher records the integer pointers and check id it is handed and
+    declines, so ``Launch.fire`` runs with the tensors; both must name the same memory,
+    per call and for the fixed form."""
+    from rltscan import bench
+
+    handed, fired = [], []
+
+    def stand_in(self, device):
+        def launch(ptrs, check_id):
+            handed.append((list(ptrs), check_id))
+            return False  # as with a profiler's hook: Launch.fire launches instead
+
+        return launch
+
+    orig_fire = triton_scan.Launch.fire
+
+    def fire(self, tensors, device, check_id=0):
+        fired.append(([t.data_ptr() for t in tensors], check_id))
+        return orig_fire(self, tensors, device, check_id)
+
+    monkeypatch.setattr(triton_scan.Launch, "direct", stand_in)
+    monkeypatch.setattr(triton_scan.Launch, "fire", fire)
+    inp = bench.make_inputs("vtrace", (3, 21), ep_len=9.0, device="cpu")
+    _, _, b = _bind_on_cpu("vtrace", inp, monkeypatch)
+    assert b is not None and b.direct
+    fresh = bench.make_inputs("vtrace", (3, 21), ep_len=9.0, device="cpu", seed=3)
+    a = bench.arguments("vtrace", bench.call_kwargs("vtrace", fresh, backend="triton",
+                                                    validate=False))  # fmt: skip
+    handed.clear(), fired.clear()
+    out = b.run(a)
+    assert handed == fired and len(handed) == 1
+    assert {p for p in handed[0][0]} >= {fresh["rewards"].data_ptr(), out["vs"].data_ptr()}
+    again, fixed = b.fixed(a)
+    handed.clear(), fired.clear()
+    again()
+    again()
+    assert handed == fired and len(handed) == 2
+    assert fixed["pg_advantages"].data_ptr() in handed[1][0]

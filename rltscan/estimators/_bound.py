@@ -23,7 +23,7 @@ import atexit
 import functools
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -46,10 +46,6 @@ _BACKENDS = ("auto", "triton")
 _IN, _OUT, _FIXED = 0, 1, 2
 # per estimator: a training loop has a handful of shapes; a sweep must not grow it
 MAX_BOUND = 8
-
-
-def array_names(d: Declaration) -> tuple[str, ...]:
-    return d.inputs
 
 
 @functools.cache
@@ -120,17 +116,19 @@ class Bound:
         self.outputs = outputs
         self.per_step = per_step
         self._names = tuple(name for name, *_ in outputs)
-        # direct: through the compiled kernel's launcher (else Triton's dispatch)
-        self._fire, self._pointers = _firer(slots, launch, device)
-        self.direct = self._pointers is not None
+        self._firing = _firing(slots, launch, device)
+        self.direct = self._firing.direct is not None  # (else Triton's dispatch)
 
     def run(self, args: dict[str, Any]) -> dict[str, Tensor]:
         """Launch on ``args`` (the public function's arguments); the outputs, by name."""
-        dev = self.device
-        check_deferred(dev)
-        outs = [torch.empty_strided(s, st, dtype=dt, device=dev) for _, s, st, dt in self.outputs]
-        self._fire(args, outs, self._check_id())
+        check_deferred(self.device)
+        outs = self._allocate()
+        self._firing.fire(args, outs, self._check_id())
         return dict(zip(self._names, outs, strict=True))
+
+    def _allocate(self) -> list[Tensor]:
+        dev = self.device
+        return [torch.empty_strided(s, st, dtype=dt, device=dev) for _, s, st, dt in self.outputs]
 
     def _check_id(self) -> int:
         if not self.deferred:
@@ -143,12 +141,10 @@ class Bound:
         """``(again, outputs)``: ``again()`` launches on ``args``' arrays as they are then
         into ``outputs``, allocated here once (the addresses never change: the
         cheapest launch, and one a CUDA graph can capture)."""
-        dev = self.device
-        outs = [torch.empty_strided(s, st, dtype=dt, device=dev) for _, s, st, dt in self.outputs]
-        fire, check_id = self._fire, self._check_id
-        ptrs = None if self._pointers is None else self._pointers(args, outs)
-        direct = self.launch.direct(dev)
-        if ptrs is None or direct is None or any(p % 16 for p in ptrs):
+        dev, outs = self.device, self._allocate()
+        check_id, (fire, slow, pointers, direct) = self._check_id, self._firing
+        ptrs = None if pointers is None else pointers(args, outs)
+        if direct is None or ptrs is None or any(p % 16 for p in ptrs):
 
             def again() -> None:
                 check_deferred(dev)
@@ -160,55 +156,56 @@ class Bound:
                 check_deferred(dev)
                 cid = check_id()
                 if not direct(list(ptrs), cid):
-                    fire(args, outs, cid)
+                    slow(args, outs, cid)
 
         return again, dict(zip(self._names, outs, strict=True))
 
 
-def _firer(
+class _Firing(NamedTuple):
+    fire: Callable[[dict, list, int], None]  # (args, outs, check_id): the launch
+    slow: Callable[[dict, list, int], None]  # the same through Launch.fire
+    pointers: Callable[[dict, list], list[int]] | None  # the launcher's pointer arguments
+    direct: triton_scan.Direct | None  # the compiled kernel's launcher
+
+
+def _firing(
     slots: list[tuple[int, Any]], launch: triton_scan.Launch, device: torch.device
-) -> tuple[Callable[[dict, list, int], None], Callable[[dict, list], list[int]] | None]:
-    """``fire(args, outs, check_id)``: the launch on these arrays, as generated code, and
-    ``pointers(args, outs)``, the launcher's pointer arguments (None without one).
+) -> _Firing:
+    """The launch on a call's arrays (``args``, ``outs``), as generated code.
 
     With the compiled kernel's launcher (``Launch.direct``) the pointers are read once
     each as integers (the fixed buffer's address is a constant) and checked for 16-byte
     alignment, Triton's specialisation; an unaligned array or an installed launch hook
     takes ``Launch.fire`` with the tensors, as does every call without a launcher."""
-    items, fixed = [], []
+    items, fixed, ptrs = [], [], []  # the tensors (for Launch.fire), and as integers
+    reads: dict[str, str] = {}  # each array's address is read once
     for kind, what in slots:
-        if kind == _IN:
-            items.append(f"a[{what!r}]")
-        elif kind == _OUT:
-            items.append(f"o[{what}]")
-        else:
+        if kind == _FIXED:
             items.append(f"f[{len(fixed)}]")
+            ptrs.append(str(what.data_ptr()))  # a fixed buffer: its address is a constant
             fixed.append(what)
+            continue
+        item = f"a[{what!r}]" if kind == _IN else f"o[{what}]"
+        items.append(item)
+        ptrs.append(reads.setdefault(item, f"x{len(reads)}"))
     ns: dict[str, Any] = {"f": tuple(fixed), "launch": launch, "dev": device}
-    slow = f"launch.fire([{', '.join(items)}], dev, cid)"
+    src = f"def slow(a, o, cid):\n    launch.fire([{', '.join(items)}], dev, cid)\n"
     direct = launch.direct(device)
-    if direct is None or any(t.data_ptr() % 16 for t in fixed):
-        src = f"def fire(a, o, cid):\n    {slow}\n"
+    if direct is not None and any(t.data_ptr() % 16 for t in fixed):
+        direct = None
+    if direct is None:
+        src += "fire = slow\n"
     else:
         ns["direct"] = direct
-        reads: dict[str, str] = {}  # each array's address is read once
-        ptrs = []
-        for item in items:
-            if item.startswith("f["):
-                ptrs.append(str(fixed[int(item[2:-1])].data_ptr()))
-                continue
-            if item not in reads:
-                reads[item] = f"x{len(reads)}"
-            ptrs.append(reads[item])
         lines = [f"    {v} = {item}.data_ptr()" for item, v in reads.items()]
-        src = "def pointers(a, o):\n" + "\n".join(lines) + f"\n    return [{', '.join(ptrs)}]\n"
+        src += "def pointers(a, o):\n" + "\n".join(lines) + f"\n    return [{', '.join(ptrs)}]\n"
         lines += [
             f"    if ({' | '.join(reads.values())}) & 15 or not direct([{', '.join(ptrs)}], cid):",
-            f"        {slow}",
+            "        slow(a, o, cid)",
         ]
         src += "def fire(a, o, cid):\n" + "\n".join(lines) + "\n"
     exec(compile(src, "<rltscan.bound>", "exec"), ns)  # built from slot kinds alone
-    return ns["fire"], ns.get("pointers")
+    return _Firing(ns["fire"], ns["slow"], ns.get("pointers"), direct)
 
 
 def build(
