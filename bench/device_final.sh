@@ -5,11 +5,8 @@
 #   bash bench/device_final.sh $OUT
 set -u
 OUT=${1:-/tmp/final-out}
-mkdir -p "$OUT"
 export PYTHONPATH=.:bench/.baselines/rl_triton-0.1.3 PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/gpu.txt"
-python -c "import torch, triton; print(torch.__version__, triton.__version__)" >> "$OUT/gpu.txt"
-git log -1 --format='%H %s' > "$OUT/commit.txt" 2>/dev/null || true
+bash bench/device_record.sh "$OUT"
 timeout 70 python bench/issue13.py "$OUT/issue13" 2>&1 | tail -16
 timeout 200 python -m pytest -q -m gpu tests/test_gpu.py 2>&1 | tail -40 > "$OUT/gpu_suite.txt"
 tail -3 "$OUT/gpu_suite.txt"

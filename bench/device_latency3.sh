@@ -3,12 +3,8 @@
 # plus the bound-call tests. Usage (carry bench/.baselines): bash bench/device_latency3.sh $OUT
 set -u
 OUT=${1:-/tmp/latency3-out}
-mkdir -p "$OUT"
 export PYTHONPATH=.:bench/.baselines/rl_triton-0.1.3 PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/gpu.txt"
-python -c "import torch, triton; print(torch.__version__, triton.__version__)" >> "$OUT/gpu.txt"
-git log -1 --format='%H %s' > "$OUT/commit.txt" 2>/dev/null || true
-git status --short >> "$OUT/commit.txt" 2>/dev/null || true
+bash bench/device_record.sh "$OUT"
 timeout 200 python -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider -k "bound or prepared or per_step or deferred or graph" 2>&1 | tail -5 > "$OUT/gpu_tests.txt"
 tail -2 "$OUT/gpu_tests.txt"
 LATENCY_NO_COMPILE=1 timeout 200 python bench/latency.py "$OUT/latency" 2>&1 | tail -16

@@ -4,12 +4,8 @@
 # Usage (repo root, carry bench/.baselines): bash bench/device_session3.sh $OUT
 set -u
 OUT=${1:-/tmp/session3-out}
-mkdir -p "$OUT"
 export PYTHONPATH=.:bench/.baselines/rl_triton-0.1.3 PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/gpu.txt"
-python -c "import torch, triton; print(torch.__version__, triton.__version__)" >> "$OUT/gpu.txt"
-git log -1 --format='%H %s' > "$OUT/commit.txt" 2>/dev/null || true
-git status --short >> "$OUT/commit.txt" 2>/dev/null || true
+bash bench/device_record.sh "$OUT"
 timeout 150 python bench/host_path.py "$OUT/host_path" 2>&1 | tail -30
 timeout 80 python bench/issue13.py "$OUT/issue13" 2>&1 | tail -16
 timeout 240 python -m pytest -q -m gpu tests/test_gpu.py -x 2>&1 | tail -40 > "$OUT/gpu_suite.txt"
