@@ -84,3 +84,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def launch_kinds(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """The (KIND, HAS_DISC, HAS_LAMT) of every kernel launch through ``Launch.fire``
+    from now on (a bound call's direct launches do not pass there)."""
+    from rltscan.scan import triton_scan
+
+    seen: list[tuple] = []
+    orig = triton_scan.Launch.fire
+
+    def fire(self, *a, **kw):
+        c = dict(self.consts)
+        seen.append((c["KIND"], c["HAS_DISC"], c["HAS_LAMT"]))
+        return orig(self, *a, **kw)
+
+    monkeypatch.setattr(triton_scan.Launch, "fire", fire)
+    return seen

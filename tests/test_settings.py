@@ -18,7 +18,7 @@ import torch
 
 import rltscan
 from rltscan.scan import triton_scan
-from tests.conftest import assert_close_to_oracle, is_slow_backend
+from tests.conftest import assert_close_to_oracle, is_slow_backend, launch_kinds
 
 
 def episodes(rng, n: int, p_done: float, flags: str = "bool"):
@@ -649,20 +649,6 @@ def _step_case(fn, trace, rng, shape, dtype, which, p_done=0.15):
     return inp, _step_columns(rng, shape, dtype, which)
 
 
-def _spy_kinds(monkeypatch) -> list:
-    """The (KIND, HAS_DISC, HAS_LAMT) of every kernel launch."""
-    seen = []
-    orig = triton_scan.Launch.fire
-
-    def fire(self, *a, **kw):
-        c = dict(self.consts)
-        seen.append((c["KIND"], c["HAS_DISC"], c["HAS_LAMT"]))
-        return orig(self, *a, **kw)
-
-    monkeypatch.setattr(triton_scan.Launch, "fire", fire)
-    return seen
-
-
 @pytest.mark.parametrize("fn,trace", STEP_FUSED, ids=STEP_IDS)
 @pytest.mark.parametrize(
     "shape,layout,dtype,which",
@@ -679,7 +665,7 @@ def test_per_step_columns_run_fused_and_match_float64_loops(
     fn, trace, shape, layout, dtype, which, rng, monkeypatch
 ):
     inp, step = _step_case(fn, trace, rng, shape, dtype, which)
-    seen = _spy_kinds(monkeypatch)
+    seen = launch_kinds(monkeypatch)
     call = {**inp, **step}
     if layout == "time-major":
         call = _time_major(call)
@@ -704,7 +690,7 @@ def test_per_step_columns_chunk_with_carries_on_the_kernel(fn, trace, rng, monke
     chunk needs γ or λ of its neighbour's first step (they belong to step t, §1.7)."""
     n, dtype = 19, torch.float64
     inp, step = _step_case(fn, trace, rng, (2, n), dtype, "both", p_done=0.1)
-    seen = _spy_kinds(monkeypatch)
+    seen = launch_kinds(monkeypatch)
     f = getattr(rltscan, fn)
     call = {**inp, **step}
     want = _oracle_2d(fn, trace, inp, step["discount"], step.get("lam_per_step"))
@@ -754,7 +740,7 @@ def test_per_step_with_several_lambdas_runs_one_fused_launch_per_setting(
         triton_scan.Launch, "fire",
         lambda self, *a, **kw: (nsets.append(dict(self.consts)["NSET"]), orig(self, *a, **kw)),
     )  # fmt: skip
-    seen = _spy_kinds(monkeypatch)
+    seen = launch_kinds(monkeypatch)
     res = rltscan.gae(**inp, discount=g, lam=[0.5, 0.9], backend="triton")
     assert nsets == [1, 1] and seen == [(triton_scan.GAE, True, False)] * 2
     for k, lam in enumerate((0.5, 0.9)):
