@@ -265,3 +265,24 @@ def test_the_launcher_path_hands_on_the_pointers_launch_fire_reads(monkeypatch, 
     again()
     assert handed == fired and len(handed) == 2
     assert fixed["pg_advantages"].data_ptr() in handed[1][0]
+
+
+def test_a_tile_override_drops_bound_launches_and_keeps_none(monkeypatch):
+    """A launch kept for reuse carries the tiles it was made with: under a tile override
+    (the tile-invariance tests, the tile sweep) it must not run in place of the forced
+    tiles, and nothing made under the override may be kept."""
+    from rltscan import bench
+
+    inp = bench.make_inputs("gae", (3, 21), ep_len=9.0, device="cpu")
+    d, _, b = _bind_on_cpu("gae", inp, monkeypatch)
+    assert b is not None
+    _bound.forget()
+    with monkeypatch.context() as m:  # the default tiles (on the CPU the suite forces some)
+        m.setattr(triton_scan, "tiles_forced", lambda: False)
+        _bound.remember(("k",), b)
+        assert _bound.lookup(d, ("k",)) is b
+    with triton_scan.tile_override(rows=2, chunk=8):
+        assert _bound.lookup(d, ("k",)) is None, "a launch with other tiles was kept"
+        _bound.remember(("k",), b)
+        assert _bound.lookup(d, ("k",)) is None, "a launch with forced tiles was kept"
+    _bound.forget()

@@ -263,13 +263,17 @@ def lookup(d: Declaration, key: tuple) -> Bound | None:
 
 
 def remember(key: tuple, b: Bound) -> None:
+    ts = _ts()
+    if ts.tiles_forced():  # a test's or bench's tile shape: not what the key says
+        return
+    ts.on_tile_override(forget)
     recent = _BOUND.setdefault(b.declaration.name, [])
     recent.insert(0, (key, b))
     del recent[MAX_BOUND:]
 
 
 def forget() -> None:
-    """Drop every bound call (tests; a changed tile override)."""
+    """Drop every bound call (tests; called when a tile override begins)."""
     _BOUND.clear()
 
 

@@ -40,7 +40,7 @@ import inspect
 import math
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -501,12 +501,31 @@ class Tiles:
 
 
 _override = threading.local()
+# Called when a tile override begins: a launch kept by a caller for reuse
+# (``estimators._bound``) was made with the tiles of before and must be dropped.
+_ON_OVERRIDE: list[Callable[[], None]] = []
+
+
+def on_tile_override(fn: Callable[[], None]) -> None:
+    """Have ``fn`` called whenever :func:`tile_override` begins (once per ``fn``)."""
+    if fn not in _ON_OVERRIDE:
+        _ON_OVERRIDE.append(fn)
+
+
+def tiles_forced() -> bool:
+    """Whether a :func:`tile_override` is in force on this thread (launches made now
+    must not be kept for reuse)."""
+    return getattr(_override, "tiles", None) is not None
 
 
 @contextlib.contextmanager
 def tile_override(*, rows: int, chunk: int, num_warps: int = 1) -> Iterator[None]:
-    """Force a tile shape (tests use tiny tiles to exercise multi-tile paths)."""
+    """Force a tile shape (tests use tiny tiles to exercise multi-tile paths; benches
+    sweep shapes). Launches kept for reuse are dropped on entry, and none are kept
+    while it is in force, so every call inside runs these tiles."""
     prev = getattr(_override, "tiles", None)
+    for fn in _ON_OVERRIDE:
+        fn()
     _override.tiles = Tiles(rows, chunk, num_warps)
     try:
         yield
