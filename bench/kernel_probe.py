@@ -8,7 +8,8 @@ programs resident per SM), with the compiled kernel's registers and spills. If t
 flat case is much slower than the batched one the look-back is the cost; if a register
 cap helps, the kernel is latency-bound (too few loads in flight per SM).
 
-Usage: python bench/kernel_probe.py OUT_PREFIX   (writes OUT_PREFIX.json and .md)
+Usage: python bench/kernel_probe.py OUT_PREFIX [quick]   (writes OUT_PREFIX.json and .md;
+quick: the four uncapped tile shapes that matter)
 """
 
 from __future__ import annotations
@@ -55,9 +56,15 @@ class _Capped:
 
         return launch
 
+    def __getattr__(self, name: str) -> Any:  # .fn, ... as the kernel's
+        return getattr(self.kernel, name)
+
 
 def main() -> None:
     prefix = sys.argv[1]
+    configs = CONFIGS
+    if sys.argv[2:] == ["quick"]:
+        configs = tuple(c for c in CONFIGS if c[3] is None and c[2] >= 4 and c[1] <= 2048)
     triton_scan.DIRECT = False  # every launch through the (capped) kernel object
     capped = _Capped(triton_scan._scan_kernel)
     triton_scan._scan_kernel = capped
@@ -68,7 +75,7 @@ def main() -> None:
             inp = bench.make_inputs(kind, shape, ep_len=1000.0, device="cuda")
             out = bench.call(kind, inp, backend="triton", validate=False)
             floor = bench.traffic_bytes(inp, out) / (bw * 1e9) * 1e6
-            for r, c, w, cap in CONFIGS:
+            for r, c, w, cap in configs:
                 capped.maxnreg = cap
                 with triton_scan.tile_override(rows=r, chunk=c, num_warps=w):
                     f = lambda k=kind, i=inp: bench.call(k, i, backend="triton", validate=False)  # noqa: E731
