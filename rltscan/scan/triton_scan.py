@@ -48,6 +48,9 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+# V-trace forms vs_{t+1} by a register shift (tl.gather) rather than re-reading the vs
+# it has just written (a block barrier and an L2 round trip)
+VS_GATHER = True
 # Predecessor tiles the look-back examines at once (a power of two)
 LOOKBACK_WINDOW: tl.constexpr = tl.constexpr(32)
 
@@ -278,6 +281,7 @@ def _scan_kernel(
     KP: tl.constexpr,  # NSET rounded up to a power of two: virtual rows per data row
     HAS_DISC: tl.constexpr,  # γ_t from disc_ptr instead of the scalar γ
     HAS_LAMT: tl.constexpr,  # λ_t from lamt_ptr instead of the scalar λ
+    VS_GATHER: tl.constexpr,  # VTRACE: vs_{t+1} by a register shift, not a re-read
 ):
     # Columns by KIND:
     #   LINEAR: c0=a c1=b | GAE: c0=r c1=V c2=nv-source | TD_LAMBDA, RETURNS: same
@@ -495,13 +499,18 @@ def _scan_kernel(
     elif KIND == 4:  # VTRACE: vs, pg_advantages
         vs = v + y
         tl.store(out0_ptr + oofs, vs.to(out_ty), mask=mask)
-        tl.debug_barrier()  # vs_{t+1} is re-read below, written by a neighbour thread
         tile_end = (offs_c == CHUNK - 1)[None, :]
         inside = mask & ~cut
         edge = tile_end
         if CONTINUES:  # past the chunk end: vs = the next chunk's first V + the carry y
             edge = tile_end | at_end
-        vs_next = tl.load(out0_ptr + oofs + stride_t, mask=inside & ~edge, other=0.0).to(COMPUTE)
+        if VS_GATHER:  # vs_{t+1} from the neighbour's registers (the tile end: below)
+            nxt = tl.minimum(offs_c + 1, CHUNK - 1)
+            vs_next = tl.gather(vs, tl.broadcast_to(nxt[None, :], (ROWS, CHUNK)), axis=1)
+        else:
+            tl.debug_barrier()  # vs_{t+1} is re-read, written by a neighbour thread
+            vs_next = tl.load(out0_ptr + oofs + stride_t, mask=inside & ~edge, other=0.0)
+            vs_next = vs_next.to(COMPUTE)
         v_next = _ld(c1_ptr, offs1, inside & tile_end & ~at_end, COMPUTE)
         if CONTINUES:
             nx = tl.load(nxt_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
@@ -963,6 +972,7 @@ def plan_launch(
         CONTINUES=continues,
         ROWS=tiles.rows, CHUNK=tiles.chunk, LOOKBACK=n_tblocks > 1, COMPUTE=compute,
         TRACE=trace, NSET=nset, KP=kp, HAS_DISC="disc" in cols, HAS_LAMT="lamt" in cols,
+        VS_GATHER=VS_GATHER and kind == VTRACE,
     )  # fmt: skip
     order = [n for n in _kernel_arg_names() if n in consts]
     scalars = (
