@@ -640,12 +640,18 @@ def _default_tiles(n_rows: int, steps: int, time_contiguous: bool) -> Tiles:
 class _Workspace:
     """Look-back scratch per (device, stream): floats for (A, B, inclusive) and epoch-tagged
     flags. Keyed by stream so that launches on concurrent streams never share flags;
-    launches on one stream are ordered, so the epoch alone separates them."""
+    launches on one stream are ordered, so the epoch alone separates them.
+
+    :meth:`lease` serves a caller that launches again and again (:class:`Direct`): the
+    addresses and the stream's epoch cell, valid while :attr:`generation` (bumped
+    whenever a buffer is replaced) is unchanged, so a repeated launch takes its scratch
+    without a lookup."""
 
     def __init__(self) -> None:
         self.buffers: dict[tuple[object, torch.dtype], Tensor] = {}
         self.flags: dict[object, Tensor] = {}
-        self.epoch: dict[object, int] = {}
+        self.epochs: dict[object, list[int]] = {}  # per (device, stream): one shared cell
+        self.generation = 0
 
     def get(self, device: torch.device, dtype: torch.dtype, n_tiles: int, rows: int, stream: int):
         if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
@@ -660,14 +666,30 @@ class _Workspace:
         if buf is None or buf.numel() < need:
             buf = torch.empty(max(need, 1 << 16), dtype=dtype, device=device)
             self.buffers[(key, dtype)] = buf
+            self.generation += 1
         flags = self.flags.get(key)
-        epoch = self.epoch.get(key, 0) + 1
-        if flags is None or flags.numel() < n_tiles or epoch >= (1 << 29):
+        cell = self.epochs.setdefault(key, [0])
+        cell[0] += 1
+        if flags is None or flags.numel() < n_tiles or cell[0] >= EPOCH_LIMIT:
             flags = torch.zeros(max(2 * n_tiles, 1 << 14), dtype=torch.int32, device=device)
             self.flags[key] = flags
-            epoch = 1
-        self.epoch[key] = epoch
-        return buf, flags, epoch
+            self.generation += 1
+            cell[0] = 1
+        return buf, flags, cell[0]
+
+    def lease(
+        self, device: torch.device, dtype: torch.dtype, n_tiles: int, rows: int, stream: int
+    ) -> tuple[Lease, int]:
+        """:meth:`get` for this launch, and a :data:`Lease` to launch the same again."""
+        buf, flags, epoch = self.get(device, dtype, n_tiles, rows, stream)
+        cell = self.epochs.get((device, stream)) or [epoch]  # (a capture's: not shared)
+        return (stream, self.generation, buf.data_ptr(), flags.data_ptr(), cell), epoch
+
+
+# Flags hold epoch*4 + state in an int32: a new flag array before the epoch gets near it
+EPOCH_LIMIT = 1 << 29
+# (stream, workspace generation, scratch address, flags address, the stream's epoch cell)
+Lease = tuple[int, int, int, int, list[int]]
 
 
 _WS = _Workspace()
@@ -863,10 +885,14 @@ class Direct:
     id, and launches on the current stream. It returns False, launching nothing, when a
     launch hook (a profiler's) is installed: the caller then takes :meth:`Launch.fire`."""
 
-    __slots__ = ("_after", "_device", "_fn", "_grid", "_index", "_ints", "_launch", "_meta", "_run")
+    __slots__ = (
+        "_after", "_device", "_fn", "_grid", "_index", "_ints", "_launch", "_lease",
+        "_lookback", "_meta", "_run",
+    )  # fmt: skip
 
     def __init__(self, launch: Launch, ck: object, device: torch.device) -> None:
         self._launch, self._device = launch, device
+        self._lookback, self._lease = launch.lookback, None
         self._index = device.index if device.index is not None else torch.cuda.current_device()
         self._run, self._fn, self._meta = ck.run, ck.function, ck.packed_metadata  # type: ignore[attr-defined]
         self._grid, self._ints = launch.grid, launch.ints
@@ -879,12 +905,25 @@ class Direct:
             return False
         stream = _raw_stream_getter()(self._index)
         epoch = 0
-        launch = self._launch
-        if launch.lookback:
-            ws, flags, epoch = _WS.get(
-                self._device, launch.dtype, launch.grid, launch.tile_rows, stream
-            )
-            ptrs[_WS_SLOT], ptrs[_FLAGS_SLOT] = ws.data_ptr(), flags.data_ptr()
+        if self._lookback:
+            lease = self._lease
+            if (
+                lease is not None
+                and lease[0] == stream
+                and lease[1] == _WS.generation
+                and lease[4][0] + 1 < EPOCH_LIMIT
+                and not torch.cuda.is_current_stream_capturing()
+            ):
+                lease[4][0] += 1
+                epoch = lease[4][0]
+            else:  # first launch, another stream, a replaced buffer, or a capture
+                launch = self._launch
+                lease, epoch = _WS.lease(
+                    self._device, launch.dtype, launch.grid, launch.tile_rows, stream
+                )
+                # (a capture's scratch is its own: never reused outside the graph)
+                self._lease = None if torch.cuda.is_current_stream_capturing() else lease
+            ptrs[_WS_SLOT], ptrs[_FLAGS_SLOT] = lease[2], lease[3]
         self._run(
             self._grid, 1, 1, stream, self._fn, self._meta, None, enter, leave,
             *ptrs, *self._ints, epoch, check_id, *self._after,
