@@ -60,16 +60,12 @@ class _Capped:
         return getattr(self.kernel, name)
 
 
-def _shift(gather: bool | None) -> str:
-    return "-" if gather is None else ("register shift" if gather else "re-read")
-
-
 def main() -> None:
     prefix = sys.argv[1]
     configs = CONFIGS
     if sys.argv[2:] == ["quick"]:
         configs = tuple(c for c in CONFIGS if c[3] is None and c[2] >= 4 and c[1] <= 2048)
-    # (the kernel object is swapped, and VS_GATHER toggled, in this process only)
+    # (the kernel object is swapped in this process only)
     triton_scan.DIRECT = False  # every launch through the (capped) kernel object
     capped = _Capped(triton_scan._scan_kernel)
     triton_scan._scan_kernel = capped
@@ -80,12 +76,8 @@ def main() -> None:
             inp = bench.make_inputs(kind, shape, ep_len=1000.0, device="cuda")
             out = bench.call(kind, inp, backend="triton", validate=False)
             floor = bench.traffic_bytes(inp, out) / (bw * 1e9) * 1e6
-            runs = [(*cfg, True) for cfg in configs]
-            if kind == "vtrace":  # A/B: vs_{t+1} re-read from memory (before VS_GATHER)
-                runs += [(*cfg, False) for cfg in configs if cfg[3] is None and cfg[1] == 1024]
-            for r, c, w, cap, gather in runs:
+            for r, c, w, cap in configs:
                 capped.maxnreg = cap
-                triton_scan.VS_GATHER = gather
                 with triton_scan.tile_override(rows=r, chunk=c, num_warps=w):
                     f = lambda k=kind, i=inp: bench.call(k, i, backend="triton", validate=False)  # noqa: E731
                     try:
@@ -101,7 +93,6 @@ def main() -> None:
                     "chunk": c,
                     "warps": w,
                     "maxnreg": cap,
-                    "vs_gather": gather if kind == "vtrace" else None,
                     "kernel_us": round(us, 1),
                     "floor_us": round(floor, 1),
                     "pct_floor": round(100 * floor / us, 1),
@@ -111,7 +102,6 @@ def main() -> None:
                 rows.append(row)
                 print(
                     f"{kind:8s} {row['shape']:>11s} {r}x{c:<5d}/{w} cap={cap!s:5s} "
-                    f"{'' if gather else 'reread '}"
                     f"{us:8.1f} us floor {floor:7.1f} {row['pct_floor']:5.1f}%  "
                     f"regs {row['n_regs']} spills {row['n_spills']}",
                     flush=True,
@@ -122,14 +112,14 @@ def main() -> None:
     with open(prefix + ".json", "w") as fh:
         json.dump(record, fh, indent=1)
     lines = [
-        "| estimator | shape | tile (rows×chunk/warps) | maxnreg | vs_{t+1} | kernel µs "
+        "| estimator | shape | tile (rows×chunk/warps) | maxnreg | kernel µs "
         "| floor µs | % floor | regs | spills |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for x in rows:
         lines.append(
             f"| {x['kind']} | {x['shape']} | {x['rows']}×{x['chunk']}/{x['warps']} "
-            f"| {x['maxnreg'] or '-'} | {_shift(x['vs_gather'])} | {x['kernel_us']} "
+            f"| {x['maxnreg'] or '-'} | {x['kernel_us']} "
             f"| {x['floor_us']} | {x['pct_floor']} "
             f"| {x['n_regs']} | {x['n_spills']} |"
         )

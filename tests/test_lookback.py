@@ -3,8 +3,8 @@
 In a real run the look-back meets predecessors in every state (aggregate only,
 inclusive, not yet published) depending on timing; under the interpreter programs
 run in order, so every predecessor is already inclusive and a whole-kernel test
-never sees the aggregate lanes. Here the workspace is laid out by hand: a tile looks
-back over aggregate-only predecessors (more than one window of them), to the nearest
+never composes an aggregate. Here the workspace is laid out by hand: a tile looks
+back over aggregate-only predecessors (up to a hundred of them), to the nearest
 inclusive one or to an episode end, and must publish its own inclusive value.
 """
 
@@ -20,7 +20,7 @@ tl = triton.language
 from rltscan.scan import triton_scan  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-W = int(triton_scan.LOOKBACK_WINDOW)
+W = 32  # predecessors: the cases place the nearest inclusive tile W apart
 
 
 @triton.jit

@@ -48,12 +48,6 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-# V-trace forms vs_{t+1} by a register shift (tl.gather) rather than re-reading the vs
-# it has just written (a block barrier and an L2 round trip)
-VS_GATHER = True
-# Predecessor tiles the look-back examines at once (a power of two)
-LOOKBACK_WINDOW: tl.constexpr = tl.constexpr(32)
-
 # Estimator kinds (constexpr KIND)
 LINEAR, GAE, TD_LAMBDA, RETURNS, VTRACE, RETRACE, TRACES, PREFIX_SUM = range(8)
 KINDS = {
@@ -106,11 +100,11 @@ def _lookback(ws_ptr, flag_ptr, pid, k, agg_a, agg_b, boundary, epoch, offs_r, R
     Workspace per tile: [aggregate a | aggregate b | inclusive y] × ROWS, plus a
     flag ``epoch*4 + state`` (state 1: aggregate ready, 2: inclusive ready).
 
-    The look-back examines ``LOOKBACK_WINDOW`` predecessors at once (as CUB does with
-    a warp): one round of flag reads, one of workspace reads, their maps composed by a
-    small scan, where a walk one tile at a time paid two dependent L2 round trips per
-    tile (measured on the H200: the look-back was a fifth of the kernel's time at 2^26
-    flat steps, bench/results/kernel-probe-h200-2026-12-03).
+    One predecessor at a time. Examining 32 at once (one round of flag reads, a small
+    scan of their maps, as CUB does) measured slower on the H200 at 2^26 flat steps
+    (GAE 54% of copy bandwidth against 61%; bench/results/kernel-probe-h200-2026-12-03-b):
+    the walk is rarely more than a tile or two deep, and the window's 32 atomics and
+    scan cost more than the hops they save.
     """
     base = ws_ptr + pid.to(tl.int64) * (3 * ROWS)
     ready_agg = epoch * 4 + 1
@@ -123,49 +117,27 @@ def _lookback(ws_ptr, flag_ptr, pid, k, agg_a, agg_b, boundary, epoch, offs_r, R
         tl.atomic_xchg(flag_ptr + pid, ready_agg, sem="release")
         acc_a = tl.full([ROWS], 1.0, agg_a.dtype)
         acc_b = tl.zeros([ROWS], agg_b.dtype)
-        lanes = tl.arange(0, LOOKBACK_WINDOW)  # lane i: the tile i+1 places back
-        first = pid - k  # this row's first tile in scan order: it publishes only inclusive
-        nearest = pid - 1
+        j = pid - 1
         searching = True
         while searching:
-            js = nearest - lanes
-            live = js >= first
-            # tiles before the row's first never matter: read as inclusive, never used
-            f = tl.where(live, tl.atomic_add(flag_ptr + js, 0, mask=live, sem="acquire"), ready_inc)
-            while tl.min(f, axis=0) < ready_agg:  # older epochs and "not yet" read smaller
-                f = tl.where(
-                    live, tl.atomic_add(flag_ptr + js, 0, mask=live, sem="acquire"), ready_inc
-                )
-            stop_inc = tl.min(tl.where(f == ready_inc, lanes, LOOKBACK_WINDOW), axis=0)
-            jb = ws_ptr + js.to(tl.int64)[:, None] * (3 * ROWS) + offs_r[None, :]
-            pa = tl.load(jb, mask=(lanes < stop_inc)[:, None], other=1.0, volatile=True)
-            # a tile with an episode end in every row (a = 0) ends the walk as an
-            # inclusive one does: nothing past it is composed (not even as 0 * NaN)
-            reset = (tl.max(tl.abs(pa), axis=1) == 0) & (lanes < stop_inc)
-            stop = tl.minimum(stop_inc, tl.min(tl.where(reset, lanes, LOOKBACK_WINDOW), axis=0))
-            agg = ((lanes <= stop) & (lanes < stop_inc))[:, None]
-            inc = (lanes == tl.where(stop == stop_inc, stop_inc, LOOKBACK_WINDOW))[:, None]
-            # lane maps: aggregates up to the stop; the nearest inclusive is a constant
-            # map (0, y); identities (1, 0) beyond the stop
-            pb = tl.load(jb + ROWS, mask=agg, other=0.0, volatile=True)
-            py = tl.load(jb + 2 * ROWS, mask=inc, other=0.0, volatile=True)
-            ma = tl.where(inc, 0.0, tl.where(agg, pa, 1.0)).to(agg_a.dtype)
-            mb = tl.where(inc, py, pb).to(agg_b.dtype)
-            # lane 0 applied last: the backward composition, as the tile's own scan
-            wa, wb = tl.associative_scan((ma, mb), axis=0, combine_fn=_combine, reverse=True)
-            lane0 = (lanes == 0)[:, None]
-            wa0 = tl.sum(tl.where(lane0, wa, 0.0), axis=0)
-            wb0 = tl.sum(tl.where(lane0, wb, 0.0), axis=0)
-            acc_b = acc_b + acc_a * wb0
-            acc_a = acc_a * wa0
-            if stop < LOOKBACK_WINDOW:  # an inclusive tile or an episode end in all rows
-                carry = acc_b
+            f = tl.atomic_add(flag_ptr + j, 0, sem="acquire")
+            while f < ready_agg:  # older epochs and "not yet" both read as smaller
+                f = tl.atomic_add(flag_ptr + j, 0, sem="acquire")
+            jbase = ws_ptr + j.to(tl.int64) * (3 * ROWS)
+            if f == ready_inc:
+                inc = tl.load(jbase + 2 * ROWS + offs_r, volatile=True)
+                carry = acc_b + acc_a * inc
                 searching = False
-            elif tl.max(tl.abs(acc_a), axis=0) == 0:
-                # episode ends in every row, in different tiles: nothing further matters
-                carry = acc_b
-                searching = False
-            nearest = nearest - LOOKBACK_WINDOW
+            else:
+                pa = tl.load(jbase + offs_r, volatile=True)
+                pb = tl.load(jbase + ROWS + offs_r, volatile=True)
+                acc_b = acc_b + acc_a * pb
+                acc_a = acc_a * pa
+                if tl.max(tl.abs(acc_a), axis=0) == 0:
+                    # an episode end in between: nothing further back can matter
+                    carry = acc_b
+                    searching = False
+                j = j - 1
     tl.store(base + 2 * ROWS + offs_r, agg_b + agg_a * carry)
     tl.debug_barrier()
     tl.atomic_xchg(flag_ptr + pid, ready_inc, sem="release")
@@ -281,7 +253,6 @@ def _scan_kernel(
     KP: tl.constexpr,  # NSET rounded up to a power of two: virtual rows per data row
     HAS_DISC: tl.constexpr,  # γ_t from disc_ptr instead of the scalar γ
     HAS_LAMT: tl.constexpr,  # λ_t from lamt_ptr instead of the scalar λ
-    VS_GATHER: tl.constexpr,  # VTRACE: vs_{t+1} by a register shift, not a re-read
 ):
     # Columns by KIND:
     #   LINEAR: c0=a c1=b | GAE: c0=r c1=V c2=nv-source | TD_LAMBDA, RETURNS: same
@@ -499,18 +470,16 @@ def _scan_kernel(
     elif KIND == 4:  # VTRACE: vs, pg_advantages
         vs = v + y
         tl.store(out0_ptr + oofs, vs.to(out_ty), mask=mask)
+        # vs_{t+1} is re-read below, written by a neighbour thread. A register shift
+        # (tl.gather) instead measured slower on the H200: 64% of copy bandwidth against
+        # 73% at 65536x1024 (bench/results/kernel-probe-h200-2026-12-03-b).
+        tl.debug_barrier()
         tile_end = (offs_c == CHUNK - 1)[None, :]
         inside = mask & ~cut
         edge = tile_end
         if CONTINUES:  # past the chunk end: vs = the next chunk's first V + the carry y
             edge = tile_end | at_end
-        if VS_GATHER:  # vs_{t+1} from the neighbour's registers (the tile end: below)
-            nxt = tl.minimum(offs_c + 1, CHUNK - 1)
-            vs_next = tl.gather(vs, tl.broadcast_to(nxt[None, :], (ROWS, CHUNK)), axis=1)
-        else:
-            tl.debug_barrier()  # vs_{t+1} is re-read, written by a neighbour thread
-            vs_next = tl.load(out0_ptr + oofs + stride_t, mask=inside & ~edge, other=0.0)
-            vs_next = vs_next.to(COMPUTE)
+        vs_next = tl.load(out0_ptr + oofs + stride_t, mask=inside & ~edge, other=0.0).to(COMPUTE)
         v_next = _ld(c1_ptr, offs1, inside & tile_end & ~at_end, COMPUTE)
         if CONTINUES:
             nx = tl.load(nxt_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
@@ -634,6 +603,12 @@ def _default_tiles(n_rows: int, steps: int, time_contiguous: bool) -> Tiles:
     rows = max(1, min(_pow2(n_rows), TILE_ELEMS // chunk))
     elems = rows * chunk
     num_warps = 4 if elems >= 1024 else 2
+    if chunk == MAX_CHUNK and steps <= MAX_CHUNK:
+        # a row in one 1024-step tile (no look-back): 8 warps measured faster on the
+        # H200 at 65536x1024 (GAE 83% of copy bandwidth against 78%, Retrace 100% against
+        # 87%, V-trace 75/73%, returns 64/65%); with a look-back 4 (flat GAE 61% against
+        # 49%) (bench/results/kernel-probe-h200-2026-12-03, -b)
+        num_warps = 8
     return Tiles(rows, chunk, num_warps)
 
 
@@ -1011,7 +986,6 @@ def plan_launch(
         CONTINUES=continues,
         ROWS=tiles.rows, CHUNK=tiles.chunk, LOOKBACK=n_tblocks > 1, COMPUTE=compute,
         TRACE=trace, NSET=nset, KP=kp, HAS_DISC="disc" in cols, HAS_LAMT="lamt" in cols,
-        VS_GATHER=VS_GATHER and kind == VTRACE,
     )  # fmt: skip
     order = [n for n in _kernel_arg_names() if n in consts]
     scalars = (
