@@ -105,7 +105,7 @@ def _stages(kind: str, kw: dict[str, Any], tag: str, r: dict[str, Any]) -> None:
     r[f"{tag}: Bound.run"] = host_us(lambda: b.run(args))
     outs = [torch.empty_strided(s, st, dtype=dt, device="cuda") for _, s, st, dt in b.outputs]
     r[f"{tag}: direct launcher"] = b.direct
-    r[f"{tag}: fire (pointers + launch)"] = host_us(lambda: b._firing.fire(args, outs, 0))
+    r[f"{tag}: fire (pointers + launch)"] = host_us(lambda: b.firing.fire(args, outs, 0))
     r[f"{tag}: output allocations"] = host_us(
         lambda: [torch.empty_strided(s, st, dtype=dt, device="cuda") for _, s, st, dt in b.outputs]
     )
