@@ -6,6 +6,8 @@ the two. Here every row alternates the two, ``ROUNDS`` times, and reports the me
 per side and the median of the per-round ratios.
 
     PYTHONPATH=.:bench/.baselines/rl_triton-0.1.3 python bench/loop_ab.py OUT_DIR
+
+Written at the end of session 4 with no device time left: not yet run on a GPU.
 """
 
 from __future__ import annotations
