@@ -14,7 +14,6 @@ quick: the four uncapped tile shapes that matter)
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -109,22 +108,32 @@ def main() -> None:
             del inp, out
             torch.cuda.empty_cache()
     record = {**bench.run_record(), "copy_GBps": bw, "rows": rows}
-    with open(prefix + ".json", "w") as fh:
-        json.dump(record, fh, indent=1)
-    lines = [
-        "| estimator | shape | tile (rows×chunk/warps) | maxnreg | kernel µs "
-        "| floor µs | % floor | regs | spills |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for x in rows:
-        lines.append(
-            f"| {x['kind']} | {x['shape']} | {x['rows']}×{x['chunk']}/{x['warps']} "
-            f"| {x['maxnreg'] or '-'} | {x['kernel_us']} "
-            f"| {x['floor_us']} | {x['pct_floor']} "
-            f"| {x['n_regs']} | {x['n_spills']} |"
+    header = (
+        "estimator",
+        "shape",
+        "tile (rows×chunk/warps)",
+        "maxnreg",
+        "kernel µs",
+        "floor µs",
+        "% floor",
+        "regs",
+        "spills",
+    )
+    table = [
+        (
+            x["kind"],
+            x["shape"],
+            f"{x['rows']}×{x['chunk']}/{x['warps']}",
+            x["maxnreg"] or "-",
+            x["kernel_us"],
+            x["floor_us"],
+            x["pct_floor"],
+            x["n_regs"],
+            x["n_spills"],
         )
-    with open(prefix + ".md", "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+        for x in rows
+    ]
+    bench.write_result(prefix, record, header, table)
 
 
 if __name__ == "__main__":

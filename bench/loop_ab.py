@@ -55,25 +55,25 @@ def main() -> None:
         }
         res["rows"].append(row)
         print(json.dumps({k: v for k, v in row.items() if not k.startswith("rounds")}), flush=True)
-    with open(os.path.join(out_dir, "loop_ab.json"), "w") as fh:
-        json.dump(res, fh, indent=1)
-    lines = [
-        f"# Loop of calls, interleaved A/B, {res['gpu']}, {res['date']}",
-        "",
-        f"torch {res['torch']}, triton {res['triton']}. µs per call of a loop of {N} calls,"
-        f" the GPU waited on at its end; median of {ROUNDS} alternating rounds; validate=False.",
-        "",
-        "| row | rltscan | rl-triton 0.1.3 | rltscan / rl-triton (median of rounds) |",
-        "|---|---|---|---|",
-    ]
-    for r in res["rows"]:
-        lines.append(
-            f"| {r['estimator']} {r['shape']} | {r['rltscan_us']:.1f} | "
-            f"{r['rl_triton_us']:.1f} | {r['ratio_median']:.2f} |"
-        )
-    with open(os.path.join(out_dir, "loop_ab.md"), "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    text = bench.write_result(
+        os.path.join(out_dir, "loop_ab"),
+        res,
+        ("row", "rltscan", "rl-triton 0.1.3", "rltscan / rl-triton (median of rounds)"),
+        (
+            (
+                f"{r['estimator']} {r['shape']}",
+                f"{r['rltscan_us']:.1f}",
+                f"{r['rl_triton_us']:.1f}",
+                f"{r['ratio_median']:.2f}",
+            )
+            for r in res["rows"]
+        ),
+        title=f"Loop of calls, interleaved A/B, {res['gpu']}, {res['date']}",
+        caption=f"torch {res['torch']}, triton {res['triton']}. µs per call of a loop of {N} "
+        f"calls, the GPU waited on at its end; median of {ROUNDS} alternating rounds; "
+        "validate=False.",
+    )
+    print(text)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import json
 import math
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -142,6 +142,31 @@ def run_record(gpu: str | None = None) -> dict[str, Any]:
         "python": platform.python_version(),
         "date": datetime.date.today().isoformat(),
     }
+
+
+def write_result(
+    prefix: str,
+    record: dict[str, Any],
+    header: Sequence[str],
+    rows: Iterable[Sequence[object]],
+    *,
+    title: str | None = None,
+    caption: str | None = None,
+) -> str:
+    """A benchmark script's result files: ``prefix.json`` (``record``, every figure) and
+    ``prefix.md`` (``title``, ``caption`` and the table of ``rows`` under ``header``, the
+    table the README quotes); returns the markdown."""
+    with open(prefix + ".json", "w") as fh:
+        json.dump(record, fh, indent=1)
+    lines = [f"# {title}", ""] if title else []
+    if caption:
+        lines += [caption, ""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    text = "\n".join(lines) + "\n"
+    with open(prefix + ".md", "w") as fh:
+        fh.write(text)
+    return text
 
 
 def call(kind: str, inputs: dict[str, Any], **kw: Any) -> dict[str, Any]:

@@ -55,3 +55,16 @@ def test_e2e_bench_smoke(tmp_path: Path) -> None:
     table = (tmp_path / "e2e.md").read_text()
     assert "| hdf5 | gae | rltscan-cpu | ok |" in table
     assert "io-floor-inplace" in table
+
+
+def test_write_result_writes_the_record_and_its_table(tmp_path: Path) -> None:
+    """Bench scripts' result files: every figure in the JSON, the quoted table in .md."""
+    from rltscan import bench
+
+    text = bench.write_result(
+        str(tmp_path / "r"), {"rows": [1.5]}, ("row", "µs"), [("gae 4096x128", 1.5)],
+        title="T", caption="C.",
+    )  # fmt: skip
+    assert json.loads((tmp_path / "r.json").read_text()) == {"rows": [1.5]}
+    assert (tmp_path / "r.md").read_text() == text
+    assert text == "# T\n\nC.\n\n| row | µs |\n|---|---|\n| gae 4096x128 | 1.5 |\n"
