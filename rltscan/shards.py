@@ -590,6 +590,7 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
             box["steps"] = sum(d["steps"] for d in done.values())
         with clock.stage("commit", steps=box["steps"]):
             staging.commit()
+        notes += staging.notes
         with clock.stage("cleanup"):
             staging.cleanup()
     except BaseException:
