@@ -232,6 +232,7 @@ def _run_whole(
     if opts.dry_run:
         return dry_run_report(plan, source, clock, dev, prepared)
     spec = plan.spec
+    clock.advance(0, prepared.steps)
     call: dict[str, Any] = {**prepared.kwargs, **plan.call}
     in_bytes = sum(v.nbytes for v in prepared.kwargs.values() if isinstance(v, np.ndarray))
 
@@ -248,6 +249,7 @@ def _run_whole(
             produced = {opts.prefix + k: v for k, v in dict(result).items() if v is not None}
             out_bytes = sum(int(v.numel() * v.element_size()) for v in produced.values())
             box["bytes"] = in_bytes + out_bytes
+    clock.advance(prepared.steps, prepared.steps)
     with clock.stage("statistics", bytes=out_bytes, steps=prepared.steps):
         accumulator = stats.OutputAccumulator()
         accumulator.add(produced)

@@ -69,6 +69,12 @@ class Clock:
     def skip(self, name: str) -> None:
         self.stages.append(Stage(name, 0.0, skipped=True))
 
+    def advance(self, done: int, total: int) -> None:
+        """Tell the progress display that ``done`` of ``total`` steps are through."""
+        advance = getattr(self.progress, "advance", None)
+        if advance is not None:
+            advance(done, total)
+
     def seconds(self, name: str) -> float:
         """Time spent so far in the stages called ``name``."""
         return sum(s.seconds for s in self.stages if s.name == name)
