@@ -101,6 +101,9 @@ class RunReport:
     wall_seconds: float | None = None  # set when stages overlap (streaming)
     streaming: StreamInfo | None = None
     statistics: dict[str, Any] | None = None  # rltscan.stats.summary(); None: not computed
+    # what is recorded beside the outputs (rltscan.plan.provenance): parameters, columns
+    # read, layout and its evidence, the reading in force, the terminal rule, the options
+    provenance: dict[str, Any] | None = None
 
     @property
     def total_seconds(self) -> float:
@@ -134,6 +137,7 @@ class RunReport:
             "notes": list(self.notes),
             "streaming": None if self.streaming is None else asdict(self.streaming),
             "statistics": self.statistics,
+            "provenance": self.provenance,
         }
 
 
