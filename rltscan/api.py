@@ -456,6 +456,7 @@ def inspect(
                 )
             except RltscanError as err:
                 estimators[command] = {"ready": False, "needs": _needs(err)}
+                roles.update(_roles_found(source, opts))
                 continue
             roles.update(prepared.roles)
             pending = (
@@ -553,6 +554,18 @@ def _column_steps(source: Any) -> int | None:
     return None
 
 
+def _roles_found(source: Any, opts: RunOptions) -> dict[str, str]:
+    """The roles a command's resolution recognises before it fails (a missing bootstrap,
+    an option it does not use): for ``inspect``'s columns table; empty when it fails
+    before finding them (a missing column)."""
+    options = {**prepare_options(opts), "bootstrap": None}
+    try:
+        found = prepare(source, **options, strict=False, flags_only=True, provisional=True)
+    except RltscanError:
+        return {}
+    return found.roles
+
+
 def _needs(err: RltscanError) -> str:
     """What is missing, from the error's fields: ``a "q_values" column (--q-values KEY)``,
     else every open decision's fix, else its fix, else the whole message."""
@@ -560,4 +573,6 @@ def _needs(err: RltscanError) -> str:
         return f'a "{err.column}" column ({err.option})'
     if err.decisions:
         return "; ".join(dict.fromkeys(d["fix"] for d in err.decisions))
+    if isinstance(err, ParameterError):  # an option this command does not take
+        return f"{err.what}; {err.fix}" if err.fix else err.what
     return err.fix or str(err)

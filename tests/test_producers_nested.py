@@ -24,11 +24,6 @@ import pytest
 from rltscan import api
 from rltscan.errors import AmbiguousInputError
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("tensordict")
-torchrl_envs = pytest.importorskip("torchrl.envs")
-pytest.importorskip("gymnasium")
-
 GAMMA, LAM = 0.9, 0.8
 B, T = 3, 50
 
@@ -38,6 +33,10 @@ def rollout(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """One collector batch ``[3, 50]`` of CartPole with a 15-step limit (terminations
     and truncations both), a linear critic run on s_t and on ("next", observation),
     and torchrl's own GAE of it; saved with ``to_h5`` and flattened to Parquet."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("tensordict")
+    pytest.importorskip("torchrl")
+    pytest.importorskip("gymnasium")
     import polars as pl
     from torchrl.collectors import Collector
     from torchrl.envs import GymEnv, SerialEnv, StepCounter, TransformedEnv
@@ -188,3 +187,20 @@ def test_inspect_shows_roles_and_the_open_layout(rollout: dict) -> None:
     assert not any(e["ready"] for e in info["estimators"].values())
     ready = api.inspect(str(rollout["h5"]), layout="batch-major")
     assert ready["estimators"]["gae"]["ready"] and ready["decisions"] == []
+
+
+def test_worked_example(tmp_path: Path) -> None:
+    """docs/CONVENTIONS.md §1.8: the table's numbers, the root flags beside next/."""
+    path = tmp_path / "rollout.h5"
+    with h5py.File(path, "w") as f:
+        f["next/reward"] = np.array([[1.0, 2.0, 0.5, 1.0]])[..., None]
+        f["state_value"] = np.array([[0.5, 1.0, 0.2, 0.4]])[..., None]
+        f["next/state_value"] = np.array([[1.0, 9.9, 0.4, 0.6]])[..., None]
+        f["next/terminated"] = np.array([[0, 1, 0, 0]], bool)[..., None]
+        f["next/truncated"] = np.array([[0, 0, 0, 1]], bool)[..., None]
+        f["next/done"] = np.array([[0, 1, 0, 1]], bool)[..., None]
+        for key in ("terminated", "truncated", "done"):
+            f[key] = np.zeros((1, 4, 1), bool)
+    gae(path, layout="batch-major")
+    with h5py.File(path) as f:
+        np.testing.assert_allclose(f["advantages"][()].reshape(-1), [2.12, 1.0, 1.4808, 1.14])

@@ -286,3 +286,24 @@ def test_garbage_in_final_rows_is_never_read(tmp_path: Path) -> None:
             columns={"discount": "discount"})  # fmt: skip
     got = stored(path, "advantages")
     np.testing.assert_allclose(got[~final], want_gae(s), rtol=1e-5, atol=1e-5)
+
+
+def test_worked_example(tmp_path: Path) -> None:
+    """docs/CONVENTIONS.md §1.9: the table's numbers (NaN on the is_last rows)."""
+    path = tmp_path / "steps.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "is_first": [1, 0, 0, 1, 0, 0, 0],
+                "is_last": [0, 0, 1, 0, 0, 0, 1],
+                "is_terminal": [0, 0, 1, 0, 0, 0, 0],
+                "reward": [1.0, 2.0, 0.0, 0.5, 1.0, -1.0, 0.0],
+                "value": [0.5, 0.3, np.nan, 0.8, 0.6, 0.2, 0.7],
+            }
+        ),
+        path,
+    )
+    gae(path, is_last_row="observation")
+    np.testing.assert_allclose(
+        stored(path, "advantages"), [1.994, 1.7, np.nan, 0.362112, 0.1696, -0.57, np.nan]
+    )

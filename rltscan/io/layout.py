@@ -287,7 +287,7 @@ def as_flag(arr: np.ndarray, name: str, where: str, role: str) -> np.ndarray:
         )
     bad = ~((arr == 0) | (arr == 1))
     if bad.any():
-        index = np.unravel_index(int(np.argmax(bad)), arr.shape)
+        index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), arr.shape))
         at = index[0] if len(index) == 1 else index
         raise DataError(
             f'{where}: column "{name}" must hold 0/1 flags, '
@@ -525,9 +525,9 @@ def prepare(
     )
     if meaning or dones_mean is not None:
         in_force["dones_mean"] = meaning[0] if meaning else dones_mean
-    if forced_mask.any() or reading.ends_are is not None:
+    if ends_are is not None:  # given, or the format's convention (said by whom)
         in_force["ends_are"] = ends_are
-        if ends_are is not None and reading.ends_are is None:
+        if reading.ends_are is None:
             res.by["ends_are"] = ends_by
     id_runs = None
     if keep is not None:
@@ -576,8 +576,7 @@ def prepare(
                 raise MissingBootstrapError(
                     f"{source.where}: {_gap_reason(gaps, marks, res, lengths, place, time_dim)} "
                     "and needs a bootstrap value V(s_{t+1}), but none is given",
-                    "pass --next-values KEY (or --last-values KEY for a [T, B] buffer), or "
-                    "--missing-bootstrap zero to count it as 0",
+                    _bootstrap_fix(layout),
                 )
             counts["zero_bootstraps"] = int(gaps.sum())
             if known is not None and isinstance(kwargs.get("next_values"), np.ndarray):
@@ -635,7 +634,7 @@ def _final_rows(
     With ``observation``, the table's transitions are every other row; their flags come
     from the final observation's row (its ``is_terminal``)."""
     source = res.source
-    name = res.find("last_row")
+    name = res.find("last_row") or _last_row_named(res.overrides)
     if name is None or source.layout not in ("flat", "episodes"):
         return None
     where = source.where
@@ -778,7 +777,13 @@ def rows_may_be_excluded(source: Source, reading: Reading) -> bool:
     if reading.ignore:
         source = _without(source, reading.ignore)
     name, _, _ = _pick(source, "last_row", reading.columns)
-    return name is not None
+    return (name or _last_row_named(reading.columns)) is not None
+
+
+def _last_row_named(overrides: Mapping[str, str | None]) -> str | None:
+    """``--dones is_last``: RLDS's end-of-episode column is also its final-row marker."""
+    named = overrides.get("dones")
+    return named if named in ALIASES["last_row"] else None
 
 
 def _refuse_no_values(
@@ -831,6 +836,20 @@ def _bootstrap_gaps(
     return gaps
 
 
+def _bootstrap_fix(layout: str) -> str:
+    """Where V(s_{t+1}) can come from in this layout (docs/CONVENTIONS.md §1.2)."""
+    if layout == "episodes":
+        where = (
+            "pass --next-values KEY, or --values KEY with T+1 rows per episode (the last is V "
+            "of the state after the last step)"
+        )
+    elif layout == "flat":
+        where = "pass --next-values KEY"
+    else:
+        where = "pass --next-values KEY, or --last-values KEY (one per sequence)"
+    return f"{where}, or --missing-bootstrap zero to count it as 0"
+
+
 def _gap_reason(
     gaps: np.ndarray,
     marks: Mapping[str, np.ndarray],
@@ -870,8 +889,9 @@ def _check_overrides_used(
     for role, name in overrides.items():
         if name and role not in roles and role in OPTION:
             raise ParameterError(
-                f'{where}: {OPTION[role]} "{name}" is not used by this command here',
+                f'{OPTION[role]} "{name}" is not used by this command here',
                 f"drop {OPTION[role]}",
+                where=where,
             )
 
 
