@@ -643,6 +643,9 @@ def _final_rows(
     observation_term = term_name if term_name in OBSERVATION_FLAGS else None
     last = _stored_flag(reader, "last_row", name)
     term = _stored_flag(reader, "terminated", observation_term) if observation_term else None
+    if choice is None and res.overrides.get("dones") == name:
+        choice = "transition"  # named as the dones column: it ends the step on its row
+        res.by["is_last_row"] = f'--dones {name}: its rows are steps that end an episode'
     if choice is None and term is not None and last.any() and bool(np.all(term[last])):
         choice = "observation"
         res.by["is_last_row"] = (
