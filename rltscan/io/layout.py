@@ -645,7 +645,7 @@ def _final_rows(
     term = _stored_flag(reader, "terminated", observation_term) if observation_term else None
     if choice is None and res.overrides.get("dones") == name:
         choice = "transition"  # named as the dones column: it ends the step on its row
-        res.by["is_last_row"] = f'--dones {name}: its rows are steps that end an episode'
+        res.by["is_last_row"] = f"--dones {name}: its rows are steps that end an episode"
     if choice is None and term is not None and last.any() and bool(np.all(term[last])):
         choice = "observation"
         res.by["is_last_row"] = (
