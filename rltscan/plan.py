@@ -475,7 +475,8 @@ def in_file_terms(
     if len(index) == 1 and source.layout == "flat":
         at = "row {index}"  # the index field, as the message shows it
     else:
-        at = where_is(np.asarray(index), source, lengths) + " (index {index})"
+        whole = " of the episodes back to back" if lengths else ""
+        at = where_is(np.asarray(index), source, lengths) + f" (index {{index}}{whole})"
     return DataError(
         f'column "{column}" holds {kind} at {at}{later}, an entry that is read',
         "fix or mask the data (NaN is only allowed in ignored slots)",
