@@ -185,7 +185,7 @@ def make_plan(
             {opts.prefix + c: settings[k] for c, _, k in columns} if settings else None,
             reading={**probe.reading, "by": dict(probe.by)},
             options=options_of(opts),
-            layout_notes=list(getattr(source, "notes", ())),
+            layout_notes=layout_evidence(opts, source),
         ),
         roles=dict(probe.roles),
         output_of={opts.prefix + c: o for c, o, _ in columns},
@@ -227,6 +227,24 @@ def provenance(
         "reading": {**reading, "by": dict(by)},
         "options": dict(options or {}),
     }
+
+
+def layout_evidence(opts: RunOptions, source: Any) -> list[str]:
+    """How the layout was decided, in words: the option, the file's ``layout``
+    attribute, the reader's proof (a per-sequence dataset), or the data's own form."""
+    if opts.reading.layout is not None:
+        return [f"--layout {opts.reading.layout}"]
+    notes = list(getattr(source, "notes", ()))
+    attrs = getattr(source, "attrs", {}) or {}
+    if "layout" in attrs and source.layout in ("time-major", "batch-major"):
+        notes.insert(0, f'the file\'s "layout" attribute ("{attrs["layout"]}")')
+    if not notes:
+        form = {
+            "flat": "one row per step",
+            "episodes": "one group or directory per episode",
+        }.get(source.layout, "the file's form")
+        notes.append(f"{source.layout}: {form} (--layout overrides)")
+    return notes
 
 
 def options_of(opts: RunOptions) -> dict[str, Any]:
