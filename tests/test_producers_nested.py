@@ -204,3 +204,21 @@ def test_worked_example(tmp_path: Path) -> None:
     gae(path, layout="batch-major")
     with h5py.File(path) as f:
         np.testing.assert_allclose(f["advantages"][()].reshape(-1), [2.12, 1.0, 1.4808, 1.14])
+
+
+def test_cli_numbers_equal_torchrl(rollout: dict, tmp_path: Path) -> None:
+    """The command line on the to_h5 file: exit 2 naming --layout, then torchrl's GAE."""
+    from typer.testing import CliRunner
+
+    from rltscan import cli
+
+    path = fresh(rollout["h5"], tmp_path)
+    args = ["gae", str(path), "--gamma", str(GAMMA), "--lam", str(LAM), "--device", "cpu", "-q"]
+    runner = CliRunner()
+    refused = runner.invoke(cli.app, args)
+    assert refused.exit_code == 2 and "--layout batch-major" in refused.stderr
+    done = runner.invoke(cli.app, [*args, "--layout", "batch-major"])
+    assert done.exit_code == 0, done.stderr
+    with h5py.File(path) as f:
+        got = f["advantages"][()].astype(np.float64).reshape(B, T)
+    np.testing.assert_allclose(got, rollout["advantages"], rtol=1e-5, atol=1e-5)
