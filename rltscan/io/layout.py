@@ -868,7 +868,7 @@ def _gap_reason(
     key = tuple(int(i) for i in index)
     axis = time_dim % gaps.ndim
     if marks.get("column_trunc") is not None and marks["column_trunc"][key]:
-        return f'{at} is a truncation ("{marks_name(res, "truncated")}" is set there)'
+        return f'{at} is a truncation ("{_found_name(res, "truncated")}" is set there)'
     if marks.get("forced") is not None and marks["forced"][key]:
         return f"{at} ends an episode that --ends-are truncated makes a truncation"
     if marks.get("observation_gaps") is not None and marks["observation_gaps"][key]:
@@ -880,7 +880,7 @@ def _gap_reason(
     return f"{at} is a truncation"
 
 
-def marks_name(res: _Resolve, role: str) -> str:
+def _found_name(res: _Resolve, role: str) -> str:
     """The column found for ``role`` (for messages; the role's name when none)."""
     return res.found.get((role, False)) or role
 
