@@ -28,6 +28,8 @@ from rltscan.report import OutputInfo, RunReport, Stage, StreamInfo
 
 Progress = Callable[[str, bool], None]  # (stage, started) -> None; the CLI draws it
 
+# The choices of a reading that change numbers, recorded with the parameters
+READING_CHOICES = ("dones_mean", "ends_are", "observation_gaps", "is_last_row")
 BOOTSTRAP_FIX = (
     "pass --next-values KEY (or --last-values KEY for a [T, B] buffer), "
     "or --missing-bootstrap zero to count it as 0"
@@ -214,11 +216,13 @@ def provenance(
     extra = {"settings": {k: dict(v) for k, v in settings.items()}} if settings else {}
     reading = dict(reading or {})
     by = reading.pop("by", {}) or {}
+    # the reading choices are parameters of the numbers too (--ends-are, --dones-mean, ...)
+    choices = {k: reading[k] for k in READING_CHOICES if reading.get(k) is not None}
     return {
         **extra,
         "estimator": spec.name,
         "command": command,
-        "params": dict(used),
+        "params": {**dict(used), **choices},
         "source_columns": dict(roles),
         "rltscan_version": version(),
         "terminal_rule": terminal_rule(reading, by),
@@ -403,7 +407,7 @@ def report(
         steps=steps,
         episodes=episodes,
         sequences=sequences,
-        params=dict(plan.used),
+        params=dict(plan.metadata.get("params", plan.used)),
         columns=dict(plan.roles),
         outputs=outputs,
         stages=clock.stages,

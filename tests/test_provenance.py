@@ -274,7 +274,8 @@ def test_recorded_everywhere_and_enough_to_recompute(case: str, tmp_path: Path) 
     params = {
         k: v
         for k, v in record["params"].items()
-        if k != "missing_bootstrap" and not str(v).startswith("column ")
+        if k not in ("missing_bootstrap", *reading, "observation_gaps", "is_last_row")
+        and not str(v).startswith("column ")
     }
     api.run(record["command"], str(said), device="cpu", columns=columns, params=params,
             missing_bootstrap=record["params"].get("missing_bootstrap"),
@@ -282,6 +283,19 @@ def test_recorded_everywhere_and_enough_to_recompute(case: str, tmp_path: Path) 
     redo, _ = outputs_and_records(said / "data" / "main_data.hdf5" if said.is_dir() else said)
     for name, array in got.items():
         assert np.array_equal(redo[name], array, equal_nan=True), f"{case}: {name} (columns)"
+
+
+def test_reading_choices_are_hdf5_attributes(tmp_path: Path) -> None:
+    """--ends-are and --dones-mean as attributes of each output (the issue's HDF5 case)."""
+    path = _robomimic(tmp_path, np.random.default_rng(2))
+    api.run("gae", str(path), device="cpu", columns={"values": "vpred"}, dones_mean="ended",
+            ends_are="terminal")  # fmt: skip
+    with h5py.File(path) as f:
+        attrs = f["data/demo_0/advantages"].attrs
+        assert attrs["ends_are"] == "terminal" and attrs["dones_mean"] == "ended"
+        assert json.loads(attrs["params"])["ends_are"] == "terminal"
+        assert json.loads(attrs["source_columns"])["values"] == "vpred"
+        assert "are terminations (--ends-are terminal)" in attrs["terminal_rule"]
 
 
 def test_terminal_rule_says_what_ends_are_did(tmp_path: Path) -> None:
@@ -294,5 +308,7 @@ def test_terminal_rule_says_what_ends_are_did(tmp_path: Path) -> None:
     assert "truncations (--ends-are" not in record["terminal_rule"]
     assert record["options"]["ends_are"] == "terminal"
     assert record["options"]["dones_mean"] == "ended"
+    assert record["params"]["ends_are"] == "terminal" and record["params"]["dones_mean"] == "ended"
+    assert report.to_dict()["params"]["ends_are"] == "terminal"
     assert record["reading"]["ends_are"] == "terminal"
     assert report.provenance["terminal_rule"] == record["terminal_rule"]
