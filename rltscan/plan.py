@@ -253,11 +253,19 @@ def layout_evidence(opts: RunOptions, source: Any) -> list[str]:
 
 def options_of(opts: RunOptions) -> dict[str, Any]:
     """The keyword arguments of ``rltscan.run`` (besides the command, the input and where
-    the outputs go) that this run was given: enough to compute the same numbers again."""
+    the outputs go) that compute these numbers again: the reading as given, and the
+    parameters and missing-bootstrap rule as used (defaults filled in, so that the same
+    run from the command line or from Python records the same options)."""
+    used = opts.call_options()[1]
+    params = {
+        k: v
+        for k, v in used.items()
+        if k != "missing_bootstrap" and v is not None and not str(v).startswith("column ")
+    }
     return {
         **opts.reading.keywords(),
-        "params": dict(opts.params),
-        "missing_bootstrap": opts.missing_bootstrap,
+        "params": params,
+        "missing_bootstrap": used.get("missing_bootstrap"),
         "prefix": opts.prefix,
     }
 
