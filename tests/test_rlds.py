@@ -307,3 +307,29 @@ def test_worked_example(tmp_path: Path) -> None:
     np.testing.assert_allclose(
         stored(path, "advantages"), [1.994, 1.7, np.nan, 0.362112, 0.1696, -0.57, np.nan]
     )
+
+
+def test_the_flag_the_refusal_names_exists_on_the_command_line(tmp_path: Path) -> None:
+    """The refusal says "pass --is-last-row observation": that option is real, and the
+    command line's numbers equal the API's (a subprocess, as a user runs it)."""
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(6)
+    s = episodes(rng, PLAN)
+    path = write(rlds_rows(s, PLAN, "all", rng), tmp_path / "rlds.parquet")
+    cmd = [sys.executable, "-m", "rltscan", "gae", str(path), "--gamma", str(GAMMA)]
+    cmd += ["--lam", str(LAM), "--ignore", "discount", "-q"]
+    refused = subprocess.run(cmd, capture_output=True, text=True)
+    assert refused.returncode == 2 and "--is-last-row observation" in refused.stderr
+    done = subprocess.run([*cmd, "--is-last-row", "observation"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    got = stored(path, "advantages")
+    np.testing.assert_allclose(got[np.isfinite(got)], want_gae(s), rtol=1e-5, atol=1e-5)
+    inspected = subprocess.run(
+        [sys.executable, "-m", "rltscan", "inspect", str(path), "--is-last-row", "observation",
+         "--ignore", "discount", "--json"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert inspected.returncode == 0, inspected.stderr
+    assert '"final_observation_rows"' in inspected.stdout
