@@ -948,7 +948,13 @@ def _make_command(command: str, spec: Any) -> Callable[..., None]:
         if name in LIST_PARAMS:  # one number, or a comma-separated list of settings
             option.parser, option.metavar, kind = float_or_list, "<float,…>", Any
         params.append(P(name, P.KEYWORD_ONLY, default=option, annotation=kind))
-    read = [n for n, i in INPUT_OF_OPTION.items() if i in spec.inputs or n == "rewards"]
+    # --values also feeds V(s_{t+1}) where the file derives it from T+1 values per episode
+    reads_values = "next_values" in spec.inputs
+    read = [
+        n
+        for n, i in INPUT_OF_OPTION.items()
+        if i in spec.inputs or n == "rewards" or (n == "values" and reads_values)
+    ]
     params += _column_parameters([*read, *FLAG_COLUMNS])
     missing = "missing_bootstrap" in defaults
     params += _reading_parameters(defaults.get("missing_bootstrap"), missing=missing)
