@@ -431,6 +431,7 @@ def test_inspect_reads_as_the_run_with_the_same_options(
         },
         "layout": "flat", "group": "/g", "dones_mean": "ended", "ends_are": "terminal",
         "ignore": ("a", "b"), "observation_gaps": "truncate", "missing_bootstrap": "zero",
+        "is_last_row": None,
     }  # fmt: skip
 
 
