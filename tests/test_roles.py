@@ -7,6 +7,8 @@ names a role's option (or ``--ignore`` for a role without one) in its messages.
 
 from __future__ import annotations
 
+import itertools
+import json
 import re
 from pathlib import Path
 
@@ -14,11 +16,13 @@ import h5py
 import numpy as np
 import pytest
 from typer.main import get_command
+from typer.testing import CliRunner
 
 from rltscan import api, cli
 from rltscan.errors import AmbiguousInputError, DataError
 from rltscan.estimators import DECLARATIONS
-from rltscan.roles import KINDS, ROLES, of_argument, with_option
+from rltscan.roles import KINDS, ROLES, of_argument, of_kind, with_option
+from tests import oracles
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVENTIONS = (ROOT / "docs" / "CONVENTIONS.md").read_text()
@@ -121,3 +125,64 @@ def test_a_bad_flag_of_a_role_without_an_option_names_the_ignore(tmp_path) -> No
     with pytest.raises(DataError) as err:
         api.run("returns", str(path), dry_run=True)
     assert str(err.value).endswith("fix the column or pass --ignore is_last"), str(err.value)
+
+
+# --------------------------------------------------------------------------- roles of V(s_{t+1})
+
+# One row per role whose column gives V(s_{t+1}) (kind "bootstrap"): which entries its
+# column holds, at "every" step that does not terminate or only at the "cuts" it is read
+# at (truncations and the end of the data); the others are NaN, which must not matter.
+# The oracle is tests/oracles.next_state_values, which takes each such argument.
+V_NEXT = {"next_values": "every"}
+CPU = ["--device", "cpu", "--backend", "torch", "-q"]
+
+
+def _v_next_file(path: Path, role: str, stored: str, seed: int = 7) -> dict[str, np.ndarray]:
+    """A flat file with terminations, truncations and ``role``'s column stored as
+    ``stored``; returns its arrays (and the column as ``role``)."""
+    rng = np.random.default_rng(seed)
+    n = 64
+    term, trunc = rng.random(n) < 0.1, rng.random(n) < 0.15
+    rewards, values, successor = rng.normal(size=(3, n))
+    cut = (trunc | (np.arange(n) == n - 1)) & ~term
+    column = np.where(~term if V_NEXT[role] == "every" else cut, successor, np.nan)
+    data = {"rewards": rewards, "values": values, "terminals": term, "timeouts": trunc}
+    with h5py.File(path, "w") as f:
+        for name, value in {**data, stored: column}.items():
+            f[name] = value
+    return {**data, role: column}
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["by-name", "by-option"])
+@pytest.mark.parametrize("role", list(V_NEXT))
+def test_a_bootstrap_column_is_what_the_oracle_reads_as_v_of_the_successor(
+    role: str, named: bool, tmp_path: Path
+) -> None:
+    row = ROLES[role]
+    stored = "critic_next" if named else row.aliases[0]
+    path = tmp_path / "steps.h5"
+    d = _v_next_file(path, role, stored)
+    options = [row.option, stored] if named else []
+    args = ["gae", str(path), *CPU, "--gamma", "0.9", "--lam", "0.8", *options]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    with h5py.File(path) as f:
+        got = f["advantages"][()]
+        assert json.loads(f["advantages"].attrs["source_columns"])[role] == stored
+    term, trunc = d["terminals"], d["timeouts"]
+    nv = oracles.next_state_values(term, trunc, values=d["values"], **{row.argument: d[role]})
+    want = oracles.gae(d["rewards"], d["values"], nv, term, trunc, gamma=0.9, lam=0.8)
+    np.testing.assert_allclose(got, want["advantages"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "pair", list(itertools.combinations([r.name for r in of_kind("bootstrap")], 2)), ids=str
+)
+def test_two_bootstrap_columns_are_a_decision(pair: tuple[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "two.h5"
+    _v_next_file(path, pair[0], ROLES[pair[0]].aliases[0])
+    with h5py.File(path, "a") as f:
+        f[ROLES[pair[1]].aliases[0]] = f[ROLES[pair[0]].aliases[0]][()]
+    with pytest.raises(AmbiguousInputError) as err:
+        api.run("gae", str(path), dry_run=True)
+    assert "--ignore" in str(err.value)
