@@ -127,6 +127,16 @@ _ROWS = (
         option="--next-values",
         argument="next_values",
     ),
+    # V(s_{t+1}) only where a step is cut without terminating (a truncation, the end of
+    # the data): V of Gymnasium's final_obs, say; the other rows are never read
+    Role(
+        "bootstrap_values",
+        "bootstrap",
+        "V(s_{t+1}) read only at truncations and the data's end (other rows: NaN is fine).",
+        aliases=("bootstrap_values",),
+        option="--bootstrap-values",
+        argument="bootstrap_values",
+    ),
     Role(
         "last_values",
         "sequence",

@@ -133,7 +133,7 @@ def test_a_bad_flag_of_a_role_without_an_option_names_the_ignore(tmp_path) -> No
 # column holds, at "every" step that does not terminate or only at the "cuts" it is read
 # at (truncations and the end of the data); the others are NaN, which must not matter.
 # The oracle is tests/oracles.next_state_values, which takes each such argument.
-V_NEXT = {"next_values": "every"}
+V_NEXT = {"next_values": "every", "bootstrap_values": "cuts"}
 CPU = ["--device", "cpu", "--backend", "torch", "-q"]
 
 
