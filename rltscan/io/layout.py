@@ -721,7 +721,8 @@ def _flags(
         id_name = find_column(source, "episode_id", overrides)
         if id_name is not None:
             ids = np.asarray(reader.column("episode_id", id_name))
-            unflagged = unflagged | _id_boundaries(ids, id_name, where)
+            runs = source.conventions.get("id_runs")
+            unflagged = unflagged | _id_boundaries(ids, id_name, where, runs=runs)
         step_name = find_column(source, "step", overrides)
         if step_name is not None:
             unflagged = unflagged | _step_resets(reader, step_name, shape)
@@ -840,8 +841,12 @@ def _step_resets(reader: _Reader, name: str, shape: tuple[int, ...]) -> np.ndarr
     return reset
 
 
-def _id_boundaries(ids: np.ndarray, name: str, where: str) -> np.ndarray:
-    """``cut[t]`` where the episode id changes after ``t``; ids must be contiguous runs."""
+def _id_boundaries(
+    ids: np.ndarray, name: str, where: str, *, runs: str | None = None
+) -> np.ndarray:
+    """``cut[t]`` where the episode id changes after ``t``; ids must be contiguous runs,
+    unless the format says an id may come back (``runs == "cut"``: a TorchRL buffer holds
+    one trajectory in the slices of several collector batches), each run then a piece."""
     ids = ids.reshape(-1)
     cut = np.zeros(ids.shape, bool)
     if ids.size == 0:
@@ -849,7 +854,7 @@ def _id_boundaries(ids: np.ndarray, name: str, where: str) -> np.ndarray:
     change = ids[1:] != ids[:-1]
     cut[:-1] = change
     starts = ids[np.concatenate([[True], change])]
-    if len(np.unique(starts)) != len(starts):
+    if runs != "cut" and len(np.unique(starts)) != len(starts):
         values, counts = np.unique(starts, return_counts=True)
         again = values[counts > 1][0]
         raise DataError(
