@@ -721,8 +721,9 @@ def _flags(
         id_name = find_column(source, "episode_id", overrides)
         if id_name is not None:
             ids = np.asarray(reader.column("episode_id", id_name))
-            runs = source.conventions.get("id_runs")
-            unflagged = unflagged | _id_boundaries(ids, id_name, where, runs=runs)
+            if source.conventions.get("id_runs") == "cut":  # ids may come back: runs are pieces
+                ids = _run_numbers(ids)
+            unflagged = unflagged | _id_boundaries(ids, id_name, where)
         step_name = find_column(source, "step", overrides)
         if step_name is not None:
             unflagged = unflagged | _step_resets(reader, step_name, shape)
@@ -841,12 +842,8 @@ def _step_resets(reader: _Reader, name: str, shape: tuple[int, ...]) -> np.ndarr
     return reset
 
 
-def _id_boundaries(
-    ids: np.ndarray, name: str, where: str, *, runs: str | None = None
-) -> np.ndarray:
-    """``cut[t]`` where the episode id changes after ``t``; ids must be contiguous runs,
-    unless the format says an id may come back (``runs == "cut"``: a TorchRL buffer holds
-    one trajectory in the slices of several collector batches), each run then a piece."""
+def _id_boundaries(ids: np.ndarray, name: str, where: str) -> np.ndarray:
+    """``cut[t]`` where the episode id changes after ``t``; ids must be contiguous runs."""
     ids = ids.reshape(-1)
     cut = np.zeros(ids.shape, bool)
     if ids.size == 0:
@@ -854,7 +851,7 @@ def _id_boundaries(
     change = ids[1:] != ids[:-1]
     cut[:-1] = change
     starts = ids[np.concatenate([[True], change])]
-    if runs != "cut" and len(np.unique(starts)) != len(starts):
+    if len(np.unique(starts)) != len(starts):
         values, counts = np.unique(starts, return_counts=True)
         again = values[counts > 1][0]
         raise DataError(
@@ -862,6 +859,18 @@ def _id_boundaries(
             "sort the table by episode (keeping step order) first",
         )
     return cut
+
+
+def _run_numbers(ids: np.ndarray) -> np.ndarray:
+    """Each run of equal ids numbered in order: the same cuts, every run its own piece.
+
+    For formats whose ids may come back after other ids (a TorchRL buffer holds one
+    trajectory in the slices of several flattened collector batches; the source's
+    ``conventions["id_runs"] == "cut"``): a run's end is a cut in the data, never a
+    join with a later run (docs/CONVENTIONS.md §1.5)."""
+    flat = ids.reshape(-1)
+    change = np.concatenate([[False], flat[1:] != flat[:-1]])
+    return np.cumsum(change).reshape(ids.shape)
 
 
 def _ended_from_dones(
