@@ -541,6 +541,7 @@ INPUT_OF_OPTION = {
 CHOICES = {
     "dones_mean": ("--dones-mean", ("ended", "starts")),
     "ends_are": ("--ends-are", ("terminal", "truncated")),
+    "is_last_row": ("--is-last-row", ("observation", "transition")),
     "layout": ("--layout", ("flat", "episodes", "time-major", "batch-major")),
     "missing_bootstrap": ("--missing-bootstrap", ("error", "zero")),
     "to": ("--to", ("parquet", "arrow")),
@@ -587,6 +588,15 @@ def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P
             _opt(
                 "--ends-are",
                 help="Episode ends known only from dones/ids are: terminal or truncated.",
+            ),
+        ),
+        (
+            "is_last_row",
+            S,
+            _opt(
+                "--is-last-row",
+                help="RLDS is_last rows: observation (the final observation alone, not a "
+                "step; its value bootstraps a truncated episode) or transition (a real step).",
             ),
         ),
         (
@@ -652,14 +662,15 @@ def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P
 def reading_arguments(kw: dict[str, Any]) -> dict[str, Any]:
     """Take the column and reading options out of a command's keywords ``kw``; return
     them as the keywords :func:`rltscan.api.run` and :func:`rltscan.api.inspect` both
-    take (``columns``, ``layout``, ``group``, ``dones_mean``, ``ends_are``, ``ignore``,
+    take (``columns``, ``layout``, ``group``, ``dones_mean``, ``ends_are``, ``is_last_row``,
+    ``ignore``,
     ``observation_gaps``, ``missing_bootstrap``): one function, so ``inspect`` reads a
     file exactly as the run with the same options does.
 
     Raises:
         ParameterError: a word option has a value it does not take.
     """
-    for name in ("dones_mean", "ends_are", "layout", "missing_bootstrap"):
+    for name in ("dones_mean", "ends_are", "is_last_row", "layout", "missing_bootstrap"):
         _check_choice(*CHOICES[name], kw.get(name))
     columns = {COLUMN_OPTIONS[n][0]: kw.pop(n) for n in list(kw) if n in COLUMN_OPTIONS}
     missing = kw.pop("missing_bootstrap", None)
@@ -671,6 +682,7 @@ def reading_arguments(kw: dict[str, Any]) -> dict[str, Any]:
         "group": kw.pop("group"),
         "dones_mean": kw.pop("dones_mean"),
         "ends_are": kw.pop("ends_are"),
+        "is_last_row": kw.pop("is_last_row"),
         "ignore": tuple(kw.pop("ignore") or ()),
         "observation_gaps": _observation_gaps(
             kw.pop("ends_from_observations"), kw.pop("ignore_observation_gaps")
@@ -936,7 +948,13 @@ def _make_command(command: str, spec: Any) -> Callable[..., None]:
         if name in LIST_PARAMS:  # one number, or a comma-separated list of settings
             option.parser, option.metavar, kind = float_or_list, "<float,…>", Any
         params.append(P(name, P.KEYWORD_ONLY, default=option, annotation=kind))
-    read = [n for n, i in INPUT_OF_OPTION.items() if i in spec.inputs or n == "rewards"]
+    # --values also feeds V(s_{t+1}) where the file derives it from T+1 values per episode
+    reads_values = "next_values" in spec.inputs
+    read = [
+        n
+        for n, i in INPUT_OF_OPTION.items()
+        if i in spec.inputs or n == "rewards" or (n == "values" and reads_values)
+    ]
     params += _column_parameters([*read, *FLAG_COLUMNS])
     missing = "missing_bootstrap" in defaults
     params += _reading_parameters(defaults.get("missing_bootstrap"), missing=missing)

@@ -110,6 +110,9 @@ class RunReport:
     wall_seconds: float | None = None  # set when stages overlap (streaming)
     streaming: StreamInfo | None = None
     statistics: dict[str, Any] | None = None  # rltscan.stats.summary(); None: not computed
+    # what is recorded beside the outputs (rltscan.plan.provenance): parameters, columns
+    # read, layout and its evidence, the reading in force, the terminal rule, the options
+    provenance: dict[str, Any] | None = None
 
     @property
     def total_seconds(self) -> float:
@@ -143,6 +146,7 @@ class RunReport:
             "notes": list(self.notes),
             "streaming": None if self.streaming is None else asdict(self.streaming),
             "statistics": self.statistics,
+            "provenance": self.provenance,
         }
 
 
@@ -282,7 +286,15 @@ def inspect_tables(info: Mapping[str, Any]) -> list[Table]:
     est.add_column("what it still needs")
     for name, state in info["estimators"].items():
         est.add_row(name, "yes" if state["ready"] else "no", _t(state.get("needs") or ""))
-    return [head, cols, est]
+    tables = [head, cols, est]
+    if info.get("decisions"):  # what the data leaves open, each with the flag that settles it
+        open_ = Table(title="decisions still open", title_justify="left")
+        open_.add_column("open", overflow="fold")
+        open_.add_column("settle it with", overflow="fold")
+        for decision in info["decisions"]:
+            open_.add_row(_t(decision["what"]), _t(decision["fix"]))
+        tables.append(open_)
+    return tables
 
 
 def _stat(value: float | None) -> str:

@@ -227,9 +227,13 @@ def test_nan_in_an_entry_that_is_read(tmp_path: Path) -> None:
         r[5] = np.nan
         replace(f, "rewards", r)
 
-    result = invoke("gae", edited(tmp_path, put_nan), *CPU)
-    assert result.exit_code == 4
-    assert first_err(result).startswith('error: "rewards" has NaN or Inf at index 5')
+    path = edited(tmp_path, put_nan)
+    result = invoke("gae", path, *CPU)
+    assert result.exit_code == 4  # the file, the column as stored, the row and the kind
+    assert first_err(result) == (
+        f'error: {path}: column "rewards" holds NaN at row 5, an entry that is read; '
+        "fix or mask the data (NaN is only allowed in ignored slots)"
+    )
 
 
 def test_flags_not_0_1(tmp_path: Path) -> None:
