@@ -9,11 +9,10 @@ episodes both terminate and are truncated; a random policy) and runs a linear cr
 tensors. Results are read back the way TorchRL users read them:
 ``TensorDict.load_memmap`` and ``ReplayBuffer.loads``.
 
-Tests marked ``needs_resolver`` run rltscan as a user would, with no column options:
-they need the resolver to know TorchRL's key conventions (``next/`` outcomes beat the
-root flags, ``collector/traj_ids`` is an episode id), which another branch teaches it;
-until that is merged they are skipped, and the same data is checked with the columns
-named.
+The command-line tests run rltscan as a user would, with no column options (the
+resolver knows TorchRL's keys: ``next/`` outcomes beat the root flags, which describe
+s_t; ``collector/traj_ids`` is an episode id); the API tests name the columns, as a
+user whose keys are spelled otherwise would.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -40,7 +40,6 @@ from rltscan.errors import (
     OutputRefusedError,
     ParameterError,
 )
-from rltscan.io.columns import ALIASES
 from tests.io_helpers import ROOT
 
 torch = pytest.importorskip("torch")
@@ -53,7 +52,7 @@ from tensordict import TensorDict  # noqa: E402 (after the skips)
 GAMMA, LAM = 0.9, 0.8
 B, T = 3, 50
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-# The columns a user of rltscan before TorchRL's conventions were known had to name.
+# TorchRL's keys named as options (what rltscan finds by itself in a collector rollout).
 NAMED = {
     "rewards": "next/reward",
     "terminated": "next/terminated",
@@ -62,10 +61,6 @@ NAMED = {
     "values": "state_value",
     "next_values": "next/state_value",
 }
-needs_resolver = pytest.mark.skipif(
-    "next/reward" not in ALIASES["rewards"],
-    reason="needs the resolver's TorchRL key conventions (next/ outcomes, collector/traj_ids)",
-)
 
 
 def gae_reference(td: TensorDict) -> tuple[np.ndarray, np.ndarray]:
@@ -159,7 +154,6 @@ def check_memmap(path: Path, rollout: dict, before: dict, prefix: str = "") -> N
     assert_unchanged(before, td)
 
 
-@needs_resolver
 def test_memmap_rollout_gives_torchrl_gae_through_the_cli(rollout: dict, tmp_path: Path) -> None:
     """``rltscan gae DIR`` on ``td.memmap_(DIR)`` with no options: the advantages of
     torchrl's GAE, as new leaves that ``TensorDict.load_memmap`` sees."""
@@ -183,6 +177,25 @@ def test_memmap_rollout_with_the_columns_named(rollout: dict, tmp_path: Path) ->
     check_memmap(path, rollout, before)
     meta = json.loads((path / "meta.json").read_text())
     assert meta["advantages"]["rltscan"]["params"]["gamma"] == GAMMA  # provenance in the entry
+
+
+def test_reading_needs_neither_tensordict_nor_torch(rollout: dict, tmp_path: Path) -> None:
+    """The memmap layout is plain files: opening and reading a storage imports neither
+    (tensordict is optional, and only rltscan/io/torchrl.py may import it)."""
+    path, _ = memmap_dir(rollout, tmp_path)
+    code = (
+        "import sys; from rltscan.io import open_input; s = open_input(sys.argv[1]); "
+        "x = s.read('next/reward'); print(x.shape, 'tensordict' in sys.modules, "
+        "'torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], env=ENV, capture_output=True)
+    assert done.stdout.decode().split() == ["(3,", "50,", "1)", "False", "False"], done.stderr
+    importers = [
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "rltscan").rglob("*.py")
+        if re.search(r"^\s*(from|import) tensordict\b", p.read_text(), re.M)
+    ]
+    assert importers == ["rltscan/io/torchrl.py"]
 
 
 def test_axes_without_proof_are_refused_and_layout_decides(rollout: dict, tmp_path: Path) -> None:
@@ -270,7 +283,6 @@ def check_flat_buffer(path: Path, rollout: dict, before: dict) -> None:
     assert_unchanged(before, td)
 
 
-@needs_resolver
 def test_wrapped_replay_buffer_gives_torchrl_gae_through_the_cli(
     rollout: dict, tmp_path: Path
 ) -> None:
@@ -361,6 +373,8 @@ def test_buffers_rltscan_cannot_order_are_refused(rollout: dict, tmp_path: Path)
         f.truncate(10)
     with pytest.raises(InputFileError, match=r'"next/reward" .* needs 800 bytes but reward.memmap'):
         run(short, columns=NAMED)
+    with pytest.raises(InputFileError, match="the storage of a replay buffer dump"):
+        run(path / "storage")  # its rows are in write order only with the writer's state
 
 
 # --------------------------------------------------------------------------- torch.save
@@ -373,7 +387,7 @@ def test_torch_save_is_read_with_the_safe_loader(rollout: dict, tmp_path: Path) 
     td = rollout["batches"][0].clone()
     assert td.names[-1] == "time"
     torch.save(td.exclude("collector"), path)
-    report = run(path, columns=NAMED)
+    report = run(path)
     assert report.layout == "batch-major" and any('say which is "time"' in n for n in report.notes)
     back = torch.load(path, weights_only=False)  # the test trusts its own file
     adv, _ = rollout["reference"][0]
@@ -394,11 +408,11 @@ def test_torch_save_never_runs_code_from_the_file(tmp_path: Path) -> None:
     _Payload.marker = str(marker)
     path = tmp_path / "evil.pt"
     torch.save({"next": {"reward": torch.zeros(3, 1)}, "x": _Payload()}, path)
-    done = cli("gae", path)
-    assert done.returncode == 3
-    line = done.stderr.decode().strip().splitlines()[-1]
-    assert line.startswith(f"error: {path} is a torch.save file that the safe loader")
-    assert "td.memmap_" in line.replace("TensorDict.memmap_", "td.memmap_")
+    with pytest.raises(InputFileError) as err:
+        run(path)
+    assert str(err.value).startswith(f"{path} is a torch.save file that the safe loader")
+    assert 'TensorDict.memmap_("DIR")' in str(err.value)
+    assert err.value.exit_code == 3
     assert not marker.exists()
 
 

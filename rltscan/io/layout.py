@@ -1309,7 +1309,7 @@ def _run_numbers(ids: np.ndarray) -> np.ndarray:
     For formats whose ids may come back after other ids (a TorchRL buffer holds one
     trajectory in the slices of several flattened collector batches; the source's
     ``conventions["id_runs"] == "cut"``): a run's end is a cut in the data, never a
-    join with a later run (docs/CONVENTIONS.md §1.5)."""
+    join with a later run (docs/CONVENTIONS.md §7.4)."""
     flat = ids.reshape(-1)
     change = np.concatenate([[False], flat[1:] != flat[:-1]])
     return np.cumsum(change).reshape(ids.shape)

@@ -194,6 +194,12 @@ def open_source(path: Path, *, kind: str, layout: Layout | None, group: str | No
             "(nested keys are columns such as next/reward)"
         )
     if kind == MEMMAP:
+        if (path / "storage_metadata.json").is_file():
+            raise InputFileError(
+                f"{where} is the storage of a replay buffer dump (capacity-sized, rows in "
+                "write order only with the writer's state); pass the directory above it, "
+                "where rb.dumps wrote writer/ and storage/"
+            )
         storage = _memmap(path, path, where)
     elif kind == REPLAY:
         storage = _replay(path, where)
@@ -210,7 +216,8 @@ def open_source(path: Path, *, kind: str, layout: Layout | None, group: str | No
         for key, leaf in storage.leaves.items()
     }
     conventions: dict[str, str] = {}
-    if layout_used == "flat" and TRAJ_IDS in storage.leaves:
+    flagged = any(k in storage.leaves for k in DONE_KEYS)
+    if layout_used == "flat" and TRAJ_IDS in storage.leaves and flagged:
         # A collector flags every episode end in next/done; an id change with no flag is
         # a cut in the data (one env's slice of a flattened batch ends), and an id that
         # comes back is the same trajectory continued in a later batch's slice.
