@@ -239,6 +239,60 @@ def test_existing_keys_need_overwrite_and_foreign_keys_are_kept(
         run(nested, columns=NAMED, overwrite=True)
 
 
+def test_a_storage_changed_during_the_run_is_not_written_into(
+    rollout: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A producer that writes into the storage while rltscan computes (here: touches
+    ``next/reward`` as the outputs are staged) makes the commit stop (exit 3): nothing is
+    renamed, no staging directory stays, the storage loads as it was."""
+    from rltscan.io import torchrl as io_torchrl
+
+    path, before = memmap_dir(rollout, tmp_path)
+    stage_file = io_torchrl._write_file
+
+    def meddle(target: Path, data: object) -> None:
+        os.utime(path / "next" / "reward.memmap", ns=(1, 1))
+        stage_file(target, data)
+
+    monkeypatch.setattr(io_torchrl, "_write_file", meddle)
+    with pytest.raises(InputFileError, match="changed while rltscan ran") as err:
+        run(path)
+    assert err.value.exit_code == 3
+    assert not list(path.glob(".rltscan-*"))
+    td = TensorDict.load_memmap(path)
+    assert set(leaves(td)) == set(before)
+    assert_unchanged(before, td)
+
+
+def test_keys_are_found_by_tensordict_s_file_names(tmp_path: Path) -> None:
+    """Keys with characters a file name cannot hold (a space, "%", "/" inside a key) are
+    read from tensordict's encoded file names, and an output with such a prefix is
+    written where tensordict looks for it."""
+    path = tmp_path / "odd"
+    td = TensorDict(
+        {
+            "my reward%": torch.tensor([1.0, 2.0, 3.0]),
+            "next": {"done": torch.tensor([False, False, True])},
+        },
+        batch_size=[3],
+    )
+    td.memmap_(path)
+    assert (path / "my%20reward%25.memmap").is_file()
+    report = api.run(
+        "returns",
+        str(path),
+        device="cpu",
+        params={"gamma": 0.5},
+        columns={"rewards": "my reward%", "dones": "next/done"},
+        ends_are="terminal",
+        prefix="g 0.5 ",
+    )
+    assert report.outputs[0].name == "g 0.5 returns"
+    assert (path / "g%200.5%20returns.memmap").is_file()  # tensordict's own encoding
+    back = TensorDict.load_memmap(path)
+    np.testing.assert_allclose(back["g 0.5 returns"].numpy(), [2.75, 3.5, 3.0])
+
+
 # --------------------------------------------------------------------------- replay buffers
 
 

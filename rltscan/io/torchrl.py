@@ -133,6 +133,9 @@ class Storage:
     names: tuple[str | None, ...] = ()  # dim names (torch.save records them)
     root_keys: dict[str, str] = field(default_factory=dict)  # root key -> "leaf" | kind
     td: Any = None  # torch.save: the loaded TensorDict (write-back adds to it)
+    # files whose identity (inode, size, mtime) at open must still hold at the commit: a
+    # storage that a producer rewrote or extended meanwhile is not written into
+    watched: tuple[Path, ...] = ()
 
     @property
     def presented(self) -> tuple[int, ...]:
@@ -205,6 +208,8 @@ def open_source(path: Path, *, kind: str, layout: Layout | None, group: str | No
         storage = _replay(path, where)
     else:
         storage = _saved(path, where)
+    if storage.kind != SAVED:
+        storage.watched = _watch(storage)
     notes: list[str] = []
     if storage.order is not None:
         notes.append(_order_note(storage))
@@ -247,6 +252,19 @@ def open_source(path: Path, *, kind: str, layout: Layout | None, group: str | No
         notes=notes,
         conventions=conventions,
     )
+
+
+def _watch(storage: Storage) -> tuple[Path, ...]:
+    """Register the metadata and leaf files (their identity now) for the commit's check."""
+    files = [storage.tree / META, *(f.file for f in storage.leaves.values() if f.file)]
+    if storage.kind == REPLAY:
+        files += [storage.tree / "storage_metadata.json", storage.root / "writer" / "metadata.json"]
+    watched = []
+    for path in files:
+        with contextlib.suppress(OSError):
+            atomic.expect(path, atomic.identity(os.stat(path)))
+            watched.append(path)
+    return tuple(watched)
 
 
 def _shown(leaf: Leaf) -> str:
@@ -769,7 +787,8 @@ def write_back(
         with atomic.deferred_signals():
             if interrupts.seen():  # a Ctrl-C that something swallowed still stops the commit
                 raise KeyboardInterrupt
-            atomic.check_unchanged(meta_path)
+            for path in storage.watched:
+                atomic.check_unchanged(path)
             shards.write_journal(stage, moves)
             for rel, target in moves:
                 os.replace(stage / rel, root / target)
