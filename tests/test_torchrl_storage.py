@@ -293,6 +293,25 @@ def test_keys_are_found_by_tensordict_s_file_names(tmp_path: Path) -> None:
     np.testing.assert_allclose(back["g 0.5 returns"].numpy(), [2.75, 3.5, 3.0])
 
 
+def test_a_meta_json_alone_does_not_make_a_directory_a_storage(tmp_path: Path) -> None:
+    """Parquet shards beside a "meta.json" of their own stay a sharded dataset; a memmap
+    directory whose meta.json is damaged is still named as one."""
+    import pyarrow as pa
+
+    from rltscan.io.shards import is_sharded
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    pq.write_table(pa.table({"rewards": [1.0, 2.0]}), shards / "part-0.parquet")
+    (shards / "meta.json").write_text(json.dumps({"author": "me", "shape": [2]}))
+    assert is_sharded(str(shards), None)
+    damaged = tmp_path / "damaged"
+    TensorDict({"reward": torch.ones(4)}, [4]).memmap_(damaged)
+    (damaged / "meta.json").write_text("{")
+    with pytest.raises(InputFileError, match=r"meta\.json is not readable JSON"):
+        api.run("returns", str(damaged), device="cpu")
+
+
 # --------------------------------------------------------------------------- replay buffers
 
 

@@ -150,14 +150,24 @@ class Storage:
 
 def storage_kind(path: Path) -> str | None:
     """``"memmap"`` or ``"replay-buffer"`` for a directory that holds a TorchRL storage,
-    else None (cheap: file names only; the format sniffer asks it)."""
-    if (path / META).is_file():
+    else None (cheap: file names, and the ``_type`` of a ``meta.json``, so that another
+    directory with a file of that name, Parquet shards say, stays what it is)."""
+    if (path / META).is_file() and (_is_tensordict_meta(path / META) or any(path.glob("*.memmap"))):
         return MEMMAP
     if (path / "storage" / "storage_metadata.json").is_file() or (
         (path / "buffer_metadata.json").is_file() and (path / "storage").is_dir()
     ):
         return REPLAY
     return None
+
+
+def _is_tensordict_meta(path: Path) -> bool:
+    try:
+        meta = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    kind = meta.get("_type") if isinstance(meta, dict) else None
+    return isinstance(kind, str) and "tensordict" in kind
 
 
 def is_zip_storage(head: bytes) -> bool:
