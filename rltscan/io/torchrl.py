@@ -33,6 +33,10 @@ flat sequence. Two are ``[B, T]`` or ``[T, B]`` only when the storage proves whi
 is time: a dim named ``"time"`` (torch.save), or ``collector/traj_ids``, which a
 collector advances exactly where an episode ends, so it changes along the time axis
 exactly after each ``next/done`` step and not along the other; otherwise ``--layout``.
+A flat storage with ``collector/traj_ids`` carries TorchRL's conventions
+(``Source.conventions``): an id change with no ``next/done`` is a cut in the data (a
+truncation; one env's slice of a flattened batch ends there), and an id that comes
+back after others is the same trajectory in a later batch's slice, a piece of its own.
 
 **Write-back** adds each output as a new leaf of the storage TensorDict (the root of
 a memmap directory, ``storage/`` of a replay buffer), shaped like the rewards
@@ -662,14 +666,18 @@ def _saved(path: Path, where: str) -> Storage:
     try:
         import torch
         from tensordict import TensorDict
-        from tensordict._reductions import _make_td
     except ImportError:
         raise InputFileError(
             f"{where} is a torch.save file; reading one needs tensordict (pip install "
             f"tensordict), or {convert}"
         ) from None
+    allowed: list[Any] = [TensorDict]
+    with contextlib.suppress(ImportError):  # how TensorDict pickles itself (tensordict 0.x)
+        from tensordict._reductions import _make_td
+
+        allowed.append(_make_td)
     try:
-        with torch.serialization.safe_globals([TensorDict, _make_td]):
+        with torch.serialization.safe_globals(allowed):
             td = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # the safe unpickler refuses with many types
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -760,7 +768,7 @@ def write_back(
     storage: Storage = source.raw  # type: ignore[assignment]
     arrays = {n: stored_output(source, template, v) for n, v in outputs.items()}
     if storage.kind == SAVED:
-        return _write_saved(storage, arrays, metadata, overwrite)
+        return _write_saved(storage, arrays, overwrite)  # (a pickle has no place for provenance)
     meta_path = storage.tree / META
     meta = _read_meta(storage.tree, source.where)  # as it is now, not as it was opened
     _check_clash(meta, list(arrays), overwrite, source.where)
@@ -844,9 +852,7 @@ def _check_clash(meta: Mapping[str, Any], names: list[str], overwrite: bool, whe
             )
 
 
-def _write_saved(
-    storage: Storage, arrays: Mapping[str, np.ndarray], metadata: Mapping[str, Any], overwrite: bool
-) -> int:
+def _write_saved(storage: Storage, arrays: Mapping[str, np.ndarray], overwrite: bool) -> int:
     """A torch.save file rewritten whole with the new keys (temp file, fsync, rename)."""
     import torch
 
@@ -872,7 +878,6 @@ def _write_saved(
         out.set(name, torch.from_numpy(np.array(arr)))
     with atomic.atomic_path(storage.root) as tmp:
         torch.save(out, tmp)
-    del metadata  # a pickle has no place for it that TorchRL would keep; the report has it
     return int(sum(a.nbytes for a in arrays.values()))
 
 
