@@ -381,16 +381,6 @@ def test_one_launch_numpy_in_numpy_out_and_validation(rng, one_launch):
         rltscan.gae(**inp, gamma=[0.9, 0.99, 0.8], lam=0.9, backend="triton")
 
 
-def test_settings_tiles_hold_whole_data_rows():
-    """Default tiles never split one data row's settings over programs."""
-    for k in range(2, 9):
-        kp = 1 << (k - 1).bit_length()
-        for rows, steps in [(1, 1 << 26), (4096, 1024), (3, 5), (16384, 128), (1, 7)]:
-            for tc in (True, False):
-                t = triton_scan._settings_tiles(rows, steps, tc, kp)
-                assert t.rows % kp == 0 and t.rows * t.chunk <= 1 << 12, (k, rows, steps, tc)
-
-
 def test_the_settings_fallback_solves_each_setting(rng):
     """A settings Problem on a backend without the one-launch path: one solve each."""
     from rltscan.estimators._common import Problem, solve
