@@ -10,6 +10,7 @@ OUT=${1:-/tmp/issue23a}
 TMP=$(mktemp -d)
 export PYTHONUNBUFFERED=1
 bash bench/device_record.sh "$OUT"
+[ -f .tree_commit ] && cat .tree_commit >> "$OUT/commit.txt"  # (a copy without .git)
 timeout 60 env PYTHONPATH=. python -m pytest -q -p no:cacheprovider tests/test_lookback.py \
   -k "not several_steps" 2>&1 | tail -3 > "$OUT/lookback_tests.txt"
 cat "$OUT/lookback_tests.txt"
