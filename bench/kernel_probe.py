@@ -21,8 +21,11 @@ Sections (each row names its own):
 - ``per-step``: a per-step γ_t column against the scalar γ;
 - ``rl-triton``: rl-triton 0.1.3 (when importable) on the batched shapes.
 
-    python bench/kernel_probe.py run OUT_PREFIX LABEL [small]
+    python bench/kernel_probe.py run OUT_PREFIX LABEL [small|full] [PHASES]
     python bench/kernel_probe.py merge OUT_PREFIX RUN.json ...
+
+PHASES (comma-separated, default all, or $PROBE): flat (default, validate, tiles,
+two-pass at 2^26 flat), settings, per-step, shapes (the other shapes), rl-triton.
 
 ``run`` measures the rltscan on ``PYTHONPATH`` (run it once per tree to compare trees:
 LABEL names it) and writes OUT_PREFIX.json and .md; ``merge`` writes one table of
@@ -65,8 +68,9 @@ else:
     FLAT = ((1 << 26,), 1000.0)
     TILES = [(1, 1024, 4), (1, 1024, 8), (1, 2048, 8), (1, 2048, 16), (1, 2048, 4)]
     SETTING_CASES = [("gae", (1 << 26,)), ("vtrace", (1 << 26,)), ("gae", (4096, 1024))]
-    STEP_CASES = [("gae", (1 << 26,)), ("vtrace", (1 << 26,)), ("gae", (4096, 1024))]
+    STEP_CASES = [("gae", (1 << 26,)), ("gae", (4096, 1024))]
     RL_SHAPES = [(4096, 1024), (16, 131072)]
+TILE_KINDS = ("gae", "returns", "vtrace")  # tile sweep; reduce-then-scan: the first two
 GAMMAS = [0.9, 0.99, 0.999]
 
 
@@ -154,10 +158,11 @@ def inputs_for(kind: str, shape: tuple[int, ...], ep: float, seed: int = 0) -> d
     return bench.make_inputs(kind, shape, ep_len=ep, device=DEVICE, seed=seed)
 
 
-def default_and_tiles(p: Probe) -> None:
-    two_pass = hasattr(triton_scan, "_TWO_PASS")
+def estimators(p: Probe, shapes: list, variants: bool) -> None:
+    """``shapes`` at the default tiles; with ``variants`` also ``validate=True``, the tile
+    sweep (TILE_KINDS) and reduce-then-scan (where the tree has it)."""
     for kind in KINDS:
-        for shape, ep, _ in SHAPES:
+        for shape, ep in shapes:
             inp = inputs_for(kind, shape, ep)
             want = bench.call(kind, f64(inp), backend="torch", validate=False)
             n_bytes = bench.traffic_bytes(inp, want)
@@ -168,20 +173,21 @@ def default_and_tiles(p: Probe) -> None:
             tiles = triton_scan.choose_tiles(*(shape if len(shape) == 2 else (1, shape[0])), True)
             tile = f"{tiles.rows}x{tiles.chunk}/{tiles.num_warps}"
             p.row("default", kind, shape, ep, call, want, n_bytes, tile=tile)
-            if (shape, ep) == FLAT:
+            if variants:
                 p.row("default", kind, shape, ep, lambda c=call: c(True), want, n_bytes,
                       tile=tile, validate=True)  # fmt: skip
-                if p.label != "main":
-                    for r, c, w in TILES:
+            if variants and kind in TILE_KINDS and hasattr(triton_scan, "workspace_words"):
+                for r, c, w in TILES:
+                    if (r, c, w) != (tiles.rows, tiles.chunk, tiles.num_warps):
                         with triton_scan.tile_override(rows=r, chunk=c, num_warps=w):
                             p.row("tiles", kind, shape, ep, call, want, n_bytes,
                                   tile=f"{r}x{c}/{w}")  # fmt: skip
-                if two_pass and kind in ("gae", "returns", "vtrace"):
-                    triton_scan._TWO_PASS, triton_scan.DIRECT = True, False
-                    try:
-                        p.row("two-pass", kind, shape, ep, call, want, n_bytes, tile=tile)
-                    finally:
-                        triton_scan._TWO_PASS, triton_scan.DIRECT = False, True
+            if variants and kind in TILE_KINDS[:2] and hasattr(triton_scan, "_TWO_PASS"):
+                triton_scan._TWO_PASS, triton_scan.DIRECT = True, False
+                try:
+                    p.row("two-pass", kind, shape, ep, call, want, n_bytes, tile=tile)
+                finally:
+                    triton_scan._TWO_PASS, triton_scan.DIRECT = False, True
             del inp, want
             if not SMALL:
                 torch.cuda.empty_cache()
@@ -309,12 +315,18 @@ def main() -> None:
         bench.write_result(prefix, record, HEADER, table(rows))
         return
     p = Probe(sys.argv[3], prefix)
-    default_and_tiles(p)
-    settings(p)
-    if hasattr(triton_scan, "workspace_words"):  # (the new tree only)
+    phases = (sys.argv[5] if len(sys.argv) > 5 else os.environ.get("PROBE", "all")).split(",")
+    # (in order of what a run cut short by its time limit must not lose)
+    if {"all", "flat"} & set(phases):
+        estimators(p, [FLAT], variants=True)
+    if {"all", "settings"} & set(phases):
+        settings(p)
+    if {"all", "per-step"} & set(phases) and hasattr(triton_scan, "workspace_words"):
         per_step(p)
-        if not SMALL:
-            rl_triton(p)
+    if {"all", "shapes"} & set(phases):
+        estimators(p, [(s, e) for s, e, _ in SHAPES if (s, e) != FLAT], variants=False)
+    if {"all", "rl-triton"} & set(phases) and not SMALL:
+        rl_triton(p)
     bench.write_result(prefix, p.record, HEADER, table(p.rows))
 
 
