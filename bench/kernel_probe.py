@@ -308,6 +308,8 @@ def main() -> None:
     if mode == "merge":
         runs = []
         for path in sys.argv[3:]:
+            if not os.path.exists(path):  # (a run stopped before its first row)
+                continue
             with open(path) as fh:
                 runs.append(json.load(fh))
         rows = [r for run in runs for r in run["rows"]]
