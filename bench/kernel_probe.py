@@ -11,21 +11,20 @@ bytes read + written).
 Sections (each row names its own):
 
 - ``default``: the five backward estimators at 2^26 flat steps (episode ends every
-  ~1000 and ~10 steps), 4096×1024 and 16×131072, default tiles; and ``validate=True`` at
-  2^26 flat;
-- ``tiles``: the same flat rows across tile shapes (rows × chunk / warps);
-- ``two-pass``: reduce-then-scan (a first launch publishes every tile's aggregate, the
-  second scans with every predecessor's aggregate already there), where the tree has it;
-- ``settings``: K = 3 (γ = 0.9, 0.99, 0.999) in one launch, as three launches, and one
-  setting alone; floor = inputs once + K outputs;
+  ~1000 and ~10 steps), 4096×1024 and 16×131072, default tiles, also as kernel time
+  (torch profiler); and ``validate=True`` at 2^26 flat;
+- ``tiles``: the same flat rows across tile shapes (rows × chunk / warps), calls bound
+  as with the default tiles;
+- ``settings``: K = 3 (γ = 0.9, 0.99, 0.999) in one call (one launch), as three calls,
+  and one setting alone; floor = inputs once + K outputs;
 - ``per-step``: a per-step γ_t column against the scalar γ;
 - ``rl-triton``: rl-triton 0.1.3 (when importable) on the batched shapes.
 
     python bench/kernel_probe.py run OUT_PREFIX LABEL [small|full] [PHASES]
     python bench/kernel_probe.py merge OUT_PREFIX RUN.json ...
 
-PHASES (comma-separated, default all, or $PROBE): flat (default, validate, tiles,
-two-pass at 2^26 flat), settings, per-step, shapes (the other shapes), rl-triton.
+PHASES (comma-separated, default all, or $PROBE): flat (default, validate and tiles at
+2^26 flat), settings, per-step, shapes (the other shapes), rl-triton.
 
 ``run`` measures the rltscan on ``PYTHONPATH`` (run it once per tree to compare trees:
 LABEL names it) and writes OUT_PREFIX.json and .md; ``merge`` writes one table of
@@ -35,12 +34,13 @@ Triton's interpreter, not a measurement.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -66,11 +66,10 @@ else:
         ((16, 131072), 1000.0, "batched"),
     ]
     FLAT = ((1 << 26,), 1000.0)
-    TILES = [(1, 1024, 4), (1, 1024, 8), (1, 2048, 8), (1, 2048, 16), (1, 2048, 4)]
+    TILES = [(1, 1024, 4), (1, 1024, 8), (1, 2048, 8), (1, 2048, 16), (1, 512, 4)]
     SETTING_CASES = [("gae", (1 << 26,)), ("vtrace", (1 << 26,)), ("gae", (4096, 1024))]
     STEP_CASES = [("gae", (1 << 26,)), ("gae", (4096, 1024))]
     RL_SHAPES = [(4096, 1024), (16, 131072)]
-TILE_KINDS = ("gae", "returns", "vtrace")  # tile sweep; reduce-then-scan: the first two
 GAMMAS = [0.9, 0.99, 0.999]
 
 
@@ -124,12 +123,18 @@ class Probe:
             json.dump(self.record, fh, indent=1)
 
     def row(self, section: str, kind: str, shape: tuple[int, ...], ep: float, fn: Callable,
-            want: dict[str, Any], n_bytes: int, **extra: Any) -> None:  # fmt: skip
-        """Check ``fn()`` against ``want``, then time it."""
+            want: dict[str, Any], n_bytes: int, kernel: bool = False,
+            **extra: Any) -> None:  # fmt: skip
+        """Check ``fn()`` against ``want``, then time it (and with ``kernel`` the scan
+        kernels alone, torch profiler: what host time cannot hide)."""
         before = set(triton_scan._COMPILED)
         try:
             err = rel_err(fn(), want)
             us = timed_us(fn)
+            if kernel and not SMALL:
+                extra["kernel_us"] = round(bench.kernel_us(fn), 1)
+                floor = n_bytes / (self.bw * 1e9) * 1e6
+                extra["kernel_pct_floor"] = round(100 * floor / extra["kernel_us"], 1)
         except Exception as e:  # a variant the compiler or the device refuses
             print(f"[{self.label}] {section} {kind} {shape}: {e!r}"[:300], flush=True)
             return
@@ -158,36 +163,46 @@ def inputs_for(kind: str, shape: tuple[int, ...], ep: float, seed: int = 0) -> d
     return bench.make_inputs(kind, shape, ep_len=ep, device=DEVICE, seed=seed)
 
 
+@contextlib.contextmanager
+def tiles_of(rows: int, chunk: int, warps: int) -> Iterator[None]:
+    """Every launch planned inside takes this tile, and calls are bound as with the
+    default tiles (a ``tile_override`` keeps none, so its calls pay the whole host path
+    each time: the first run's tile rows measured that, not the kernel)."""
+    from rltscan.estimators import _bound
+
+    orig = triton_scan.choose_tiles
+    triton_scan.choose_tiles = lambda *a, **k: triton_scan.Tiles(rows, chunk, warps)
+    _bound.forget()
+    try:
+        yield
+    finally:
+        triton_scan.choose_tiles = orig
+        _bound.forget()
+
+
 def estimators(p: Probe, shapes: list, variants: bool) -> None:
-    """``shapes`` at the default tiles; with ``variants`` also ``validate=True``, the tile
-    sweep (TILE_KINDS) and reduce-then-scan (where the tree has it)."""
+    """``shapes`` at the default tiles (full call and kernel time); with ``variants`` also
+    ``validate=True`` and the tile sweep."""
     for kind in KINDS:
         for shape, ep in shapes:
             inp = inputs_for(kind, shape, ep)
             want = bench.call(kind, f64(inp), backend="torch", validate=False)
-            n_bytes = bench.traffic_bytes(inp, want)
+            n_bytes = bench.traffic_bytes(inp, bench.call(kind, inp, validate=False))
 
             def call(validate: bool = False, k: str = kind, i: dict = inp) -> dict:
                 return bench.call(k, i, validate=validate)
 
             tiles = triton_scan.choose_tiles(*(shape if len(shape) == 2 else (1, shape[0])), True)
             tile = f"{tiles.rows}x{tiles.chunk}/{tiles.num_warps}"
-            p.row("default", kind, shape, ep, call, want, n_bytes, tile=tile)
+            p.row("default", kind, shape, ep, call, want, n_bytes, kernel=True, tile=tile)
             if variants:
                 p.row("default", kind, shape, ep, lambda c=call: c(True), want, n_bytes,
                       tile=tile, validate=True)  # fmt: skip
-            if variants and kind in TILE_KINDS and hasattr(triton_scan, "workspace_words"):
                 for r, c, w in TILES:
                     if (r, c, w) != (tiles.rows, tiles.chunk, tiles.num_warps):
-                        with triton_scan.tile_override(rows=r, chunk=c, num_warps=w):
+                        with tiles_of(r, c, w):
                             p.row("tiles", kind, shape, ep, call, want, n_bytes,
                                   tile=f"{r}x{c}/{w}")  # fmt: skip
-            if variants and kind in TILE_KINDS[:2] and hasattr(triton_scan, "_TWO_PASS"):
-                triton_scan._TWO_PASS, triton_scan.DIRECT = True, False
-                try:
-                    p.row("two-pass", kind, shape, ep, call, want, n_bytes, tile=tile)
-                finally:
-                    triton_scan._TWO_PASS, triton_scan.DIRECT = False, True
             del inp, want
             if not SMALL:
                 torch.cuda.empty_cache()
@@ -215,15 +230,16 @@ def settings(p: Probe) -> None:
         def one(f: Callable = f, kw: dict = kw) -> dict[str, Any]:
             return dict(f(**kw, gamma=GAMMAS[1]))
 
-        for launch in ("one launch", "one launch per setting"):
-            triton_scan.SETTINGS_ONE_LAUNCH = launch == "one launch"
-            try:
-                p.row("settings", kind, shape, 1000.0, every, want, n_bytes, k=len(GAMMAS),
-                      how=launch)  # fmt: skip
-            finally:
-                triton_scan.SETTINGS_ONE_LAUNCH = False
+        def separate(f: Callable = f, kw: dict = kw, names: list = names) -> dict[str, Any]:
+            res = [f(**kw, gamma=g) for g in GAMMAS]
+            return {f"{o}#{i}": getattr(r, o) for i, r in enumerate(res) for o in names}
+
+        p.row("settings", kind, shape, 1000.0, every, want, n_bytes, k=len(GAMMAS),
+              how="one launch", kernel=True)  # fmt: skip
+        p.row("settings", kind, shape, 1000.0, separate, want, n_bytes, k=len(GAMMAS),
+              how="a call per setting", kernel=True)  # fmt: skip
         p.row("settings", kind, shape, 1000.0, one, wants[1], in_bytes + out_bytes, k=1,
-              how="one setting")  # fmt: skip
+              how="one setting", kernel=True)  # fmt: skip
         if not SMALL:
             torch.cuda.empty_cache()
 
@@ -239,14 +255,16 @@ def per_step(p: Probe) -> None:
         kw_t = {**kw, "discount": disc}
         kw_t.pop("gamma", None)
         stepped = dict(f(**{**f64(kw_t), "backend": "torch"}))
-        n_bytes = bench.traffic_bytes(inp, scalar)
+        n_bytes = bench.traffic_bytes(inp, dict(f(**kw)))
         for how, args, want, extra in (("scalar", kw, scalar, 0),
                                        ("per step", kw_t, stepped, disc.numel() * 4)):  # fmt: skip
 
             def call(f: Callable = f, args: dict = args) -> dict[str, Any]:
                 return dict(f(**args))
 
-            p.row("per-step", kind, shape, 1000.0, call, want, n_bytes + extra, gamma=how)
+            p.row(
+                "per-step", kind, shape, 1000.0, call, want, n_bytes + extra, gamma=how, kernel=True
+            )
         if not SMALL:
             torch.cuda.empty_cache()
 

@@ -186,8 +186,8 @@ def test_every_tile_publishes_its_inclusive_value(kind, dtype):
     with triton_scan.tile_override(rows=1, chunk=chunk, num_warps=1):
         out = bench.call(kind, inp, backend="triton", validate=False)
     y = out["vs"] - inp["values"] if kind == "vtrace" else next(iter(out.values()))
-    words, epoch = triton_scan._WS.get(torch.device(DEVICE), 1, triton_scan._stream_id(
-        torch.device(DEVICE)))  # fmt: skip
+    device = y.device  # (the launch's key: "cuda:0", not "cuda")
+    words, epoch = triton_scan._WS.get(device, 1, triton_scan._stream_id(device))
     epoch -= 1  # (get() handed out the next epoch: the launch had the one before)
     wide = dtype == torch.float64
     per = 2 if wide else 1

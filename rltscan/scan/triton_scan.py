@@ -308,7 +308,6 @@ def _scan_kernel(
     NSET: tl.constexpr,  # settings (γ, λ) solved in this launch (fused kinds; 1: the scalars)
     HAS_DISC: tl.constexpr,  # γ_t from disc_ptr instead of the scalar γ
     HAS_LAMT: tl.constexpr,  # λ_t from lamt_ptr instead of the scalar λ
-    PUBLISH_ONLY: tl.constexpr,  # PROBE: reduce-then-scan's first pass
 ):
     # Columns by KIND:
     #   LINEAR: c0=a c1=b | GAE: c0=r c1=V c2=nv-source | TD_LAMBDA, RETURNS: same
@@ -540,20 +539,17 @@ def _scan_kernel(
             _publish(here, ea, agg, holder & ~early, ROWS, WIDE)
             _publish(here + (1 + WIDE) * ROWS, tl.where(k == 0, eb + ea * boundary[:, None], eb),
                      tl.where(early, inc, agg), holder, ROWS, WIDE)  # fmt: skip
-            if not PUBLISH_ONLY:
-                carry = _lookback(ws_ptr, slot, k, boundary, epoch, offs_r, ROWS, NSET, WIDE)
-                _publish(here + (1 + WIDE) * ROWS, eb + ea * carry[:, None], inc,
-                         holder & ~early, ROWS, WIDE)  # fmt: skip
-                y = B + A * carry[:, None]
+            carry = _lookback(ws_ptr, slot, k, boundary, epoch, offs_r, ROWS, NSET, WIDE)
+            _publish(here + (1 + WIDE) * ROWS, eb + ea * carry[:, None], inc, holder & ~early,
+                     ROWS, WIDE)  # fmt: skip
+            y = B + A * carry[:, None]
         else:
             carry = boundary
             y = B + A * carry[:, None]
 
         # ---- epilogue ------------------------------------------------------------------
         out_ty = out0_ptr.dtype.element_ty
-        if PUBLISH_ONLY:
-            pass
-        elif KIND == 1:  # GAE: advantages, value_targets
+        if KIND == 1:  # GAE: advantages, value_targets
             tl.store(out0_ptr + oofs, y.to(out_ty), mask=mask)
             tl.store(out1_ptr + oofs, (y + v).to(out_ty), mask=mask)
         elif KIND == 4:  # VTRACE: vs, pg_advantages
@@ -659,10 +655,6 @@ def choose_tiles(n_rows: int, steps: int, time_contiguous: bool) -> Tiles:
     if forced is not None:
         return forced
     return _default_tiles(n_rows, steps, time_contiguous)
-
-
-# Whether a call with several settings (gamma=[...]) runs them all in one launch.
-SETTINGS_ONE_LAUNCH = False
 
 
 @functools.lru_cache(maxsize=1024)
@@ -849,7 +841,6 @@ _CARRY_ROWS = ("next_value", "next_log_ratio", "prev_done")
 # Launch through the compiled kernel's launcher once Triton has compiled it for a key
 # (tests switch it off to compare with Triton's own dispatch).
 DIRECT = True
-_TWO_PASS = False  # PROBE: reduce-then-scan (bench/kernel_probe.py), with DIRECT off
 
 
 @dataclass(frozen=True)
@@ -888,11 +879,6 @@ class Launch:
             tensors[_WS_SLOT], epoch = _WS.get(device, self.ws_words, stream)
         else:
             epoch = 0  # the workspace slot is never touched
-        if _TWO_PASS and self.ws_words:  # PROBE: reduce-then-scan
-            _scan_kernel[(self.grid,)](
-                *tensors, *self.ints, epoch, check_id, *self.scalars,
-                **dict(self.consts, PUBLISH_ONLY=True), num_warps=self.num_warps,
-            )  # fmt: skip
         ck = _COMPILED.get((self.key, device)) if DIRECT else None
         if ck is not None and _hooks_idle():
             ptrs = [t.data_ptr() for t in tensors]
@@ -1050,7 +1036,7 @@ def plan_launch(
         CONTINUES=continues,
         ROWS=tiles.rows, CHUNK=tiles.chunk, PER=tiles.per_thread(time_contiguous),
         LOOKBACK=n_tblocks > 1, COMPUTE=compute,
-        WIDE=dtype == torch.float64, TRACE=trace, NSET=nset, PUBLISH_ONLY=False,
+        WIDE=dtype == torch.float64, TRACE=trace, NSET=nset,
         HAS_DISC="disc" in cols, HAS_LAMT="lamt" in cols,
     )  # fmt: skip
     order = [n for n in _kernel_arg_names() if n in consts]
