@@ -10,10 +10,10 @@ OUT=${1:-/tmp/issue23b}
 export PYTHONUNBUFFERED=1
 bash bench/device_record.sh "$OUT"
 [ -f .tree_commit ] && cat .tree_commit >> "$OUT/commit.txt"  # (a copy without .git)
-timeout 150 env PYTHONPATH=.:.baselines/rl_triton-0.1.3 python bench/kernel_probe.py run \
+timeout 160 env PYTHONPATH=.:.baselines/rl_triton-0.1.3 python bench/kernel_probe.py run \
   "$OUT/kernel_probe" new 2>&1 | grep -v -i warn > "$OUT/probe.log"
 tail -n 75 "$OUT/probe.log"
-timeout 330 env PYTHONPATH=. python -m pytest -q -p no:cacheprovider -m "gpu or not gpu" \
+timeout 320 env PYTHONPATH=. python -m pytest -q -p no:cacheprovider -m "gpu or not gpu" \
   tests/test_gpu.py tests/test_lookback.py -k "not several_steps" 2>&1 \
   | grep -v -i warn | tail -25 > "$OUT/gpu_tests.txt"
 cat "$OUT/gpu_tests.txt"
