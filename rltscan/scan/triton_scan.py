@@ -19,17 +19,46 @@ or one flat sequence) is cut into tiles of ``ROWS × CHUNK``. A program scans it
 tile with ``tl.associative_scan`` (the affine-map composition below) and, when
 the time axis spans several tiles, joins them in the same pass with decoupled
 look-back (Merrill & Garland, "Single-pass Parallel Prefix Scan with Decoupled
-Look-back", NVIDIA 2016): a tile publishes its aggregate ``(A, B)``, looks back
-over earlier tiles (in scan order) until it meets an inclusive value or a reset
-(``A == 0``, i.e. an episode end), then publishes its own inclusive value. Tiles
-are numbered so that scan-order predecessors have lower program ids, so they
-were scheduled first and the spin-wait always makes progress (under the
-interpreter too, which runs programs in order).
+Look-back", NVIDIA 2016): a tile publishes its aggregate ``(A, B)`` (its inclusive
+value at once when it holds an episode end, ``A == 0``, or starts its row), looks
+back over earlier tiles (in scan order) until it meets an inclusive value or a
+reset, then publishes its own inclusive value. Tiles are numbered so that scan-order
+predecessors have lower program ids, so they were scheduled first and the
+spin-wait always makes progress (under the interpreter too, which runs programs in
+order). Several settings (γ, λ) (``NSET``) are a loop inside the program over the
+columns it read once: a scan, a look-back and the stores per setting. K = 3 at 2^26
+flat steps (kernel time, 4 steps a thread): GAE 1108 µs against 1397 for three
+launches, V-trace 1466 against 2187; floors (inputs once, K outputs) 537 and 664 µs,
+so 2.1× and 2.2×: the scans, not the reads, bound it. The kernel before ran settings as
+virtual rows (each re-read its row's inputs from L1; a K of 3 padded to 4): 2113 µs.
 
 Memory traffic per step is what the README's memory floor counts: each input read once,
 each output written once (V-trace re-reads its own ``vs`` from L1/L2 to form
-``vs_{t+1}``). The look-back workspace is 3 floats per tile row and one int32
-flag per tile; it is never zeroed: flags carry an epoch that grows per launch.
+``vs_{t+1}``). The look-back's words are 16 bytes per tile row and setting (32 in
+float64), never zeroed between launches: each carries the epoch of its launch.
+
+Measured on the H200 at 2^26 flat steps, episode ends every ~1000, full-call µs
+(bench/results/kernel-probe-h200-2026-12-04, -b; the copy floor is 284.5 µs for GAE,
+158 returns, 221 TD(λ), 411 V-trace and Retrace):
+
+=================  =====  =======  ======  =======  =======
+kernel             GAE    returns  TD(λ)   V-trace  Retrace
+=================  =====  =======  ======  =======  =======
+this one           415.5  273.7    366.0   686.8    515.2
+flag + release     466.9  309.7    412.4   917.1    551.8
+reduce-then-scan   677.1  492.5    (two launches, 4 steps a thread: 478 and 349 in one)
+=================  =====  =======  ======  =======  =======
+
+"flag + release" is the kernel this replaced, same tiles (1024 steps, 4 warps): a
+flag word per tile raised with a release after a block barrier, polled with atomics,
+the data read in a second round trip, and the aggregate summed over the tile (two
+reductions, with barriers) where this one takes it from the thread that holds it.
+Reduce-then-scan (a first launch publishes every aggregate, so the scan never waits)
+reads the inputs twice: slower everywhere.
+The look-back still costs: the same steps as rows of one tile (no look-back) run GAE
+at 83% of the floor, Retrace at 101% (4 steps a thread). What remains is the wait for
+a predecessor's aggregate, which a program spends holding its loads' registers; a
+persistent program that loads its next tile while it waits is the way past it.
 """
 
 from __future__ import annotations
@@ -168,8 +197,9 @@ def _lookback(ws_ptr, slot, k, boundary, epoch, offs_r, ROWS: tl.constexpr,
     the walk moves on once every lane still searching has found one of the two states
     there (else it reads them again). Earlier forms, measured on the H200 at 2^26 flat
     steps: a flag word per tile raised with a release after a block barrier, polled by
-    atomics, then a second read of the data (GAE 61% of copy bandwidth); the same with
-    32 predecessors per round (CUB's window: 54%).
+    atomics, then a second read of the data (GAE 467 µs against 416 now, see the module's
+    table); the same with 32 predecessors per round (CUB's window: GAE 54% of copy
+    bandwidth against 61%, bench/results/kernel-probe-h200-2026-12-03-b).
     """
     carry = boundary
     if k > 0:
@@ -635,13 +665,9 @@ def tile_override(*, rows: int, chunk: int, num_warps: int = 1) -> Iterator[None
         _override.tiles = prev
 
 
-# Tile shape (bench/results/kernel-probe-h200-2026-12-04): TODO after the device run.
+# Tile shape: 1024 steps a program (TILE_ELEMS), bench/results/kernel-probe-h200-2026-12-04-b.
 TILE_ELEMS = 1024
 MAX_CHUNK = 1024
-# Elements per thread: Triton stores at most 16 bytes per thread at a time (a warp's
-# store stays contiguous), so a tile laid out with more than 4 fp32 steps per thread is
-# moved through shared memory before every store.
-PER_THREAD = 4
 
 
 def _pow2(n: int) -> int:
@@ -666,7 +692,19 @@ def _default_tiles(n_rows: int, steps: int, time_contiguous: bool) -> Tiles:
         chunk = min(chunk, 128)
         return Tiles(max(1, min(_pow2(n_rows), 32)), chunk, 4)
     rows = max(1, min(_pow2(n_rows), TILE_ELEMS // chunk))
-    num_warps = max(1, min(8, rows * chunk // (32 * PER_THREAD)))
+    elems = rows * chunk
+    # 8 steps a thread (4 warps) where tiles join by the look-back: at 2^26 flat steps
+    # on the H200, GAE 68% of copy bandwidth against 59% with 4 steps a thread (8 warps),
+    # returns 58/45%, TD(λ) 60/53%, V-trace 60/57%, Retrace 80/78%; 2048-step tiles were
+    # within 2 points, 512 (4 warps) and 2048 (16 warps) worse. A thread then holds more
+    # loads in flight for its registers, which outweighs the layout change Triton makes
+    # through shared memory before each store (it stores 16 bytes a thread at a time).
+    num_warps = 4 if elems >= 1024 else 2
+    if chunk == MAX_CHUNK and steps <= MAX_CHUNK:
+        # a row in one 1024-step tile (no look-back): 8 warps measured faster on the
+        # H200 at 65536x1024 (GAE 83% of copy bandwidth against 78%, Retrace 100% against
+        # 87%, V-trace 75/73%, returns 64/65%) (bench/results/kernel-probe-h200-2026-12-03)
+        num_warps = 8
     return Tiles(rows, chunk, num_warps)
 
 
