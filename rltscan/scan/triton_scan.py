@@ -629,7 +629,8 @@ class Tiles:
         (time-major tiles: none, neighbouring rows are a thread's neighbours)."""
         if not time_contiguous:
             return 1
-        return max(1, min(self.chunk, self.rows * self.chunk // (32 * self.num_warps)))
+        per = max(1, min(self.chunk, self.rows * self.chunk // (32 * self.num_warps)))
+        return 1 << (per.bit_length() - 1)  # (a power of two: it divides the chunk)
 
 
 _override = threading.local()
