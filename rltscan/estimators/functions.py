@@ -354,8 +354,8 @@ def _check_carry(
         )
     if carry.rows != rows:
         raise DataError(
-            f"carry holds {carry.rows} sequences but this chunk has {rows}; "
-            "chunks of one batch must keep their rows"
+            f"carry holds {carry.rows} sequences but this chunk has {rows}",
+            "pass the chunks of one batch with the same sequences and the same time_dim",
         )
     if last_value is not None:
         raise ParameterError(
@@ -630,6 +630,21 @@ def _argument(d: Declaration, name: str) -> str:
     return f"{name}: ArrayLike | None = None"
 
 
+# How every public function reads its arguments (appended to each docstring)
+_READING = """
+
+    Arrays are numpy arrays or torch tensors, read as docs/CONVENTIONS.md §8 says:
+    ``time_dim`` names the time axis (None: time last on ``[T]`` or ``[B, T]``; what
+    reads two ways is refused), a trailing axis of length 1 after it (TorchRL's
+    ``[*B, T, 1]`` with ``time_dim=-2``) is kept in the outputs; ``dones`` (with
+    ``dones_mean``), ``episode_starts``, ``last_dones`` and ``ends_are`` give episode
+    ends stored as one flag; ``gamma``/``lam`` as a list are several settings, as a
+    tensor one value or one per step; a clip of ``inf`` is no clipping.
+    ``gae``, ``td_lambda`` and ``vtrace`` also take a TorchRL TensorDict in place of
+    the arrays and write their results into it under TorchRL's keys.
+"""
+
+
 def _function(d: Declaration) -> Callable[..., Result]:
     """The public function of one declaration: a real Python function (so its signature,
     defaults, keyword errors and ``help()`` are those of a hand-written one)."""
@@ -664,7 +679,9 @@ def _function(d: Declaration) -> Callable[..., Result]:
         "args = _begin(_D, _a)",
     ]
     if any(n in d.params for n in SWEEPABLE):  # gamma=[...]: every setting in one pass
-        body[1:1] = [
+        # after the bound look-up: a list (or a settings carry) has no key, so a bound
+        # call never pays for this test
+        body[5:5] = [
             "if _sweeps(_D, _a):",
             "    return _finish_settings(_D, _begin(_D, _a))",
         ]
@@ -693,7 +710,7 @@ def _function(d: Declaration) -> Callable[..., Result]:
     code = compile(source, f"<rltscan.estimators.{d.function_name}>", "exec", flags, True)
     exec(code, namespace)  # the source is built above from the declaration alone
     fn = namespace[d.function_name]
-    fn.__doc__ = d.doc or d.help
+    fn.__doc__ = (d.doc or d.help).rstrip() + _READING
     fn.__module__ = __name__
     return fn
 
