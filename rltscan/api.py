@@ -19,12 +19,20 @@ import numpy as np
 
 from rltscan import stats
 from rltscan.devices import PlannedDevice, planned_device, resolve_device
-from rltscan.errors import ParameterError, RltscanError
+from rltscan.errors import AmbiguousInputError, ParameterError, RltscanError
 from rltscan.io import open_input
 from rltscan.io import writeback as wb
 from rltscan.io.atomic import reset_committed
 from rltscan.io.columns import ALIASES
-from rltscan.io.layout import ObservationGaps, Reading, prepare
+from rltscan.io.layout import (
+    Decision,
+    IsLastRow,
+    ObservationGaps,
+    Reading,
+    decisions_error,
+    prepare,
+    rows_may_be_excluded,
+)
 from rltscan.options import RunOptions
 from rltscan.plan import (
     Clock,
@@ -87,6 +95,7 @@ def run(
     break_links: bool = False,
     observation_gaps: ObservationGaps = "error",
     normalize: bool = False,
+    is_last_row: IsLastRow | None = None,
 ) -> RunReport:
     """Compute ``estimator`` (a CLI command name, e.g. ``"gae"``) over ``input``.
 
@@ -110,14 +119,18 @@ def run(
     How columns are read (docs/CONVENTIONS.md §1): ``columns`` maps roles to
     columns; ``dones_mean``, ``ends_are`` and ``observation_gaps`` ("error",
     "truncate" or "ignore") say what a ``dones`` column, unflagged episode ends and
-    hidden (observation-jump) ends mean; ``ignore`` names columns that look like a
-    role but must not be used. ``dry_run`` plans: it resolves every column, reads only
+    hidden (observation-jump) ends mean; ``is_last_row`` ("observation" or
+    "transition") whether an RLDS ``is_last`` row holds only the final observation or
+    is the episode's last step (docs/CONVENTIONS.md §1.9); ``ignore`` names columns that
+    look like a role but must not be used. ``dry_run`` plans: it resolves every column, reads only
     the flag columns and the reference column, checks the rest from the file's
     metadata, and computes and writes nothing. ``normalize`` writes the advantage
     outputs standardised by their dataset-wide mean and std (a second pass over the
     written outputs only; streamed files).
     """
-    reading = _reading(columns, layout, group, dones_mean, ends_are, ignore, observation_gaps)
+    reading = _reading(
+        columns, layout, group, dones_mean, ends_are, ignore, observation_gaps, is_last_row
+    )
     opts = RunOptions(
         command=estimator,
         input=input,
@@ -169,16 +182,10 @@ def execute(
     clock = Clock(dev, progress)
     reading = opts.reading
     with clock.stage("detect"):
-        source = open_input(
-            opts.input,
-            group=reading.group,
-            layout=reading.layout,
-            rewards=reading.columns.get("rewards"),
-            stdin=stdin,
-        )
+        source = _open_deciding(opts, stdin)
     try:
         target = wb.plan_target(source, opts.output, opts.to)
-        if wb.streamable(source, target):
+        if wb.streamable(source, target) and not rows_may_be_excluded(source, reading):
             from rltscan import api_stream
 
             return api_stream.run_streamed(opts, source, target, clock, dev)
@@ -195,6 +202,7 @@ def _reading(
     ends_are: str | None,
     ignore: tuple[str, ...] | list[str],
     observation_gaps: ObservationGaps,
+    is_last_row: str | None = None,
 ) -> Reading:
     """The :class:`Reading` that ``run``'s and ``inspect``'s keywords describe."""
     return Reading(
@@ -205,7 +213,58 @@ def _reading(
         ends_are=ends_are,  # type: ignore[arg-type]
         ignore=tuple(ignore),
         observation_gaps=observation_gaps,
+        is_last_row=is_last_row,  # type: ignore[arg-type]
     )
+
+
+def _open_deciding(opts: RunOptions, stdin: BinaryIO | None) -> Any:
+    """The input, opened; a layout the file does not settle is refused together with
+    every other decision the data leaves open (each with its flag), not alone."""
+    reading = opts.reading
+    try:
+        return _open(opts.input, reading, stdin)
+    except AmbiguousInputError as err:
+        if reading.layout is not None or err.fix is None:
+            raise
+        source, decision = _provisional(opts.input, reading, stdin, err)
+        if source is None:
+            raise
+        try:
+            prepared = prepare(
+                source, **prepare_options(opts), strict=False, flags_only=True, provisional=True
+            )
+        except RltscanError:
+            raise err from None
+        finally:
+            source.close()
+        if not prepared.pending:
+            raise
+        where = err.where or opts.input
+        raise decisions_error(where, [decision, *prepared.pending]) from None
+
+
+def _open(path: str, reading: Reading, stdin: BinaryIO | None, layout: str | None = None) -> Any:
+    return open_input(
+        path,
+        group=reading.group,
+        layout=layout or reading.layout,  # type: ignore[arg-type]
+        rewards=reading.columns.get("rewards"),
+        stdin=stdin,
+    )
+
+
+def _provisional(
+    path: str, reading: Reading, stdin: BinaryIO | None, err: AmbiguousInputError
+) -> tuple[Any, Decision]:
+    """A file whose layout is a decision, opened with the first layout it takes (only to
+    find the other decisions; nothing is computed with it), and that decision."""
+    decision = Decision(err.what, err.fix or "pass --layout")
+    for layout in ("time-major", "batch-major", "episodes", "flat"):  # 2-D first: the axes
+        try:
+            return _open(path, reading, stdin, layout), decision
+        except RltscanError:
+            continue
+    return None, decision
 
 
 def _run_whole(
@@ -232,12 +291,13 @@ def _run_whole(
     if opts.dry_run:
         return dry_run_report(plan, source, clock, dev, prepared)
     spec = plan.spec
+    clock.advance(0, prepared.steps)
     call: dict[str, Any] = {**prepared.kwargs, **plan.call}
     in_bytes = sum(v.nbytes for v in prepared.kwargs.values() if isinstance(v, np.ndarray))
 
     with clock.stage("to device", bytes=in_bytes, steps=prepared.steps):
         tensors = _to_device(call, dev)
-    with bootstrap_hint():
+    with bootstrap_hint(plan, source, prepared):
         if dev.type == "cuda":
             with clock.stage("warm-up", steps=prepared.steps):
                 spec.function(**tensors)
@@ -248,6 +308,7 @@ def _run_whole(
             produced = {opts.prefix + k: v for k, v in dict(result).items() if v is not None}
             out_bytes = sum(int(v.numel() * v.element_size()) for v in produced.values())
             box["bytes"] = in_bytes + out_bytes
+    clock.advance(prepared.steps, prepared.steps)
     with clock.stage("statistics", bytes=out_bytes, steps=prepared.steps):
         accumulator = stats.OutputAccumulator()
         accumulator.add(produced)
@@ -255,7 +316,8 @@ def _run_whole(
             accumulator.result(), stats.episodes_from(prepared, opts.reading.columns)
         )
     with clock.stage("from device", bytes=out_bytes, steps=prepared.steps):
-        arrays = {k: v.detach().cpu().numpy() for k, v in produced.items()}
+        # on the stored rows: rows that are not transitions (RLDS final observations) NaN
+        arrays = {k: prepared.restore(v.detach().cpu().numpy()) for k, v in produced.items()}
 
     with clock.stage("write", steps=prepared.steps) as box:
         box["bytes"] = wb.write(
@@ -328,17 +390,28 @@ def inspect(
     ignore: tuple[str, ...] | list[str] = (),
     missing_bootstrap: str | None = None,
     observation_gaps: ObservationGaps = "error",
+    is_last_row: IsLastRow | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What ``path`` holds: layout, columns and their roles, flag counts, and for each
     estimator whether it can run (and if not, what it still needs).
 
-    Each estimator is planned exactly as ``run(..., dry_run=True)`` plans it (the same
-    resolver, the same missing-bootstrap rule), so "ready" means the run will go."""
+    It takes every reading option :func:`run` takes (``columns``, ``layout``,
+    ``group``, ``dones_mean``, ``ends_are``, ``ignore``, ``observation_gaps``,
+    ``is_last_row``, ``missing_bootstrap``) and ``params`` (each estimator takes those it
+    has: a ``trace`` changes what Retrace reads). Each estimator is planned exactly as
+    ``run(command, path, <the same options>, dry_run=True)`` plans it (the same resolver,
+    the same checks of the options, the same missing-bootstrap rule), so "ready" means
+    that run goes. ``roles`` lists every column whose role was recognised, also while
+    decisions are open; ``decisions`` lists each open one with the flag that settles it
+    (an estimator waiting on them is not ready and names them)."""
     from rltscan.estimators import DECLARATIONS
 
-    reading = _reading(columns, layout, group, dones_mean, ends_are, ignore, observation_gaps)
+    reading = _reading(
+        columns, layout, group, dones_mean, ends_are, ignore, observation_gaps, is_last_row
+    )
     reading.check()
-    source, shards_note = _inspected_source(path, reading, stdin)
+    source, shards_note, layout_decision = _inspected_source(path, reading, stdin)
     try:
         cache: dict[str, Any] = {}
         read = source.read
@@ -354,7 +427,7 @@ def inspect(
             "format": source.format
             if source.backend is None
             else f"{source.format}/{source.backend}",
-            "layout": source.layout,
+            "layout": None if layout_decision else source.layout,
             "group": source.group if source.format == "hdf5" else None,
             "steps": None,
             "episodes": None,
@@ -362,20 +435,45 @@ def inspect(
             "counts": {},
             "notes": [],
             "statistics": None,  # episode lengths and returns, where episode ends are known
+            "reading": None,  # the reading in force (as a run records it)
         }
         roles: dict[str, str] = {}
         estimators: dict[str, Any] = {}
+        open_decisions: dict[Decision, None] = dict.fromkeys(
+            [layout_decision] if layout_decision else []
+        )
         for command in DECLARATIONS:
+            spec = DECLARATIONS[command]
             opts = RunOptions(
-                command=command, input=path, reading=reading, missing_bootstrap=missing_bootstrap
+                command=command,
+                input=path,
+                reading=reading,
+                missing_bootstrap=missing_bootstrap,
+                params={k: v for k, v in (params or {}).items() if k in spec.params},
             )
             try:
-                prepared = prepare(source, **prepare_options(opts), strict=False, flags_only=True)
+                opts.check()
+                prepared = prepare(
+                    source, **prepare_options(opts), flags_only=True, provisional=True
+                )
             except RltscanError as err:
                 estimators[command] = {"ready": False, "needs": _needs(err)}
+                roles.update(_roles_found(source, opts))
+                continue
+            roles.update(prepared.roles)
+            pending = (
+                [*open_decisions.keys(), *prepared.pending]
+                if layout_decision
+                else list(prepared.pending)
+            )
+            if pending:
+                open_decisions.update(dict.fromkeys(pending))
+                estimators[command] = {
+                    "ready": False,
+                    "needs": "; ".join(dict.fromkeys(d.fix for d in pending)),
+                }
                 continue
             estimators[command] = {"ready": True, "needs": ""}  # bootstraps checked too
-            roles.update(prepared.roles)
             if info["steps"] is None or command == "gae":
                 used = opts.call_options()[1]
                 info.update(
@@ -387,6 +485,7 @@ def inspect(
                         *prepared.notes,
                         *assumption_notes(prepared.counts, used, source.layout),
                     ],
+                    reading={**prepared.reading, "by": dict(prepared.by)},
                 )
                 found = stats.episodes_from(prepared, reading.columns)
                 info["statistics"] = stats.summary({}, found)
@@ -408,16 +507,21 @@ def inspect(
             info["steps"] = source.steps or _column_steps(source)
             info["sequences"] = 1 if source.layout == "flat" else None
         info["roles"] = roles
+        info["decisions"] = [d.to_dict() for d in open_decisions]
         info["estimators"] = estimators
         return info
     finally:
         source.close()
 
 
-def _inspected_source(path: str, reading: Reading, stdin: BinaryIO | None) -> tuple[Any, str]:
+def _inspected_source(
+    path: str, reading: Reading, stdin: BinaryIO | None
+) -> tuple[Any, str, Decision | None]:
     """The source ``inspect`` resolves: the file itself, or for a sharded dataset (a
     directory or glob of Parquet files, a LeRobot dataset) its first shard, opened as
-    the sharded engine opens it (with the dataset's conventions); plus a note saying so."""
+    the sharded engine opens it (with the dataset's conventions); plus a note saying so,
+    and the layout decision when the file leaves its layout open (it is then opened with
+    a provisional layout, to find the roles and the other decisions)."""
     from rltscan.io import shards as io_shards
 
     if stdin is None and io_shards.is_sharded(path, None):
@@ -428,15 +532,16 @@ def _inspected_source(path: str, reading: Reading, stdin: BinaryIO | None) -> tu
             f"shard(s)); shown: its first shard, {dataset.shards[0].rel} (a run resolves "
             "every shard the same way and carries episodes across their edges)"
         )
-        return source, note
-    source = open_input(
-        path,
-        group=reading.group,
-        layout=reading.layout,
-        rewards=reading.columns.get("rewards"),
-        stdin=stdin,
-    )
-    return source, ""
+        return source, note, None
+    try:
+        return _open(path, reading, stdin), "", None
+    except AmbiguousInputError as err:
+        if reading.layout is not None or err.fix is None:
+            raise
+        source, decision = _provisional(path, reading, stdin, err)
+        if source is None:
+            raise
+        return source, "", decision
 
 
 def _column_steps(source: Any) -> int | None:
@@ -451,9 +556,25 @@ def _column_steps(source: Any) -> int | None:
     return None
 
 
+def _roles_found(source: Any, opts: RunOptions) -> dict[str, str]:
+    """The roles a command's resolution recognises before it fails (a missing bootstrap,
+    an option it does not use): for ``inspect``'s columns table; empty when it fails
+    before finding them (a missing column)."""
+    options = {**prepare_options(opts), "bootstrap": None}
+    try:
+        found = prepare(source, **options, strict=False, flags_only=True, provisional=True)
+    except RltscanError:
+        return {}
+    return found.roles
+
+
 def _needs(err: RltscanError) -> str:
     """What is missing, from the error's fields: ``a "q_values" column (--q-values KEY)``,
-    else its fix, else the whole message."""
+    else every open decision's fix, else its fix, else the whole message."""
     if err.column is not None and err.option is not None:
         return f'a "{err.column}" column ({err.option})'
+    if err.decisions:
+        return "; ".join(dict.fromkeys(d["fix"] for d in err.decisions))
+    if isinstance(err, ParameterError):  # an option this command does not take
+        return f"{err.what}; {err.fix}" if err.fix else err.what
     return err.fix or str(err)

@@ -16,7 +16,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from rltscan import stats, stream
-from rltscan.errors import DataError, OutputRefusedError
+from rltscan.errors import DataError, MissingBootstrapError, OutputRefusedError
 from rltscan.io import writeback as wb
 from rltscan.io.layout import prepare
 from rltscan.io.sinks import HDF5Sink, ParquetSink
@@ -27,6 +27,7 @@ from rltscan.plan import (
     backend_name,
     bootstrap_hint,
     dry_run_report,
+    first_missing_bootstrap,
     location,
     make_plan,
     prepare_options,
@@ -46,7 +47,10 @@ def run_streamed(
     steps = int(source.steps)
     with clock.stage("plan"):
         # the last step alone: roles, flag meanings and errors before any real work
-        probe = prepare(source, window=(steps - 1, steps), **prepare_options(opts))
+        try:
+            probe = prepare(source, window=(steps - 1, steps), **prepare_options(opts))
+        except MissingBootstrapError as err:  # name the first such step, not the last
+            raise first_missing_bootstrap(err, source, prepare_options(opts), steps) from None
     plan = make_plan(opts, source, target, probe)
     # what the probe decided for a dones column holds for every window
     decided = dataclasses.replace(opts.reading, dones_mean=probe.dones_mean)
@@ -119,16 +123,19 @@ def run_streamed(
                 advance(0, steps * rows)
         t0 = time.perf_counter()
         try:
-            with bootstrap_hint():
-                totals = stream.run_windows(
-                    windows,
-                    prepare_window,
-                    compute,
-                    sink.write,
-                    device=dev,
-                    time_dim=probe.time_dim,
-                    on_window=on_window,
-                )
+            with bootstrap_hint(plan, source):
+                try:
+                    totals = stream.run_windows(
+                        windows,
+                        prepare_window,
+                        compute,
+                        sink.write,
+                        device=dev,
+                        time_dim=probe.time_dim,
+                        on_window=on_window,
+                    )
+                except MissingBootstrapError as err:  # the first such step, not the last
+                    raise first_missing_bootstrap(err, source, options, steps) from None
             if totals.id_runs and "episode_id" in probe.roles:
                 stream.check_id_runs(totals.id_runs, probe.roles["episode_id"], source.where)
         finally:

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import sys
-import threading
 import traceback
 import typing
 import warnings
@@ -38,9 +37,6 @@ from rltscan.estimators import DECLARATIONS
 
 if TYPE_CHECKING:  # what a command needs loads when it runs: --help and --version start fast
     from rich.console import Console
-    from rich.progress import Progress
-
-    from rltscan.report import RunReport
 
 EXIT_CODES = " ".join(
     [
@@ -199,7 +195,9 @@ class _Group(TyperGroup):
             raise err  # bare `rltscan`: the help, as before
         argv = getattr(self, "_argv", [])
         message, hint = usage_message(err, argv, self)
-        _fail(2, message, "UsageError", _json_requested(argv, self), hint=hint)
+        json_out = _flag_requested(argv, self, ("--json",))
+        quiet = _flag_requested(argv, self, ("-q", "--quiet"))
+        _fail(2, message, "UsageError", json_out, quiet, hint=hint)
 
 
 app = typer.Typer(
@@ -225,27 +223,38 @@ def _stderr_console() -> Console:
     return Console(file=sys.stderr, highlight=False, soft_wrap=False)
 
 
-def error_object(code: int, kind: str, message: str) -> dict[str, Any]:
-    """What ``--json`` prints on stdout for every error: usage, library (by class) or bug."""
-    return {"error": {"code": code, "kind": kind, "message": message}}
-
-
-def _fail(code: int, message: str, kind: str, json_out: bool, hint: str | None = None) -> None:
-    typer.echo(f"error: {message}", err=True)
+def error_object(code: int, kind: str, message: str, hint: str | None = None) -> dict[str, Any]:
+    """What ``--json`` prints on stdout for every error: usage, library (by class) or bug;
+    ``hint`` only where there is one (a usage error's "did you mean")."""
+    error: dict[str, Any] = {"code": code, "kind": kind, "message": message}
     if hint:
+        error["hint"] = hint
+    return {"error": error}
+
+
+def _fail(
+    code: int, message: str, kind: str, json_out: bool, quiet: bool, hint: str | None = None
+) -> None:
+    """The error line on stderr (the only line there under ``--json`` and ``-q``; a
+    ``hint:`` line follows it otherwise), the error object on stdout under ``--json``."""
+    typer.echo(f"error: {message}", err=True)
+    if hint and not (json_out or quiet):
         typer.echo(f"hint: {hint}", err=True)
     if json_out:
-        typer.echo(json.dumps(error_object(code, kind, message)))
+        typer.echo(json.dumps(error_object(code, kind, message, hint)))
     raise typer.Exit(code)
 
 
-def _json_requested(argv: list[str], group: Any) -> bool:
-    """``--json`` anywhere before ``--`` on a command where it is a flag (not bench's PATH)."""
+def _flag_requested(argv: list[str], group: Any, flags: tuple[str, ...]) -> bool:
+    """One of ``flags`` anywhere before ``--`` on a command where it is a flag (not
+    bench's ``--json PATH``)."""
     words = argv[: argv.index("--")] if "--" in argv else argv
+    if not any(f in words for f in flags):
+        return False
     command = next((group.commands[w] for w in words if w in group.commands), None)
-    if command is None or "--json" not in words:
-        return "--json" in words  # (no command to ask: the user asked for JSON)
-    return any("--json" in p.opts and getattr(p, "is_flag", False) for p in command.params)
+    if command is None:
+        return "--json" in flags  # (no command to ask: the user asked for JSON)
+    return any(set(flags) & set(p.opts) and getattr(p, "is_flag", False) for p in command.params)
 
 
 def _given(argv: list[str], opts: Sequence[str]) -> tuple[str, str | None]:
@@ -354,7 +363,7 @@ def _interrupted() -> str:
 
 
 @contextmanager
-def handled(*, json_out: bool = False, debug: bool = False) -> Iterator[None]:
+def handled(*, json_out: bool = False, quiet: bool = False, debug: bool = False) -> Iterator[None]:
     """Map :class:`RltscanError` to its exit code and Ctrl-C/SIGTERM to 130, in one place.
 
     From here on Ctrl-C raises ``KeyboardInterrupt`` (temp files are removed on the
@@ -367,114 +376,20 @@ def handled(*, json_out: bool = False, debug: bool = False) -> Iterator[None]:
             traceback.print_exc(file=sys.stderr)
         if interrupts.seen():  # a Ctrl-C broke the step that failed: report the Ctrl-C
             _said["interrupted"] = True
-            _fail(130, _interrupted(), "Interrupted", json_out)
-        _fail(err.exit_code, str(err), type(err).__name__, json_out)
+            _fail(130, _interrupted(), "Interrupted", json_out, quiet)
+        _fail(err.exit_code, str(err), type(err).__name__, json_out, quiet)
     except KeyboardInterrupt:
         _said["interrupted"] = True
-        _fail(130, _interrupted(), "Interrupted", json_out)
+        _fail(130, _interrupted(), "Interrupted", json_out, quiet)
     except (typer.Exit, typer.Abort, _clickx.ClickException):
         raise
     except Exception as err:  # a bug: the traceback follows; --json still gets an object
         if interrupts.seen():  # e.g. a C extension's import broken by the Ctrl-C
             _said["interrupted"] = True
-            _fail(130, _interrupted(), "Interrupted", json_out)
+            _fail(130, _interrupted(), "Interrupted", json_out, quiet)
         if json_out:
             typer.echo(json.dumps(error_object(1, "InternalError", f"{type(err).__name__}: {err}")))
         raise
-
-
-class _LazyProgress:
-    """A transient spinner on stderr for stages that run longer than ``delay`` seconds;
-    a bar counting steps while a file is streamed (``advance``)."""
-
-    def __init__(self, console: Console, delay: float = 1.0) -> None:
-        self.console = console
-        self.delay = delay
-        self.timer: threading.Timer | None = None
-        self.progress: Progress | None = None
-        self.lock = threading.Lock()
-        self.done, self.total = 0, 0
-
-    def advance(self, done: int, total: int) -> None:
-        """``done`` of ``total`` steps are written (called from the engine's thread)."""
-        with self.lock:
-            self.done, self.total = done, total
-            if self.progress is not None and self.progress.tasks:
-                self.progress.update(self.progress.tasks[0].id, completed=done, total=total)
-
-    def __call__(self, stage: str, started: bool) -> None:
-        if started:
-            self.done, self.total = 0, 0
-            self.timer = threading.Timer(self.delay, self._show, args=(stage,))
-            self.timer.daemon = True
-            self.timer.start()
-            return
-        if self.timer is not None:
-            self.timer.cancel()
-        with self.lock:
-            if self.progress is not None:
-                self.progress.stop()
-                self.progress = None
-
-    def _show(self, stage: str) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            SpinnerColumn,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        with self.lock:
-            columns: list[Any] = [SpinnerColumn(), TextColumn(f"{stage}…")]
-            if self.total:
-                columns += [BarColumn(), MofNCompleteColumn(), TextColumn("steps")]
-            self.progress = Progress(
-                *columns, TimeElapsedColumn(), console=self.console, transient=True
-            )
-            self.progress.add_task(stage, total=self.total or None, completed=self.done)
-            self.progress.start()
-
-
-def _render(report: RunReport, *, json_out: bool, quiet: bool) -> None:
-    from rltscan.report import (
-        columns_table,
-        done_line,
-        note_lines,
-        outputs_table,
-        summary_line,
-        timing_table,
-    )
-
-    if json_out:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
-    if quiet:
-        return
-    console = _stderr_console()
-    if report.dry_run:
-        console.print(columns_table(report.columns))
-        console.print(outputs_table(report))
-    console.print(summary_line(report), soft_wrap=True)
-    console.print(timing_table(report))
-    _print_statistics(console, report.statistics)
-    for line in note_lines(report.notes):  # every note, dry run or not
-        console.print(line, soft_wrap=True)
-    console.print(done_line(report), soft_wrap=True)
-
-
-def _print_statistics(console: Console, statistics: Mapping[str, Any] | None) -> None:
-    """The statistics table (runs) and one sparkline per distribution, fitted to the
-    terminal's width (COLUMNS); ASCII where the output cannot show unicode blocks."""
-    from rltscan.pictures import can_encode
-    from rltscan.report import distribution_lines, statistics_table
-
-    if not statistics:
-        return
-    if statistics.get("outputs"):
-        console.print(statistics_table(statistics))
-    for line in distribution_lines(statistics, console.width, unicode=can_encode(console.encoding)):
-        console.print(line, soft_wrap=True)
 
 
 def _plot(path: str | None, statistics: Mapping[str, Any] | None, title: str) -> None:
@@ -562,29 +477,52 @@ def command_defaults(command: str) -> dict[str, Any]:
     return {decls.get(n, _flag(n)): v for n, v in api_defaults(command).items()}
 
 
-# CLI option -> (role for io, help). Shown on a command when its role is an estimator input.
-COLUMN_OPTIONS: dict[str, tuple[str, str, str]] = {
+# Column options: Python name -> (role for io, option names, help). An estimator command
+# shows those whose role it reads (INPUT_OF_OPTION; the flag columns always); inspect
+# shows every one. The second name of a flag column is gymnasium's/TorchRL's word.
+COLUMN_OPTIONS: dict[str, tuple[str, tuple[str, ...], str]] = {
     "rewards": (
         "rewards",
-        "--rewards",
+        ("--rewards",),
         "Rewards column (default: rewards, reward, next.reward, …).",
     ),
-    "values": ("values", "--values", "V(s_t) column (Minari: T+1 rows per episode)."),
-    "next_values": ("next_values", "--next-values", "V(s_{t+1}) column."),
-    "last_values": ("last_values", "--last-values", "[B] bootstrap values of a [T, B] buffer."),
-    "logp_behavior": ("logp_behavior", "--logp-behavior", "log μ(a_t|s_t) column."),
-    "logp_target": ("logp_target", "--logp-target", "log π(a_t|s_t) column."),
-    "q_values": ("q_values", "--q-values", "Q(s_t, a_t) column."),
+    "values": ("values", ("--values",), "V(s_t) column (Minari: T+1 rows per episode)."),
+    "next_values": ("next_values", ("--next-values",), "V(s_{t+1}) column."),
+    "last_values": (
+        "last_values",
+        ("--last-values",),
+        "[B] bootstrap values of a [T, B] buffer.",
+    ),
+    "logp_behavior": ("logp_behavior", ("--logp-behavior",), "log μ(a_t|s_t) column."),
+    "logp_target": ("logp_target", ("--logp-target",), "log π(a_t|s_t) column."),
+    "q_values": ("q_values", ("--q-values",), "Q(s_t, a_t) column."),
     "next_expected_q": (
         "next_expected_q",
-        "--next-expected-q",
+        ("--next-expected-q",),
         "E_π Q(s_{t+1}, ·) column (target policy at the true successor).",
     ),
-    "v_pi": ("v_pi", "--v-pi", "E_π Q(s_t, ·) column; adds advantages."),
-    "x": ("x", "--x", "Per-step input column (default: the rewards)."),
-    "discount": ("discount", "--discount", "Per-step discount γ_t column, in place of --gamma."),
-    "lam_per_step": ("lam_per_step", "--lam-column", "Per-step λ_t column, in place of --lam."),
+    "v_pi": ("v_pi", ("--v-pi",), "E_π Q(s_t, ·) column; adds advantages."),
+    "x": ("x", ("--x",), "Per-step input column (default: the rewards)."),
+    "discount": (
+        "discount",
+        ("--discount",),
+        "Per-step discount γ_t column, in place of --gamma.",
+    ),
+    "lam_per_step": ("lam_per_step", ("--lam-column",), "Per-step λ_t column, in place of --lam."),
+    "terminals": (
+        "terminated",
+        ("--terminals", "--terminated"),
+        "Terminal flags column: s_{t+1} is terminal (gymnasium's terminated).",
+    ),
+    "timeouts": (
+        "truncated",
+        ("--timeouts", "--truncated"),
+        "Truncation flags column: the episode was cut after t (gymnasium's truncated).",
+    ),
+    "dones": ("dones", ("--dones", "--done"), "Ambiguous done column; needs --dones-mean."),
+    "episode_id": ("episode_id", ("--episode-id",), "Episode id column."),
 }
+FLAG_COLUMNS = ("terminals", "timeouts", "dones", "episode_id")
 INPUT_OF_OPTION = {
     "rewards": "rewards",
     "values": "values",
@@ -599,6 +537,17 @@ INPUT_OF_OPTION = {
     "discount": "discount",
     "lam_per_step": "lam_per_step",
 }
+# Word options: (option name, the values it takes).
+CHOICES = {
+    "dones_mean": ("--dones-mean", ("ended", "starts")),
+    "ends_are": ("--ends-are", ("terminal", "truncated")),
+    "is_last_row": ("--is-last-row", ("observation", "transition")),
+    "layout": ("--layout", ("flat", "episodes", "time-major", "batch-major")),
+    "missing_bootstrap": ("--missing-bootstrap", ("error", "zero")),
+    "to": ("--to", ("parquet", "arrow")),
+    "backend": ("--backend", ("auto", "triton", "torch", "reference")),
+    "engine": ("--engine", ("local", "ray")),
+}
 
 
 def _opt(*decls: str, help: str, default: Any = None, shown: str | None = None) -> Any:
@@ -609,18 +558,25 @@ def _opt(*decls: str, help: str, default: Any = None, shown: str | None = None) 
     return typer.Option(default, *decls, help=help, show_default=str(shown))
 
 
-def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
-    """The options every estimator command takes, after its parameters and columns.
+S, B = Optional[str], bool  # noqa: UP045 - runtime types for typer
 
-    ``defaults`` is :func:`api_defaults` of the command: an option the API has a default
-    for takes ``default=defaults[name]`` (so its help shows the API's value); add that
-    default to ``api_defaults``, never a literal here. Add a new option here, once.
-    """
-    S, B = Optional[str], bool  # noqa: UP045 - runtime types for typer
+
+def _parameters(spec: Sequence[tuple[str, Any, Any]]) -> list[inspect.Parameter]:
+    return [P(name, P.KEYWORD_ONLY, default=d, annotation=t) for name, t, d in spec]
+
+
+def _column_parameters(names: Sequence[str]) -> list[inspect.Parameter]:
+    """The column options ``names`` (keys of :data:`COLUMN_OPTIONS`)."""
+    return _parameters(
+        [(n, S, _opt(*COLUMN_OPTIONS[n][1], help=COLUMN_OPTIONS[n][2])) for n in names]
+    )
+
+
+def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P]:
+    """How columns are read, beside the column options: the same on every estimator
+    command and on inspect (:func:`reading_arguments` turns them into API keywords).
+    ``missing``: the command takes ``--missing-bootstrap`` (default ``missing_default``)."""
     spec: list[tuple[str, Any, Any]] = [
-        ("terminals", S, _opt("--terminals", help="Terminal flags column (terminated_t).")),
-        ("timeouts", S, _opt("--timeouts", help="Truncation flags column (truncated_t).")),
-        ("dones", S, _opt("--dones", help="Ambiguous done column; needs --dones-mean.")),
         (
             "dones_mean",
             S,
@@ -634,7 +590,15 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
                 help="Episode ends known only from dones/ids are: terminal or truncated.",
             ),
         ),
-        ("episode_id", S, _opt("--episode-id", help="Episode id column (Parquet).")),
+        (
+            "is_last_row",
+            S,
+            _opt(
+                "--is-last-row",
+                help="RLDS is_last rows: observation (the final observation alone, not a "
+                "step; its value bootstraps a truncated episode) or transition (a real step).",
+            ),
+        ),
         (
             "ignore",
             Optional[list[str]],  # noqa: UP045 - runtime type for typer
@@ -664,7 +628,8 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
             ),
         ),
     ]
-    if "missing_bootstrap" in defaults:
+    if missing:
+        shown = None if missing_default is not None else "each command's own"
         spec += [
             (
                 "missing_bootstrap",
@@ -672,8 +637,9 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
                 _opt(
                     "--missing-bootstrap",
                     help="Where a truncation or the end of the data has no bootstrap value: "
-                    "error, or zero (count V(s_t+1) as 0; the report notes it).",
-                    default=defaults["missing_bootstrap"],
+                    "error, or zero (count V(s_{t+1}) as 0; the report notes it).",
+                    default=missing_default,
+                    shown=shown,
                 ),
             ),
             (
@@ -683,6 +649,81 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
             ),
         ]
     spec += [
+        (
+            "layout",
+            S,
+            _opt("--layout", help="flat, episodes, time-major or batch-major (beats detection)."),
+        ),
+        ("group", S, _opt("--group", help="HDF5 group holding the data.")),
+    ]
+    return _parameters(spec)
+
+
+def reading_arguments(kw: dict[str, Any]) -> dict[str, Any]:
+    """Take the column and reading options out of a command's keywords ``kw``; return
+    them as the keywords :func:`rltscan.api.run` and :func:`rltscan.api.inspect` both
+    take (``columns``, ``layout``, ``group``, ``dones_mean``, ``ends_are``, ``is_last_row``,
+    ``ignore``,
+    ``observation_gaps``, ``missing_bootstrap``): one function, so ``inspect`` reads a
+    file exactly as the run with the same options does.
+
+    Raises:
+        ParameterError: a word option has a value it does not take.
+    """
+    for name in ("dones_mean", "ends_are", "is_last_row", "layout", "missing_bootstrap"):
+        _check_choice(*CHOICES[name], kw.get(name))
+    columns = {COLUMN_OPTIONS[n][0]: kw.pop(n) for n in list(kw) if n in COLUMN_OPTIONS}
+    missing = kw.pop("missing_bootstrap", None)
+    if kw.pop("no_bootstrap", False):
+        missing = "zero"
+    return {
+        "columns": {role: name for role, name in columns.items() if name},
+        "layout": kw.pop("layout"),
+        "group": kw.pop("group"),
+        "dones_mean": kw.pop("dones_mean"),
+        "ends_are": kw.pop("ends_are"),
+        "is_last_row": kw.pop("is_last_row"),
+        "ignore": tuple(kw.pop("ignore") or ()),
+        "observation_gaps": _observation_gaps(
+            kw.pop("ends_from_observations"), kw.pop("ignore_observation_gaps")
+        ),
+        "missing_bootstrap": missing,
+    }
+
+
+def _output_parameters(*, plot: str) -> list[inspect.Parameter]:
+    """``--json``, ``-q``, ``--plot`` and ``--debug``: what every command prints."""
+    return _parameters(
+        [
+            (
+                "json_out",
+                B,
+                _opt(
+                    "--json",
+                    help="Print the report as JSON on stdout, nothing else (errors: an "
+                    "object on stdout and one line on stderr).",
+                    default=False,
+                ),
+            ),
+            (
+                "quiet",
+                B,
+                _opt("-q", "--quiet", help="Print nothing but errors (one line).", default=False),
+            ),
+            ("plot", S, _opt("--plot", help=plot)),
+            ("debug", B, _opt("--debug", help="Show tracebacks for errors.", default=False)),
+        ]
+    )
+
+
+def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
+    """The options every estimator command takes about where results go and how it runs.
+
+    ``defaults`` is :func:`api_defaults` of the command: an option the API has a default
+    for takes ``default=defaults[name]`` (so its help shows the API's value); add that
+    default to ``api_defaults``, never a literal here. Add a new option here, once.
+    """
+    spec: list[tuple[str, Any, Any]] = [
         (
             "output",
             S,
@@ -731,17 +772,6 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
                 default=False,
             ),
         ),
-        ("json_out", B, _opt("--json", help="Print the report as JSON on stdout.", default=False)),
-        (
-            "plot",
-            S,
-            _opt(
-                "--plot",
-                help="Also draw the distributions of what was written into PATH.png "
-                "(pip install 'rltscan\\[plot]').",
-            ),
-        ),
-        ("quiet", B, _opt("-q", "--quiet", help="Print nothing but errors.", default=False)),
         ("device", str, _opt("--device", help="auto, cpu or cuda.", default=defaults["device"])),
         (
             "backend",
@@ -752,12 +782,6 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
                 default=defaults["backend"],
             ),
         ),
-        (
-            "layout",
-            S,
-            _opt("--layout", help="flat, episodes, time-major or batch-major (beats detection)."),
-        ),
-        ("group", S, _opt("--group", help="HDF5 group holding the data.")),
         (
             "chunk_steps",
             Optional[int],  # noqa: UP045 - runtime type for typer
@@ -807,12 +831,11 @@ def _common_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
                 "numbers sorted as numbers).",
             ),
         ),
-        ("debug", B, _opt("--debug", help="Show tracebacks for errors.", default=False)),
     ]
-    return [P(name, P.KEYWORD_ONLY, default=d, annotation=t) for name, t, d in spec]
+    return _parameters(spec)
 
 
-def _check_choice(option: str, value: str | None, choices: tuple[str, ...]) -> None:
+def _check_choice(option: str, choices: tuple[str, ...], value: str | None) -> None:
     if value is not None and value not in choices:
         close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
         fix = f"; pass {option} {close[0]}" if close else ""
@@ -838,18 +861,31 @@ def float_or_list(text: str) -> float | tuple[float, ...]:
     return values[0] if len(values) == 1 else values
 
 
+@contextmanager
+def _warnings_as_notes(notes: list[str]) -> Iterator[None]:
+    """Python warnings raised inside the block (the estimators' RuntimeWarnings) become
+    report notes, so ``--json`` carries them and ``-q``/``--json`` keep stderr quiet."""
+    from rltscan.scan import BackendFallbackWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        # a run says it in the report's notes (plan.report), not as a Python warning
+        warnings.filterwarnings("ignore", category=BackendFallbackWarning)
+        yield
+    for w in caught:
+        note = f"{w.category.__name__}: {w.message}"
+        if note not in notes:
+            notes.append(note)
+
+
 def _estimate(command: str, input: str, **kw: Any) -> None:
     json_out, debug, quiet = kw.pop("json_out"), kw.pop("debug"), kw.pop("quiet")
     plot = kw.pop("plot", None)
     if not kw["dry_run"]:
         interrupts.preload(gpu=kw["device"] != "cpu")
-    with handled(json_out=json_out, debug=debug):
-        _check_choice("--dones-mean", kw["dones_mean"], ("ended", "starts"))
-        _check_choice("--ends-are", kw["ends_are"], ("terminal", "truncated"))
-        _check_choice("--to", kw["to"], ("parquet", "arrow"))
-        _check_choice("--layout", kw["layout"], ("flat", "episodes", "time-major", "batch-major"))
-        _check_choice("--backend", kw["backend"], ("auto", "triton", "torch", "reference"))
-        _check_choice("--engine", kw["engine"], ("local", "ray"))
+    with handled(json_out=json_out, quiet=quiet, debug=debug):
+        reading = reading_arguments(kw)
+        for name in ("to", "backend", "engine"):
+            _check_choice(*CHOICES[name], kw[name])
         if plot is not None:
             if kw["dry_run"]:
                 raise ParameterError(
@@ -858,10 +894,6 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
             from rltscan import pictures
 
             pictures.require()  # before any work: a missing matplotlib stops here
-        missing = kw.pop("missing_bootstrap", None)
-        _check_choice("--missing-bootstrap", missing, ("error", "zero"))
-        if kw.pop("no_bootstrap", False):
-            missing = "zero"
         to_stdout = kw["output"] == "-" or (input == "-" and kw["output"] is None)
         if to_stdout and not kw["dry_run"]:
             if json_out:
@@ -874,36 +906,19 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
                     "redirect stdout (> out.parquet) or pipe it into another command"
                 )
         params = {name: kw.pop(name) for name in list(kw) if name in PARAM_OPTIONS}
-        columns = {
-            "terminated": kw.pop("terminals"),
-            "truncated": kw.pop("timeouts"),
-            "dones": kw.pop("dones"),
-            "episode_id": kw.pop("episode_id"),
-        }
-        for name in list(kw):
-            if name in COLUMN_OPTIONS:
-                columns[COLUMN_OPTIONS[name][0]] = kw.pop(name)
-        kw["ignore"] = tuple(kw.get("ignore") or ())
-        kw["observation_gaps"] = _observation_gaps(
-            kw.pop("ends_from_observations"), kw.pop("ignore_observation_gaps")
-        )
         from rltscan import api
-        from rltscan.scan import BackendFallbackWarning
+        from rltscan.report import progress_bar, render_run
 
-        # a run says it in the report's notes (plan.report), not as a Python warning
-        warnings.filterwarnings("ignore", category=BackendFallbackWarning)
         modules_loaded()
-        console = None if quiet else _stderr_console()
-        report = api.run(
-            command,
-            input,
-            params=params,
-            columns={k: v for k, v in columns.items() if v},
-            missing_bootstrap=missing,
-            progress=_LazyProgress(console) if console is not None else None,
-            **kw,
-        )
-        _render(report, json_out=json_out, quiet=quiet)
+        console = None if json_out or quiet else _stderr_console()
+        notes: list[str] = []
+        with progress_bar(console) as bar, _warnings_as_notes(notes):
+            report = api.run(command, input, params=params, progress=bar, **reading, **kw)
+        report.notes += [n for n in notes if n not in report.notes]
+        if json_out:
+            typer.echo(json.dumps(report.to_dict(), indent=2))
+        elif console is not None:
+            render_run(console, report)
         _plot(plot, report.statistics, f"rltscan {command} · {input}")
 
 
@@ -933,27 +948,35 @@ def _make_command(command: str, spec: Any) -> Callable[..., None]:
         if name in LIST_PARAMS:  # one number, or a comma-separated list of settings
             option.parser, option.metavar, kind = float_or_list, "<float,…>", Any
         params.append(P(name, P.KEYWORD_ONLY, default=option, annotation=kind))
-    for name, (_, decl, help_text) in COLUMN_OPTIONS.items():
-        wanted = INPUT_OF_OPTION[name] in spec.inputs or (name == "rewards")
-        if wanted:
-            params.append(
-                P(
-                    name,
-                    P.KEYWORD_ONLY,
-                    default=typer.Option(None, decl, help=help_text),
-                    annotation=Optional[str],  # noqa: UP045
-                )
-            )
-    params += _common_parameters(defaults)
+    # --values also feeds V(s_{t+1}) where the file derives it from T+1 values per episode
+    reads_values = "next_values" in spec.inputs
+    read = [
+        n
+        for n, i in INPUT_OF_OPTION.items()
+        if i in spec.inputs or n == "rewards" or (n == "values" and reads_values)
+    ]
+    params += _column_parameters([*read, *FLAG_COLUMNS])
+    missing = "missing_bootstrap" in defaults
+    params += _reading_parameters(defaults.get("missing_bootstrap"), missing=missing)
+    params += _run_parameters(defaults)
+    params += _output_parameters(
+        plot="Also draw the distributions of what was written into PATH.png "
+        "(pip install 'rltscan[plot]')."
+    )
 
     def command_fn(**kwargs: Any) -> None:
         _estimate(command, kwargs.pop("input"), **kwargs)
 
-    command_fn.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    command_fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
-    command_fn.__name__ = command.replace("-", "_")
-    command_fn.__doc__ = COMMAND_HELP.get(command, command)
-    return command_fn
+    return _signed(command_fn, command, params, COMMAND_HELP.get(command, command))
+
+
+def _signed(fn: Callable[..., None], name: str, params: list[P], doc: str) -> Callable[..., None]:
+    """``fn`` with the signature typer builds the command's options from."""
+    fn.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+    fn.__name__ = name.replace("-", "_")
+    fn.__doc__ = doc
+    return fn
 
 
 for _command, _spec in DECLARATIONS.items():
@@ -963,81 +986,53 @@ for _command, _spec in DECLARATIONS.items():
 # --------------------------------------------------------------------------- inspect, bench
 
 
-@app.command("inspect", cls=_Command, epilog=EXIT_CODES)
-def inspect_command(
-    input: str = typer.Argument(..., help="HDF5/Parquet/Arrow file, Minari dir, or '-'."),
-    group: Optional[str] = typer.Option(None, "--group", help="HDF5 group."),  # noqa: UP045
-    layout: Optional[str] = typer.Option(None, "--layout", help="Beats detection."),  # noqa: UP045
-    rewards: Optional[str] = typer.Option(None, "--rewards", help="Rewards column."),  # noqa: UP045
-    terminals: Optional[str] = typer.Option(None, "--terminals", help="Terminal flags."),  # noqa: UP045
-    timeouts: Optional[str] = typer.Option(None, "--timeouts", help="Truncation flags."),  # noqa: UP045
-    dones: Optional[str] = typer.Option(None, "--dones", help="Done flags column."),  # noqa: UP045
-    episode_id: Optional[str] = typer.Option(None, "--episode-id", help="Episode ids."),  # noqa: UP045
-    next_values: Optional[str] = typer.Option(None, "--next-values", help="V(s_t+1)."),  # noqa: UP045
-    dones_mean: Optional[str] = typer.Option(None, "--dones-mean", help="ended or starts."),  # noqa: UP045
-    ends_are: Optional[str] = typer.Option(None, "--ends-are", help="terminal or truncated."),  # noqa: UP045
-    ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="A column not to use."),  # noqa: B008, UP045
-    ends_from_observations: bool = typer.Option(
-        False, "--ends-from-observations", help="Hidden ends (observation jumps) truncate."
-    ),
-    ignore_observation_gaps: bool = typer.Option(
-        False, "--ignore-observation-gaps", help="Do not look for hidden ends."
-    ),
-    missing_bootstrap: Optional[str] = typer.Option(  # noqa: UP045
-        None, "--missing-bootstrap", help="error or zero (default: each command's own)."
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
-    plot: Optional[str] = typer.Option(  # noqa: UP045
-        None, "--plot", help="Draw episode lengths and returns into PATH.png (rltscan[plot])."
-    ),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
-) -> None:
-    """Show the detected layout, the column of each role, episode/terminal/truncation
-    counts, the distribution of episode lengths and returns, and what each estimator
-    still needs."""
-    with handled(json_out=json_out, debug=debug):
+def _inspect(input: str, **kw: Any) -> None:
+    json_out, debug, quiet, plot = (kw.pop(k) for k in ("json_out", "debug", "quiet", "plot"))
+    with handled(json_out=json_out, quiet=quiet, debug=debug):
         if plot is not None:
             from rltscan import pictures
 
             pictures.require()
-        _check_choice("--layout", layout, ("flat", "episodes", "time-major", "batch-major"))
-        _check_choice("--dones-mean", dones_mean, ("ended", "starts"))
-        _check_choice("--ends-are", ends_are, ("terminal", "truncated"))
-        _check_choice("--missing-bootstrap", missing_bootstrap, ("error", "zero"))
+        reading = reading_arguments(kw)
         from rltscan import api
 
         modules_loaded()
-        columns = {
-            "rewards": rewards,
-            "terminated": terminals,
-            "truncated": timeouts,
-            "dones": dones,
-            "episode_id": episode_id,
-            "next_values": next_values,
-        }
-        info = api.inspect(
-            input,
-            group=group,
-            layout=layout,
-            columns={k: v for k, v in columns.items() if v},
-            dones_mean=dones_mean,
-            ends_are=ends_are,
-            ignore=tuple(ignore or ()),
-            missing_bootstrap=missing_bootstrap,
-            observation_gaps=_observation_gaps(ends_from_observations, ignore_observation_gaps),
-        )
+        info = api.inspect(input, **reading)
         _plot(plot, info.get("statistics"), f"rltscan inspect · {input}")
         if json_out:
             typer.echo(json.dumps(info, indent=2, default=str))
-            return
-        from rich.console import Console
+        elif not quiet:
+            from rich.console import Console
 
-        from rltscan.report import inspect_tables
+            from rltscan.report import render_inspect
 
-        console = Console(file=sys.stdout, highlight=False, soft_wrap=False)
-        for table in inspect_tables(info):
-            console.print(table)
-        _print_statistics(console, info.get("statistics"))
+            render_inspect(Console(file=sys.stdout, highlight=False, soft_wrap=False), info)
+
+
+INSPECT_HELP = """Show the detected layout, the column of each role, episode/terminal/truncation
+counts, the distribution of episode lengths and returns, and what each estimator still
+needs. Takes the column and reading options of the estimator commands."""
+
+app.command("inspect", cls=_Command, epilog=EXIT_CODES)(
+    _signed(
+        lambda **kw: _inspect(kw.pop("input"), **kw),
+        "inspect",
+        [
+            P(
+                "input",
+                P.POSITIONAL_OR_KEYWORD,
+                default=typer.Argument(..., help="HDF5/Parquet/Arrow file, Minari dir, or '-'."),
+                annotation=str,
+            ),
+            *_column_parameters(list(COLUMN_OPTIONS)),
+            *_reading_parameters(None, missing=True),
+            *_output_parameters(
+                plot="Draw episode lengths and returns into PATH.png (rltscan[plot])."
+            ),
+        ],
+        INSPECT_HELP,
+    )
+)
 
 
 @app.command("bench", cls=_Command, epilog=EXIT_CODES)

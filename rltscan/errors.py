@@ -19,7 +19,7 @@ from typing import Any
 Index = int | tuple[int, ...]
 
 # The structured fields, in the order ``to_dict`` writes them.
-FIELDS = ("what", "fix", "column", "index", "time_axis", "where", "option")
+FIELDS = ("what", "fix", "column", "index", "time_axis", "where", "option", "decisions")
 
 
 class RltscanError(Exception):
@@ -31,7 +31,9 @@ class RltscanError(Exception):
     ``time_axis``: which entry of ``index`` is the time step (None: none is, e.g. a
     per-sequence value), so that a window's error can be made absolute;
     ``where``: the file or shard it happened in (formatted ``<where>: ``);
-    ``option``: the CLI option that supplies what is missing (``--values KEY``).
+    ``option``: the CLI option that supplies what is missing (``--values KEY``);
+    ``decisions``: for a refusal that several choices are open, each of them as
+    ``{"what": ..., "fix": ...}`` (the message lists them all).
     """
 
     exit_code = 1
@@ -46,6 +48,7 @@ class RltscanError(Exception):
         time_axis: int | None = None,
         where: str | None = None,
         option: str | None = None,
+        decisions: list[dict[str, str]] | None = None,
     ) -> None:
         self.what = what
         self.fix = fix
@@ -54,6 +57,7 @@ class RltscanError(Exception):
         self.time_axis = time_axis
         self.where = where
         self.option = option
+        self.decisions = [dict(d) for d in decisions] if decisions else None
         super().__init__(self.message)
 
     # -- formatting (the edge) -------------------------------------------------

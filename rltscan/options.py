@@ -134,7 +134,7 @@ class RunOptions:
 
     @property
     def bootstrap_rule(self) -> str | None:
-        """The missing-bootstrap rule in force; None for estimators that read no V(s_t+1)."""
+        """The missing-bootstrap rule in force; None for estimators that read no V(s_{t+1})."""
         return self.call_options()[1].get("missing_bootstrap")
 
     def replace(self, **changes: Any) -> RunOptions:

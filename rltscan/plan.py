@@ -18,16 +18,56 @@ from typing import Any
 
 import numpy as np
 
-from rltscan.errors import MissingBootstrapError, OutputRefusedError
+from rltscan.errors import DataError, MissingBootstrapError, OutputRefusedError, RltscanError
 from rltscan.estimators.declaration import setting_columns
 from rltscan.io import writeback as wb
-from rltscan.io.layout import Prepared
+from rltscan.io.columns import ARGUMENT_ROLE
+from rltscan.io.layout import Prepared, prepare, where_is
 from rltscan.options import RunOptions
 from rltscan.report import OutputInfo, RunReport, Stage, StreamInfo
 
 Progress = Callable[[str, bool], None]  # (stage, started) -> None; the CLI draws it
 
-TERMINAL_RULE = "terminated wins over truncated; ends of data and of episodes are truncations"
+# The choices of a reading that change numbers, recorded with the parameters
+READING_CHOICES = ("dones_mean", "ends_are", "observation_gaps", "is_last_row")
+BOOTSTRAP_FIX = (
+    "pass --next-values KEY (or --last-values KEY for a [T, B] buffer), "
+    "or --missing-bootstrap zero to count it as 0"
+)
+
+
+def terminal_rule(reading: Mapping[str, Any], by: Mapping[str, str] | None = None) -> str:
+    """What this run took for a termination and a truncation, in words: the fixed rules
+    (docs/CONVENTIONS.md §1.1-1.3) plus every choice in force (``Prepared.reading``)."""
+    by = by or {}
+    parts = [
+        "terminated wins over truncated",
+        "the end of the data is a truncation (it bootstraps)",
+    ]
+    ends_are = reading.get("ends_are")
+    if ends_are is not None:
+        kind = "terminations" if ends_are == "terminal" else "truncations"
+        said = by.get("ends_are") or f"--ends-are {ends_are}"
+        parts.append(f"episode ends that no flag explains are {kind} ({said})")
+    dones = reading.get("dones_mean")
+    if dones == "ended":
+        parts.append('"dones" marks the end of step t')
+    elif dones == "starts":
+        parts.append('"dones" marks the first step of an episode (shifted to the step before)')
+    gaps = reading.get("observation_gaps")
+    if gaps == "truncate":
+        parts.append("hidden ends (observation jumps) are truncations (--ends-from-observations)")
+    elif gaps == "ignore":
+        parts.append("observations are not checked for hidden ends (--ignore-observation-gaps)")
+    last = reading.get("is_last_row")
+    if last == "observation":
+        parts.append(
+            "an is_last row holds the final observation, not a transition; its is_terminal "
+            "ends the step before it"
+        )
+    elif last == "transition":
+        parts.append("an is_last row is the last step of its episode")
+    return "; ".join(parts)
 
 
 def version() -> str:
@@ -68,6 +108,12 @@ class Clock:
 
     def skip(self, name: str) -> None:
         self.stages.append(Stage(name, 0.0, skipped=True))
+
+    def advance(self, done: int, total: int) -> None:
+        """Tell the progress display that ``done`` of ``total`` steps are through."""
+        advance = getattr(self.progress, "advance", None)
+        if advance is not None:
+            advance(done, total)
 
     def seconds(self, name: str) -> float:
         """Time spent so far in the stages called ``name``."""
@@ -145,6 +191,9 @@ def make_plan(
             probe.roles,
             source.layout,
             {opts.prefix + c: settings[k] for c, _, k in columns} if settings else None,
+            reading={**probe.reading, "by": dict(probe.by)},
+            options=options_of(opts),
+            layout_notes=layout_evidence(opts, source),
         ),
         roles=dict(probe.roles),
         output_of={opts.prefix + c: o for c, o, _ in columns},
@@ -158,19 +207,72 @@ def provenance(
     roles: Mapping[str, str],
     layout: str,
     settings: Mapping[str, Mapping[str, float]] | None = None,
+    *,
+    reading: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    layout_notes: list[str] | None = None,
 ) -> dict[str, Any]:
-    """What is recorded beside the outputs (HDF5 attributes, Parquet metadata); with
-    several settings, ``settings`` maps each output column to its (γ, λ)."""
+    """What is recorded beside the outputs (HDF5 attributes, Parquet metadata, the
+    ``--json`` report; docs/CONVENTIONS.md §6): the parameters as used, the columns read
+    (role -> column), the layout and how it was decided, the reading in force (every
+    choice that changes numbers, with who made the ones the user did not), the terminal
+    rule that follows from them, and ``options``: the ``rltscan.run`` keyword arguments
+    the run was given, which recompute the outputs from the same input. With several
+    settings, ``settings`` maps each output column to its (γ, λ)."""
     extra = {"settings": {k: dict(v) for k, v in settings.items()}} if settings else {}
+    reading = dict(reading or {})
+    by = reading.pop("by", {}) or {}
+    # the reading choices are parameters of the numbers too (--ends-are, --dones-mean, ...)
+    choices = {k: reading[k] for k in READING_CHOICES if reading.get(k) is not None}
     return {
         **extra,
         "estimator": spec.name,
         "command": command,
-        "params": dict(used),
+        "params": {**dict(used), **choices},
         "source_columns": dict(roles),
         "rltscan_version": version(),
-        "terminal_rule": TERMINAL_RULE,
+        "terminal_rule": terminal_rule(reading, by),
         "layout": layout,
+        "layout_evidence": list(layout_notes or []),
+        "reading": {**reading, "by": dict(by)},
+        "options": dict(options or {}),
+    }
+
+
+def layout_evidence(opts: RunOptions, source: Any) -> list[str]:
+    """How the layout was decided, in words: the option, the file's ``layout``
+    attribute, the reader's proof (a per-sequence dataset), or the data's own form."""
+    if opts.reading.layout is not None:
+        return [f"--layout {opts.reading.layout}"]
+    notes = list(getattr(source, "notes", ()))
+    attrs = getattr(source, "attrs", {}) or {}
+    if "layout" in attrs and source.layout in ("time-major", "batch-major"):
+        notes.insert(0, f'the file\'s "layout" attribute ("{attrs["layout"]}")')
+    if not notes:
+        form = {
+            "flat": "one row per step",
+            "episodes": "one group or directory per episode",
+        }.get(source.layout, "the file's form")
+        notes.append(f"{source.layout}: {form} (--layout overrides)")
+    return notes
+
+
+def options_of(opts: RunOptions) -> dict[str, Any]:
+    """The keyword arguments of ``rltscan.run`` (besides the command, the input and where
+    the outputs go) that compute these numbers again: the reading as given, and the
+    parameters and missing-bootstrap rule as used (defaults filled in, so that the same
+    run from the command line or from Python records the same options)."""
+    used = opts.call_options()[1]
+    params = {
+        k: v
+        for k, v in used.items()
+        if k != "missing_bootstrap" and v is not None and not str(v).startswith("column ")
+    }
+    return {
+        **opts.reading.keywords(),
+        "params": params,
+        "missing_bootstrap": used.get("missing_bootstrap"),
+        "prefix": opts.prefix,
     }
 
 
@@ -249,11 +351,11 @@ def assumption_notes(counts: Mapping[str, int], used: Mapping[str, Any], layout:
             if layout in ("flat", "episodes")
             else f"{open_ends} sequence(s) end with no flag"
         )
-        notes.append(f"{what}: treated as a truncation (bootstrapped from V(s_t+1))")
+        notes.append(f"{what}: treated as a truncation (bootstrapped from V(s_{{t+1}}))")
     zero = counts.get("zero_bootstraps", 0)
     if zero:
         notes.append(
-            f"{zero} truncation(s) had no bootstrap value V(s_t+1) and used 0 "
+            f"{zero} truncation(s) had no bootstrap value V(s_{{t+1}}) and used 0 "
             f"(--missing-bootstrap {used.get('missing_bootstrap', 'zero')}); "
             "pass --next-values KEY to bootstrap them"
         )
@@ -319,7 +421,7 @@ def report(
         steps=steps,
         episodes=episodes,
         sequences=sequences,
-        params=dict(plan.used),
+        params=dict(plan.metadata.get("params", plan.used)),
         columns=dict(plan.roles),
         outputs=outputs,
         stages=clock.stages,
@@ -335,6 +437,7 @@ def report(
         wall_seconds=wall_seconds,
         streaming=streaming,
         statistics=None if statistics is None else dict(statistics),
+        provenance=dict(plan.metadata),
     )
 
 
@@ -360,12 +463,75 @@ def dry_run_report(
 
 
 @contextmanager
-def bootstrap_hint() -> Iterator[None]:
-    """Say the file-level fix (column options) instead of the Python argument names."""
+def bootstrap_hint(
+    plan: Plan | None = None, source: Any = None, prepared: Prepared | None = None
+) -> Iterator[None]:
+    """Errors from the estimator in the file's terms: the missing-bootstrap fix as
+    column options instead of Python argument names, and (given the plan and source)
+    a bad entry named by the file, the column as stored, its row and its kind (null,
+    NaN, +Inf or -Inf) instead of the argument's name."""
     try:
         yield
     except MissingBootstrapError as e:
-        raise e.replace(
-            fix="pass --next-values KEY (or --last-values KEY for a [T, B] buffer), "
-            "or --missing-bootstrap zero to treat it as 0",
-        ) from None
+        raise e.replace(fix=BOOTSTRAP_FIX) from None
+    except DataError as e:
+        if plan is None or source is None or e.column is None or e.where:
+            raise
+        raise in_file_terms(e, plan, source, prepared) from None
+
+
+def in_file_terms(
+    err: DataError, plan: Plan, source: Any, prepared: Prepared | None = None
+) -> RltscanError:
+    """``err`` (about an estimator argument, at an index of the arrays it was given) said
+    about the stored column: its name, the row (or step of an env/episode) and the
+    entry's kind as stored. Unchanged when the argument maps to no column."""
+    from rltscan.io.entries import describe, entry_kind
+
+    arg = err.column or ""
+    role = ARGUMENT_ROLE.get(arg)
+    column = plan.roles.get(role) if role else None
+    later = ""
+    if column is None and arg == "next_values" and "values" in plan.roles:
+        column, later = plan.roles["values"], " (its next row's value)"  # V(s_{t+1})
+    if column is None or err.index is None:
+        return err
+    index = tuple(err.index)
+    value = None
+    if prepared is not None and isinstance(prepared.kwargs.get(arg), np.ndarray):
+        value = prepared.kwargs[arg][index]
+    lengths = prepared.lengths if prepared is not None else []
+    if len(index) == 1 and prepared is not None and prepared.kept is not None:
+        index = (prepared.stored_row(index[0]) + (1 if later else 0),)
+        later = ""
+    if later:
+        kind = describe(value) if value is not None else "a non-finite value"
+    else:
+        kind = entry_kind(source, column, index, value)
+    if len(index) == 1 and source.layout == "flat":
+        at = "row {index}"  # the index field, as the message shows it
+    else:
+        whole = " of the episodes back to back" if lengths else ""
+        at = where_is(np.asarray(index), source, lengths) + f" (index {{index}}{whole})"
+    return DataError(
+        f'column "{column}" holds {kind} at {at}{later}, an entry that is read',
+        "fix or mask the data (NaN is only allowed in ignored slots)",
+        column=column,
+        index=index,
+        where=source.where,
+    )
+
+
+def first_missing_bootstrap(
+    err: MissingBootstrapError, source: Any, options: Mapping[str, Any], steps: int
+) -> RltscanError:
+    """The missing-bootstrap error of the FIRST step that needs one (a backward stream
+    meets the last one first): the flag columns read window by window from the start,
+    on the error path only. ``err`` when no earlier window has one."""
+    window = 1 << 22
+    for start in range(0, steps, window):
+        try:
+            prepare(source, window=(start, min(start + window, steps)), flags_only=True, **options)
+        except MissingBootstrapError as first:
+            return first
+    return err

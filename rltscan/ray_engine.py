@@ -121,8 +121,14 @@ class RayEngine:
         if hasattr(context, "enable_progress_bars"):
             context.enable_progress_bars = False
 
-    def map(self, job: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Run the task (:func:`rltscan.shards.run_task`) on every item, one Ray task each."""
+    def map(
+        self,
+        job: Any,
+        items: list[dict[str, Any]],
+        on_done: Callable[[dict[str, Any]], None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Run the task (:func:`rltscan.shards.run_task`) on every item, one Ray task each;
+        ``on_done(row)`` as each one's result arrives."""
         ray = self.ray
         if not items:
             return []
@@ -130,7 +136,7 @@ class RayEngine:
             job = dataclasses.replace(job, opts=job.opts.replace(device=self.device))
         rows = [{"item": json.dumps(item)} for item in items]
         if self.scheduler == "tasks":
-            self.last_rows = self._map_tasks(job, rows)
+            self.last_rows = self._map_tasks(job, rows, on_done)
             return self.last_rows
         blocks = len(rows)
         if "override_num_blocks" in inspect.signature(ray.data.from_items).parameters:
@@ -150,11 +156,20 @@ class RayEngine:
                 kwargs["concurrency"] = self.workers
         with warnings.catch_warnings():  # Ray Data's own deprecations, not the user's
             warnings.simplefilter("ignore", DeprecationWarning)
-            rows = list(ds.map(_task, **kwargs).take_all())
+            rows = []
+            for row in ds.map(_task, **kwargs).iter_rows():
+                rows.append(row)
+                if on_done is not None:
+                    on_done(row)
         self.last_rows = rows
         return rows
 
-    def _map_tasks(self, job: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _map_tasks(
+        self,
+        job: Any,
+        rows: list[dict[str, Any]],
+        on_done: Callable[[dict[str, Any]], None] | None = None,
+    ) -> list[dict[str, Any]]:
         """One plain Ray task per row, at most ``workers`` in flight (all, without)."""
         ray = self.ray
         options: dict[str, Any] = {"num_cpus": 1}
@@ -169,14 +184,24 @@ class RayEngine:
             for row in rows:
                 if len(pending) >= cap:
                     done, pending = ray.wait(pending, num_returns=1)
-                    out.extend(ray.get(done))
+                    out.extend(self._arrived(ray.get(done), on_done))
                 pending.append(remote.remote(row, ref, self.task))
-            out.extend(ray.get(pending))
-            pending = []
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                out.extend(self._arrived(ray.get(done), on_done))
         finally:
             for left in pending:  # an error: stop what has not finished
                 ray.cancel(left)
         return out
+
+    @staticmethod
+    def _arrived(
+        rows: list[dict[str, Any]], on_done: Callable[[dict[str, Any]], None] | None
+    ) -> list[dict[str, Any]]:
+        for row in rows:
+            if on_done is not None:
+                on_done(row)
+        return rows
 
     def close(self) -> None:
         if self.started:

@@ -1,18 +1,27 @@
 """The run report: what ran, on what, and how long each stage took.
 
 ``api.run`` measures and fills a :class:`RunReport`; this module only formats it
-(a rich table for stderr, or a JSON object with stable keys). It measures nothing.
+(rich tables and lines for stderr, :func:`render_run`; or a JSON object with stable
+keys, :meth:`RunReport.to_dict`), ``rltscan inspect``'s answer (:func:`render_inspect`)
+and the progress bar of a run while it runs (:func:`progress_bar`). It measures nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rltscan import pictures
+from rltscan.errors import ParameterError
 
 if TYPE_CHECKING:  # rich loads when a report is rendered (-q, --json and the API need none)
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
     from rich.table import Table
     from rich.text import Text
 
@@ -101,6 +110,9 @@ class RunReport:
     wall_seconds: float | None = None  # set when stages overlap (streaming)
     streaming: StreamInfo | None = None
     statistics: dict[str, Any] | None = None  # rltscan.stats.summary(); None: not computed
+    # what is recorded beside the outputs (rltscan.plan.provenance): parameters, columns
+    # read, layout and its evidence, the reading in force, the terminal rule, the options
+    provenance: dict[str, Any] | None = None
 
     @property
     def total_seconds(self) -> float:
@@ -134,6 +146,7 @@ class RunReport:
             "notes": list(self.notes),
             "streaming": None if self.streaming is None else asdict(self.streaming),
             "statistics": self.statistics,
+            "provenance": self.provenance,
         }
 
 
@@ -273,7 +286,15 @@ def inspect_tables(info: Mapping[str, Any]) -> list[Table]:
     est.add_column("what it still needs")
     for name, state in info["estimators"].items():
         est.add_row(name, "yes" if state["ready"] else "no", _t(state.get("needs") or ""))
-    return [head, cols, est]
+    tables = [head, cols, est]
+    if info.get("decisions"):  # what the data leaves open, each with the flag that settles it
+        open_ = Table(title="decisions still open", title_justify="left")
+        open_.add_column("open", overflow="fold")
+        open_.add_column("settle it with", overflow="fold")
+        for decision in info["decisions"]:
+            open_.add_row(_t(decision["what"]), _t(decision["fix"]))
+        tables.append(open_)
+    return tables
 
 
 def _stat(value: float | None) -> str:
@@ -330,3 +351,188 @@ def distribution_lines(
         text = pictures.histogram_line(name.ljust(pad), hist, width, unicode=unicode)
         lines.append(Text(text, style="cyan"))
     return lines
+
+
+def render_statistics(console: Console, statistics: Mapping[str, Any] | None) -> None:
+    """The statistics table (runs) and one sparkline per distribution, fitted to the
+    console's width (``COLUMNS``); ASCII where the output cannot show unicode blocks."""
+    if not statistics:
+        return
+    if statistics.get("outputs"):
+        console.print(statistics_table(statistics))
+    unicode = pictures.can_encode(console.encoding)
+    for line in distribution_lines(statistics, console.width, unicode=unicode):
+        console.print(line, soft_wrap=True)
+
+
+def render_run(console: Console, report: RunReport) -> None:
+    """The human report of an estimator run, in order: the plan (dry runs), the summary
+    line, the timings, the statistics and distributions, every note, what was written."""
+    if report.dry_run:
+        console.print(columns_table(report.columns))
+        console.print(outputs_table(report))
+    console.print(summary_line(report), soft_wrap=True)
+    console.print(timing_table(report))
+    render_statistics(console, report.statistics)
+    for line in note_lines(report.notes):  # every note, dry run or not
+        console.print(line, soft_wrap=True)
+    console.print(done_line(report), soft_wrap=True)
+
+
+def render_inspect(console: Console, info: Mapping[str, Any]) -> None:
+    """``rltscan inspect``'s answer: :func:`inspect_tables`, then the episode
+    distributions."""
+    for table in inspect_tables(info):
+        console.print(table)
+    render_statistics(console, info.get("statistics"))
+
+
+# --------------------------------------------------------------------------- progress
+#
+# One bar per command-line run, on stderr, shown once the run has lasted
+# RLTSCAN_PROGRESS_DELAY seconds (default 1; README "Pipelines"): the stage that is
+# running, and the steps done out of the steps to do as the engines report them
+# (ProgressBar.advance: the streaming engine per window, the sharded engine per shard of
+# each pass, the whole-file engine after its one scan). It is erased when the run ends,
+# before the report prints. rich loads only when the bar shows; -q, --json and a stderr
+# that is not a terminal get no bar at all (progress_bar gives None).
+
+DELAY_ENV = "RLTSCAN_PROGRESS_DELAY"
+DEFAULT_DELAY = 1.0
+
+
+def delay_from(environ: Mapping[str, str]) -> float:
+    """Seconds before the bar shows: ``RLTSCAN_PROGRESS_DELAY`` (``0``: at once, ``inf``:
+    never), else :data:`DEFAULT_DELAY`.
+
+    Raises:
+        ParameterError: the variable is set to something that is not a number >= 0.
+    """
+    text = environ.get(DELAY_ENV, "").strip()
+    if not text:
+        return DEFAULT_DELAY
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 0:
+        raise ParameterError(
+            f'{DELAY_ENV} must be a number of seconds >= 0 (or inf), got "{text}"; '
+            f"unset it or set e.g. {DELAY_ENV}=1"
+        )
+    return value
+
+
+class ProgressBar:
+    """The engines' ``progress`` (:data:`rltscan.plan.Progress`): called with
+    ``(stage, started)`` as stages start and end, and :meth:`advance` with steps done.
+    Thread-safe: the streaming engine reports from its writer thread."""
+
+    def __init__(self, console: Console, delay: float) -> None:
+        self.console = console
+        self.delay = delay
+        self.lock = threading.Lock()
+        self.stage = "starting"
+        self.done, self.total = 0, 0
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+        self.closed = False
+        self.timer: threading.Timer | None = None
+
+    def start(self) -> None:
+        """Show the bar once ``delay`` seconds have passed (never for an infinite delay)."""
+        if math.isinf(self.delay):
+            return
+        self.timer = threading.Timer(self.delay, self._show)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def __call__(self, stage: str, started: bool) -> None:
+        if started:
+            with self.lock:
+                self.stage = stage
+                self._update()
+
+    def advance(self, done: int, total: int) -> None:
+        """``done`` of ``total`` steps are through (a new total starts a new count)."""
+        with self.lock:
+            self.done, self.total = done, total
+            self._update()
+
+    def close(self) -> None:
+        """Stop and erase the bar (the run is over, or failed)."""
+        with self.lock:
+            self.closed = True
+            if self.timer is not None:
+                self.timer.cancel()
+            if self.progress is not None:
+                self.progress.stop()
+                self.progress = None
+
+    def _steps(self) -> str:
+        return f"{self.done:,}/{self.total:,} steps" if self.total else ""
+
+    def _update(self) -> None:  # (lock held)
+        if self.progress is not None and self.task is not None:
+            self.progress.update(
+                self.task,
+                description=self.stage,
+                completed=self.done,
+                total=self.total or None,
+                steps=self._steps(),
+            )
+            self.progress.refresh()  # now: a stage may end before the next timed refresh
+
+    def _show(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        with self.lock:
+            if self.closed:
+                return
+            self.progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}…"),
+                BarColumn(),
+                TextColumn("{task.fields[steps]}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+                redirect_stdout=False,  # stdout may carry the data (-o -): never touch it
+                redirect_stderr=False,
+            )
+            self.task = self.progress.add_task(
+                self.stage, total=self.total or None, completed=self.done, steps=self._steps()
+            )
+            self.progress.start()
+
+
+def _isatty(file: Any) -> bool:
+    """Whether ``file`` is a terminal itself (``FORCE_COLOR`` makes rich call a pipe one)."""
+    try:
+        return bool(file.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+@contextmanager
+def progress_bar(
+    console: Console | None, environ: Mapping[str, str] | None = None
+) -> Iterator[Any]:
+    """A :class:`ProgressBar` on ``console`` for the ``with`` block, closed at its end
+    (errors included, so an error line never lands under a bar); ``None`` when there is
+    no console (``-q``, ``--json``) or it is not an interactive terminal."""
+    if console is None or not (console.is_interactive and _isatty(console.file)):
+        yield None
+        return
+    progress = ProgressBar(console, delay_from(os.environ if environ is None else environ))
+    progress.start()
+    try:
+        yield progress
+    finally:
+        progress.close()

@@ -443,13 +443,20 @@ class LocalEngine:
 
     name = "local"
 
-    def map(self, job: Job, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def map(
+        self,
+        job: Job,
+        items: list[dict[str, Any]],
+        on_done: Callable[[dict[str, Any]], None] | None = None,
+    ) -> list[dict[str, Any]]:
         out = []
         for item in items:
             row = run_task(job, item)
             out.append(row)
             if "error" in json.loads(row["result"]):
                 break
+            if on_done is not None:
+                on_done(row)
         return out
 
     def close(self) -> None:
@@ -469,6 +476,23 @@ def _results(items: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[in
 def _raise(error: Mapping[str, Any]) -> None:
     """The task's error again, rebuilt from its fields (``RltscanError.to_dict``)."""
     raise RltscanError.from_dict(dict(error))
+
+
+def _counter(clock: Clock, job: Job, ks: list[int]) -> Callable[[dict[str, Any]], None] | None:
+    """What a pass over the shards ``ks`` calls as each one finishes: the progress display
+    counts their steps (their total from the footers); None without a display."""
+    if clock.progress is None:
+        return None
+    shards, minari = job.dataset.shards, job.dataset.kind == "minari"
+    total = sum(max(io_shards.rows(shards[k]) - minari, 0) for k in ks)
+    done = [0]
+    clock.advance(0, total)
+
+    def on_done(row: dict[str, Any]) -> None:
+        done[0] += int(json.loads(row["result"]).get("steps", 0))
+        clock.advance(done[0], total)
+
+    return on_done
 
 
 def _engine(name: str, *, ray_address: str | None, workers: int | None, device: str) -> Any:
@@ -580,16 +604,18 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
             first = job.scan_order()[:-1]  # the last shard in scan order feeds nobody
             items = [{"pass": 1, "k": k} for k in first]
             with clock.stage("pass 1 (aggregates)") as box:
-                aggregates = _results(items, runner.map(job, items) if items else [])
+                rows = runner.map(job, items, _counter(clock, job, first)) if items else []
+                aggregates = _results(items, rows)
                 box["steps"] = sum(a["steps"] for a in aggregates.values())
         with clock.stage("carries"):
             carries = carries_in(job, aggregates) if job.crosses else {}
         items = [{"pass": 2, "k": k, "y": carries.get(k)} for k in job.scan_order()]
         with clock.stage("pass 2 (outputs)") as box:
-            done = _results(items, runner.map(job, items))
+            done = _results(items, runner.map(job, items, _counter(clock, job, job.scan_order())))
             box["steps"] = sum(d["steps"] for d in done.values())
         with clock.stage("commit", steps=box["steps"]):
             staging.commit()
+        notes += staging.notes
         with clock.stage("cleanup"):
             staging.cleanup()
     except BaseException:

@@ -46,8 +46,11 @@ def test_batch_major_buffer_without_attribute_is_refused(tmp_path: Path) -> None
     assert "\n" not in message
     with pytest.raises(AmbiguousInputError):
         api.run("gae", str(path), device="cpu")
-    with pytest.raises(AmbiguousInputError):
-        api.inspect(str(path))
+    # inspect shows what it recognised and the open decision (issue 21), never a layout
+    info = api.inspect(str(path))
+    assert info["layout"] is None and [d["fix"] for d in info["decisions"]] == [FIX]
+    assert info["roles"]["rewards"] == "rewards"
+    assert not any(state["ready"] for state in info["estimators"].values())
 
 
 @pytest.mark.parametrize("layout", ["time-major", "batch-major"])

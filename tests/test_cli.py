@@ -227,9 +227,13 @@ def test_nan_in_an_entry_that_is_read(tmp_path: Path) -> None:
         r[5] = np.nan
         replace(f, "rewards", r)
 
-    result = invoke("gae", edited(tmp_path, put_nan), *CPU)
-    assert result.exit_code == 4
-    assert first_err(result).startswith('error: "rewards" has NaN or Inf at index 5')
+    path = edited(tmp_path, put_nan)
+    result = invoke("gae", path, *CPU)
+    assert result.exit_code == 4  # the file, the column as stored, the row and the kind
+    assert first_err(result) == (
+        f'error: {path}: column "rewards" holds NaN at row 5, an entry that is read; '
+        "fix or mask the data (NaN is only allowed in ignored slots)"
+    )
 
 
 def test_flags_not_0_1(tmp_path: Path) -> None:
@@ -338,3 +342,107 @@ def test_bad_choice_is_usage_error(flat: Path) -> None:
     result = invoke("gae", flat, *CPU, "--layout", "sideways")
     assert result.exit_code == 2
     assert first_err(result).startswith("error: --layout must be one of flat, episodes")
+
+
+# --------------------------------------------------------------------------- aliases, inspect
+
+RUN_ONLY = {  # what only a run takes: where results go and how it computes
+    "input", "output", "to", "prefix", "overwrite", "break_links", "dry_run", "normalize",
+    "device", "backend", "chunk_steps", "block_steps", "engine", "ray_address", "workers",
+    "order_by", *cli.PARAM_OPTIONS,
+}  # fmt: skip
+
+
+def _options(command: str) -> dict[str, list[str]]:
+    from typer.main import get_command
+
+    params = get_command(cli.app).commands[command].params
+    return {p.name: list(p.opts) for p in params}
+
+
+@pytest.mark.parametrize("command", [*cli.DECLARATIONS, "inspect"])
+def test_gymnasium_words_are_the_same_options(command: str) -> None:
+    options = _options(command)
+    assert options["terminals"] == ["--terminals", "--terminated"]
+    assert options["timeouts"] == ["--timeouts", "--truncated"]
+    assert options["dones"] == ["--dones", "--done"]
+    wide = {"COLUMNS": "200", "TERMINAL_WIDTH": "200"}
+    help_text = runner.invoke(cli.app, [command, "--help"], env=wide).stdout
+    for pair in ("--terminals, --terminated", "--timeouts, --truncated", "--dones, --done"):
+        assert pair in help_text  # listed together
+
+
+def test_aliases_read_the_same_columns(tmp_path: Path) -> None:
+    def renamed(f) -> None:
+        f["term"], f["trunc"] = f["terminals"][()], f["timeouts"][()]
+        del f["terminals"], f["timeouts"]
+
+    path = edited(tmp_path, renamed)
+    words = invoke("returns", path, *CPU, "-q", "--terminated", "term", "--truncated", "trunc")
+    assert words.exit_code == 0, words.stderr
+    ours = invoke(
+        "returns", path, *CPU, "-q", "--terminals", "term", "--timeouts", "trunc", "--prefix", "b_"
+    )
+    assert ours.exit_code == 0, ours.stderr
+    with h5py.File(path) as f:
+        np.testing.assert_array_equal(f["returns"][()], f["b_returns"][()])
+        assert json.loads(f["returns"].attrs["source_columns"])["terminated"] == "term"
+
+
+def test_inspect_takes_every_column_and_reading_option_of_the_runs() -> None:
+    inspect_options = _options("inspect")
+    for command in cli.DECLARATIONS:
+        for name, opts in _options(command).items():
+            if name in RUN_ONLY:
+                continue
+            assert inspect_options.get(name) == opts, (command, name)
+
+
+def test_inspect_reads_as_the_run_with_the_same_options(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The same reading keywords reach api.inspect and api.run (one function builds them)."""
+    from rltscan import api
+
+    seen: dict[str, dict] = {}
+
+    def fake(name: str):
+        def call(*args, **kwargs):
+            seen[name] = kwargs
+            raise cli.ParameterError("stop")
+
+        return call
+
+    monkeypatch.setattr(api, "inspect", fake("inspect"))
+    monkeypatch.setattr(api, "run", fake("run"))
+    options = [
+        "--values", "v", "--terminated", "t", "--truncated", "u", "--done", "d",
+        "--episode-id", "e", "--dones-mean", "ended", "--ends-are", "terminal",
+        "--ignore", "a", "--ignore", "b", "--ends-from-observations", "--no-bootstrap",
+        "--layout", "flat", "--group", "/g",
+    ]  # fmt: skip
+    assert invoke("inspect", FLAT, *options).exit_code == 2
+    assert invoke("gae", FLAT, *CPU, *options).exit_code == 2
+    reading = {k: v for k, v in seen["run"].items() if k in seen["inspect"]}
+    assert reading == seen["inspect"]
+    assert seen["inspect"] == {
+        "columns": {
+            "values": "v", "terminated": "t", "truncated": "u", "dones": "d", "episode_id": "e"
+        },
+        "layout": "flat", "group": "/g", "dones_mean": "ended", "ends_are": "terminal",
+        "ignore": ("a", "b"), "observation_gaps": "truncate", "missing_bootstrap": "zero",
+    }  # fmt: skip
+
+
+def test_inspect_with_a_column_option_says_the_run_goes(tmp_path: Path) -> None:
+    def moved(f) -> None:
+        f["critic"] = f["values"][()]
+        del f["values"]
+
+    path = edited(tmp_path, moved)
+    before = json.loads(invoke("inspect", path, "--json").stdout)
+    assert not before["estimators"]["gae"]["ready"]
+    after = invoke("inspect", path, "--json", "--values", "critic")
+    assert after.exit_code == 0, after.stderr
+    assert json.loads(after.stdout)["estimators"]["gae"]["ready"]
+    assert invoke("gae", path, *CPU, "-q", "--values", "critic").exit_code == 0

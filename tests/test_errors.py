@@ -144,8 +144,8 @@ def test_streamed_error_names_the_file_step_as_data(tmp_path: Path) -> None:
     src = _stream_input(tmp_path, 37)
     with pytest.raises(DataError) as ei:
         api.run("gae", str(src), device="cpu", chunk_steps=16, block_steps=8)
-    assert (ei.value.column, ei.value.index) == ("rewards", (37,))
-    assert "at index 37," in str(ei.value)
+    assert (ei.value.column, ei.value.index, ei.value.where) == ("rewards", (37,), str(src))
+    assert str(ei.value).startswith(f'{src}: column "rewards" holds NaN at row 37,')
 
 
 def test_shard_errors_come_back_with_their_fields(tmp_path: Path) -> None:

@@ -145,12 +145,62 @@ def test_gae_in_place_outputs_declared_and_loadable(version: str, tmp_path: Path
     _loadable(fx.root)
 
 
+def _hf_features(path: Path) -> dict:
+    """The ``datasets`` features a data file declares in its ``huggingface`` metadata."""
+    return json.loads(pq.read_schema(path).metadata[b"huggingface"])["info"]["features"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("where", ["in place", "-o"])
+def test_data_files_declare_the_outputs_and_the_report_names_the_metadata(
+    version: str, where: str, tmp_path: Path
+) -> None:
+    """Each data file's embedded HF features list the new columns with their dtype (as
+    ``datasets.Value``), every other feature kept; the report names meta/info.json and
+    each stats file it updated."""
+    fx = build(tmp_path, version)
+    before = {f: _hf_features(fx.root / f) for f in fx.data_files}
+    out = None if where == "in place" else tmp_path / "out"
+    report = api.run("gae", str(fx.root), output=None if out is None else str(out), **CPU)
+    root = fx.root if out is None else out
+    for f in fx.data_files:
+        features = _hf_features(root / f)
+        assert {k: features[k] for k in before[f]} == before[f]
+        assert list(features)[len(before[f]) :] == list(OUTPUTS)
+        for name in OUTPUTS:
+            assert features[name] == {"dtype": "float32", "_type": "Value"}
+    (note,) = [n for n in report.notes if n.startswith("LeRobot metadata")]
+    assert 'meta/info.json "features" declares the outputs' in note
+    for stats_file in STATS_FILES[version]:
+        assert stats_file in note
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_parquet(str(root / fx.data_files[0]))  # no features passed
+    assert ds.features["advantages"] == datasets.Value("float32")
+
+
+def test_the_cli_report_names_the_stats_files(tmp_path: Path) -> None:
+    fx = build(tmp_path, "v3.0")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "400"}
+    done = subprocess.run(
+        [sys.executable, "-m", "rltscan", "gae", str(fx.root), "--device", "cpu", "--json"],
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    notes = json.loads(done.stdout)["notes"]
+    assert (
+        'LeRobot metadata brought up to date: meta/info.json "features" declares the outputs; '
+        f"their statistics were added to meta/stats.json, {EPISODES_FILE}"
+    ) in notes
+
+
 def test_ends_are_terminal_overrides_the_convention(tmp_path: Path) -> None:
     fx = build(tmp_path, "v3.0")
     params = {"gamma": GAMMA, "lam": LAM}
     report = api.run("gae", str(fx.root), params=params, ends_are="terminal", **CPU)
     assert any("--ends-are" in n and "terminal" in n for n in report.notes)
-    assert not any("LeRobot" in n for n in report.notes)
+    assert not any('"next.done"' in n for n in report.notes)  # no convention applied
     expect = _expected(fx, "terminal")
     np.testing.assert_allclose(_column(fx, "advantages"), expect["advantages"], rtol=1e-5)
 

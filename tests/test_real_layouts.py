@@ -405,3 +405,26 @@ def test_random_tables_exact_or_refused(scheme: str, data: st.DataObject) -> Non
     with tempfile.TemporaryDirectory() as tmp:
         path, meaning, kw = write_table(spec, Path(tmp))
         api_rule(spec, path, meaning, kw, fixed=True)
+
+
+@pytest.mark.parametrize("estimator", ["returns", "td-lambda", "gae"])
+def test_a_renamed_value_column_is_named_on_every_command(
+    built: dict[str, Produced], estimator: str, tmp_path: Path
+) -> None:
+    """Minari groups with V(s_0..s_T) under another name: ``--values critic`` is how a
+    user says so, on every command that bootstraps (returns reads only V(s_{t+1}) from
+    it); the numbers are the producer's meaning."""
+    produced = built["minari-hdf5"]
+    path = fresh_copy(produced, tmp_path)
+    with h5py.File(path / "data" / "main_data.hdf5", "a") as f:
+        for name in f:
+            f.move(f"{name}/values", f"{name}/critic")
+    renamed = Produced(produced.name, path, produced.kind, produced.meaning, produced.fix)
+    before = digest(path)
+    args = [estimator, str(path), *ESTIMATORS[estimator][0], *COMMON, *produced.fix]
+    if estimator != "returns":  # (returns bootstraps with 0 by default, noted)
+        code, stderr = invoke(args)
+        assert code == 4 and "--values" in stderr, stderr  # no V found: asked for
+        assert digest(path) == before
+    code, stderr = invoke([*args, "--values", "critic"])
+    check_rule(renamed, estimator, path, before, code, stderr, fixed=True)

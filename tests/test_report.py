@@ -3,6 +3,7 @@ they are (no rich markup); every note reaches the table output and ``--json``.""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
@@ -75,8 +76,10 @@ def test_every_note_is_in_the_table_output_and_the_json(tmp_path: Path) -> None:
         assert f"note: {note}" in lines
 
 
-def test_note_lines_render_every_note(capsys: pytest.CaptureFixture[str]) -> None:
-    from rltscan.report import RunReport
+def test_note_lines_render_every_note() -> None:
+    from rich.console import Console
+
+    from rltscan.report import RunReport, render_run
 
     notes = ["truncations bootstrapped with 0 [no next values]", "end of data is a truncation"]
     report = RunReport(
@@ -85,9 +88,10 @@ def test_note_lines_render_every_note(capsys: pytest.CaptureFixture[str]) -> Non
         sequences=1, params={}, columns={"rewards": "r[x]"}, outputs=[], stages=[],
         notes=notes,
     )  # fmt: skip
-    cli._render(report, json_out=True, quiet=False)
-    out, err = capsys.readouterr()
-    assert json.loads(out)["notes"] == notes
+    assert json.loads(json.dumps(report.to_dict()))["notes"] == notes
+    console = Console(record=True, width=100, file=io.StringIO())
+    render_run(console, report)
+    err = console.export_text()
     for note in notes:
         assert f"note: {note}" in err.splitlines()
     assert "returns on a[/]b.h5: flat (hdf5)" in err

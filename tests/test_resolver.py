@@ -254,8 +254,9 @@ def test_inspect_ready_means_the_run_goes(tmp_path: Path) -> None:
     assert "--next-values" in info["estimators"]["gae"]["needs"]
     assert info["estimators"]["returns"]["ready"]  # its default is 0, and it says so
     assert any("used 0" in n for n in info["notes"])
-    # never the terminal row 12: the truncation (row 15) or the unflagged end (row 19)
-    with pytest.raises(MissingBootstrapError, match=r"at row (15|19) without termination"):
+    # never the terminal row 12; the FIRST row that needs V(s_{t+1}) (row 15, not the end
+    # of the data at row 19, which a backward stream meets first), named by its flag
+    with pytest.raises(MissingBootstrapError, match=r'row 15 is a truncation \("timeouts" is set'):
         api.run("gae", str(path), device="cpu")
     report = api.run("gae", str(path), dry_run=True, missing_bootstrap="zero")
     assert report.counts["zero_bootstraps"] == 2  # row 15 and the end of the data

@@ -209,14 +209,15 @@ def test_errors_name_the_step_of_the_file(tmp_path: Path) -> None:
     cols = columns(rng, (100,), 0.1)
     cols["rewards"][37] = np.nan
     src = write_file(tmp_path / "in.h5", cols, "flat")
-    with pytest.raises(DataError, match="at index 37"):
+    with pytest.raises(DataError, match='column "rewards" holds NaN at row 37') as err:
         api.run("gae", str(src), device="cpu", chunk_steps=16, block_steps=8)
+    assert err.value.index == (37,) and err.value.column == "rewards"
     cols = columns(rng, (100,), 0.0)
     del cols["next_values"]
     cols["timeouts"][53] = True
     cols["terminals"][-1] = True  # the file's end needs no bootstrap
     src = write_file(tmp_path / "b.h5", cols, "flat")
-    with pytest.raises(MissingBootstrapError, match="truncated at row 53"):
+    with pytest.raises(MissingBootstrapError, match=r'row 53 is a truncation \("timeouts"'):
         api.run("gae", str(src), device="cpu", chunk_steps=16, block_steps=8)
     with h5py.File(src) as f:
         assert "advantages" not in f

@@ -232,8 +232,9 @@ def _open(
             layout = declared  # type: ignore[assignment]
         elif episodes and rewards_name is not None:
             raise AmbiguousInputError(
-                f"{where} has both episode groups and a root {rewards_name!r} dataset; "
-                "pass --layout episodes or --layout flat"
+                f'it has both episode groups and a root "{rewards_name}" dataset',
+                "pass --layout episodes or --layout flat",
+                where=where,
             )
         elif episodes:
             layout = "episodes"
@@ -324,7 +325,7 @@ def _derive_axes(
     else:
         why = 'no "layout" attribute and no per-sequence "last_values"/"next_done" dataset'
     raise AmbiguousInputError(
-        f"{where}: {said} and the file does not say which axis is time ({why}); {fix}"
+        f"{said} and the file does not say which axis is time ({why})", fix, where=where
     )
 
 

@@ -2,9 +2,14 @@
 
 This module alone decides what a column means in time: which flag ends an
 episode, how ``dones`` is shifted, how a Minari ``values`` of length ``T+1``
-becomes ``values``/``next_values``, and where episode ends are forced cuts.
-Flags follow docs/CONVENTIONS.md §1.1: ``terminated_t``/``truncated_t`` describe the
-END of step ``t``; forced cuts are truncations and are never written back.
+becomes ``values``/``next_values``, which rows are transitions (RLDS's final
+observation row is not one), and where episode ends are forced cuts. Flags follow
+docs/CONVENTIONS.md §1.1: ``terminated_t``/``truncated_t`` describe the END of step
+``t``; forced cuts are truncations and are never written back.
+
+Every choice the data leaves open is a :class:`Decision`; the resolver goes on past
+one (with a provisional reading, never used for numbers) so that a refusal lists every
+open decision with its flag at once (docs/CONVENTIONS.md §1.10).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -21,6 +26,9 @@ from rltscan.io.columns import (
     ALIASES,
     ARGUMENT_ROLE,
     DISCOUNT_LIKE,
+    ENDED_BY_DEFINITION,
+    NEXT_PREFIXES,
+    OBSERVATION_FLAGS,
     OPTION,
     ColumnInfo,
     missing_column_error,
@@ -33,6 +41,13 @@ DonesMean = Literal["ended", "starts"]
 PER_ROW = ("last_value", "init")  # one value per sequence, not per step
 EndsAre = Literal["terminal", "truncated"]
 ObservationGaps = Literal["error", "truncate", "ignore"]
+IsLastRow = Literal["observation", "transition"]
+CHOICES: dict[str, tuple[str, ...]] = {  # Reading field -> its words (the CLI's too)
+    "dones_mean": ("ended", "starts"),
+    "ends_are": ("terminal", "truncated"),
+    "observation_gaps": ("error", "truncate", "ignore"),
+    "is_last_row": ("observation", "transition"),
+}
 
 
 @dataclass(frozen=True)
@@ -41,7 +56,9 @@ class Reading:
 
     ``columns`` maps roles to column names (``--terminals done``, ...); ``dones_mean``,
     ``ends_are`` and ``observation_gaps`` say what a ``dones`` column, unflagged episode
-    ends and hidden (observation) ends mean; ``ignore`` takes look-alike columns out of
+    ends and hidden (observation) ends mean; ``is_last_row`` whether an RLDS ``is_last``
+    row holds only the final observation (``"observation"``: not a transition) or is the
+    episode's last step (``"transition"``); ``ignore`` takes look-alike columns out of
     every role; ``layout`` and ``group`` beat detection. One value serves ``inspect``,
     ``--dry-run`` and the run (docs/CONVENTIONS.md §1).
     """
@@ -53,16 +70,51 @@ class Reading:
     ends_are: EndsAre | None = None
     ignore: tuple[str, ...] = ()
     observation_gaps: ObservationGaps = "error"
+    is_last_row: IsLastRow | None = None
 
     def check(self) -> None:
         """The choices' spelling (the CLI checks them too, with its hints)."""
-        for option, value, allowed in (
-            ("--dones-mean", self.dones_mean, ("ended", "starts")),
-            ("--ends-are", self.ends_are, ("terminal", "truncated")),
-            ("--observation-gaps", self.observation_gaps, ("error", "truncate", "ignore")),
-        ):
+        for name, allowed in CHOICES.items():
+            value = getattr(self, name)
+            option = "--" + name.replace("_", "-")
             if value is not None and value not in allowed:
                 raise ParameterError(f'{option} must be one of {", ".join(allowed)}, got "{value}"')
+
+    def keywords(self) -> dict[str, Any]:
+        """This reading as the keyword arguments of ``rltscan.run``/``rltscan.inspect``."""
+        return {
+            "columns": dict(self.columns),
+            "layout": self.layout,
+            "group": self.group,
+            "dones_mean": self.dones_mean,
+            "ends_are": self.ends_are,
+            "ignore": list(self.ignore),
+            "observation_gaps": self.observation_gaps,
+            "is_last_row": self.is_last_row,
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A choice the data leaves open: ``what`` is open, ``fix`` the flag(s) that settle it."""
+
+    what: str
+    fix: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"what": self.what, "fix": self.fix}
+
+
+def decisions_error(where: str, decisions: list[Decision]) -> AmbiguousInputError:
+    """One refusal for every open decision, each with its flag (exit 2)."""
+    if len(decisions) == 1:
+        only = decisions[0]
+        return AmbiguousInputError(f"{where}: {only.what}", only.fix, decisions=[only.to_dict()])
+    items = "; ".join(f"({i}) {d.what}: {d.fix}" for i, d in enumerate(decisions, 1))
+    return AmbiguousInputError(
+        f"{where}: {len(decisions)} decisions are open, one flag each: {items}",
+        decisions=[d.to_dict() for d in decisions],
+    )
 
 
 @dataclass
@@ -83,10 +135,32 @@ class Prepared:
     template: str | None = None  # the rewards column (storage settings for outputs)
     dones_mean: DonesMean | None = None  # the meaning decided for a "dones" column
     id_runs: np.ndarray | None = None  # a window's episode ids at run starts, in order
+    # The reading in force (provenance): every choice with the value that was applied,
+    # and ``by``: who made the ones the user did not (a format's convention, evidence).
+    reading: dict[str, Any] = field(default_factory=dict)
+    by: dict[str, str] = field(default_factory=dict)
+    # Decisions still open (``prepare(..., provisional=True)`` only; a run raises them)
+    pending: list[Decision] = field(default_factory=list)
+    # Rows of the stored table that are transitions (RLDS final-observation rows are
+    # not): outputs are computed on these rows and written back with NaN elsewhere.
+    kept: np.ndarray | None = None
 
     def split(self, array: np.ndarray) -> list[np.ndarray]:
         """A concatenated output cut back into one array per episode."""
         return np.split(array, np.cumsum(self.lengths)[:-1]) if self.lengths else [array]
+
+    def restore(self, array: np.ndarray) -> np.ndarray:
+        """An output computed on the transitions, on the stored rows: rows that are not
+        transitions (RLDS final observations) get NaN (docs/CONVENTIONS.md §1.9)."""
+        if self.kept is None:
+            return array
+        out = np.full((len(self.kept), *array.shape[1:]), np.nan, dtype=array.dtype)
+        out[self.kept] = array
+        return out
+
+    def stored_row(self, index: int) -> int:
+        """The stored row of transition ``index`` (they differ where rows are excluded)."""
+        return int(np.flatnonzero(self.kept)[index]) if self.kept is not None else int(index)
 
 
 @dataclass
@@ -105,26 +179,78 @@ class _Reader:
         return data
 
 
+def _pick(
+    source: Source, role: str, overrides: Mapping[str, str | None], *, extra: bool = False
+) -> tuple[str | None, Decision | None, str | None]:
+    """``(column, open decision, note)`` for ``role``: the override if given (must exist),
+    else the one alias present; a root ``<k>`` beside ``next/<k>`` (``next.<k>``) is the
+    state's flag, not the step's outcome, and gives way (noted). Two aliases left are two
+    readings of the file: a decision (provisionally the first)."""
+    pool: dict[str, ColumnInfo] = dict(source.extra if extra else source.columns)
+    name = overrides.get(role)
+    if name:
+        everything = {**source.columns, **source.extra}
+        return resolve_override(role, name, everything, source.where), None, None
+    found = [n for n in ALIASES.get(role, ()) if n in pool]
+    taken = {v for k, v in overrides.items() if v and k != role}
+    found = [n for n in found if n not in taken]
+    nested = [n for n in found if n.startswith(NEXT_PREFIXES)]
+    roots = [n for n in found if any(p + n in nested for p in NEXT_PREFIXES)]
+    note = None
+    if roots and len(nested) == 1:
+        found = [n for n in found if n not in roots]
+        note = (
+            f'"{nested[0]}" is the outcome of step t ("next" holds what step t led to, as '
+            f"TorchRL writes it); the root {quoted(roots)} describes s_t and is not read as "
+            f"{role} ({OPTION.get(role, '--' + role)} {roots[0]} to read it instead)"
+        )
+    if len(found) > 1:
+        option = OPTION.get(role, "--" + role.replace("_", "-"))
+        decision = Decision(
+            f'both "{found[0]}" and "{found[1]}" could be the {role} column',
+            f"pass {option} KEY (or --ignore the other)",
+        )
+        return found[0], decision, None
+    return (found[0] if found else None), None, note
+
+
 def find_column(
     source: Source, role: str, overrides: Mapping[str, str | None], *, extra: bool = False
 ) -> str | None:
     """The column for ``role``: the override if given (must exist), else the one alias
     present. Two aliases present are two readings of the file: refused, never guessed."""
-    pool: dict[str, ColumnInfo] = dict(source.extra if extra else source.columns)
-    name = overrides.get(role)
-    if name:
-        everything = {**source.columns, **source.extra}
-        return resolve_override(role, name, everything, source.where)
-    found = [n for n in ALIASES.get(role, ()) if n in pool]
-    taken = {v for k, v in overrides.items() if v and k != role}
-    found = [n for n in found if n not in taken]
-    if len(found) > 1:
-        option = OPTION.get(role, "--" + role.replace("_", "-"))
-        raise AmbiguousInputError(
-            f'{source.where}: both "{found[0]}" and "{found[1]}" could be the {role} column',
-            f"pass {option} KEY (or --ignore the other)",
-        )
-    return found[0] if found else None
+    name, decision, _ = _pick(source, role, overrides, extra=extra)
+    if decision is not None:
+        raise decisions_error(source.where, [decision])
+    return name
+
+
+@dataclass
+class _Resolve:
+    """One resolution's context: the source, the user's column choices, the notes, and
+    the decisions still open (each asked once; the resolution goes on provisionally)."""
+
+    source: Source
+    overrides: Mapping[str, str | None]
+    notes: list[str]
+    pending: list[Decision] = field(default_factory=list)
+    by: dict[str, str] = field(default_factory=dict)  # a choice -> who made it
+    found: dict[tuple[str, bool], str | None] = field(default_factory=dict)
+
+    def find(self, role: str, *, extra: bool = False) -> str | None:
+        key = (role, extra)
+        if key not in self.found:
+            name, decision, note = _pick(self.source, role, self.overrides, extra=extra)
+            if decision is not None:
+                self.ask(decision)
+            if note is not None:
+                self.notes.append(note)
+            self.found[key] = name
+        return self.found[key]
+
+    def ask(self, decision: Decision) -> None:
+        if decision not in self.pending:
+            self.pending.append(decision)
 
 
 def _without(source: Source, ignore: tuple[str, ...]) -> Source:
@@ -161,7 +287,7 @@ def as_flag(arr: np.ndarray, name: str, where: str, role: str) -> np.ndarray:
         )
     bad = ~((arr == 0) | (arr == 1))
     if bad.any():
-        index = np.unravel_index(int(np.argmax(bad)), arr.shape)
+        index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), arr.shape))
         at = index[0] if len(index) == 1 else index
         raise DataError(
             f'{where}: column "{name}" must hold 0/1 flags, '
@@ -181,19 +307,19 @@ def _shift_starts(starts: np.ndarray, time_dim: int, last: np.ndarray | None) ->
     return np.moveaxis(ended, 0, time_dim)
 
 
-def refuse_unnamed_discount(
-    source: Source, arguments: tuple[str, ...], overrides: Mapping[str, str | None]
-) -> None:
+def unnamed_discount(source: Source, arguments: tuple[str, ...], res: _Resolve) -> None:
     """A column that looks like a per-step discount changes the numbers if it is one:
     an estimator that could read it (``discount`` is an argument) stops unless the user
     names it (``--discount``) or sets it aside (``--ignore``)."""
-    if "discount" not in arguments or overrides.get("discount"):
+    if "discount" not in arguments or res.overrides.get("discount"):
         return
     for name in DISCOUNT_LIKE:
         if name in source.columns:
-            raise AmbiguousInputError(
-                f'column "{name}" looks like a per-step discount, which would replace --gamma',
-                f"pass --discount {name} to use it, or --ignore {name} to compute with --gamma",
+            res.ask(
+                Decision(
+                    f'column "{name}" looks like a per-step discount, which would replace --gamma',
+                    f"pass --discount {name} to use it, or --ignore {name} to compute with --gamma",
+                )
             )
 
 
@@ -207,6 +333,7 @@ def prepare(
     bootstrap: str | None = None,
     strict: bool = True,
     flags_only: bool = False,
+    provisional: bool = False,
 ) -> Prepared:
     """Read the columns an estimator takes (only those) and build its arguments.
 
@@ -225,6 +352,11 @@ def prepare(
     next_observations[t]`` and no flag is set) follow ``reading.observation_gaps``:
     ``"error"`` (stop and ask), ``"truncate"`` (``--ends-from-observations``) or
     ``"ignore"`` (``--ignore-observation-gaps``; the observations are then not read).
+
+    Every choice the data leaves open is raised at once, as one AmbiguousInputError
+    listing each with its flag; with ``provisional`` (``inspect``) they are returned in
+    ``Prepared.pending`` instead, with the roles found so far, and the missing-bootstrap
+    rule (which depends on them) is not applied.
     """
     overrides: Mapping[str, str | None] = reading.columns
     dones_mean, ends_are = reading.dones_mean, reading.ends_are
@@ -242,13 +374,25 @@ def prepare(
         final = stop >= total
         keep = stop - start
         source = source.window(start, min(stop + 1, total), final=final)
+    notes: list[str] = list(source.notes)  # how the layout was decided
+    res = _Resolve(source, overrides, notes)
     reader = _Reader(source)
     layout = source.layout
     time_dim = 0 if layout == "time-major" else -1
     episodes = layout == "episodes"
+    in_force: dict[str, Any] = {"layout": layout, "observation_gaps": observation_gaps}
+    if reading.ignore:
+        in_force["ignore"] = list(reading.ignore)
 
-    refuse_unnamed_discount(source, arguments, overrides)
-    rewards_name = find_column(source, "rewards", overrides)
+    rows = _final_rows(res, reader, reading, window, in_force)  # RLDS is_last rows
+    if rows is not None:
+        source = reader.source = res.source = rows.view
+    place: int | np.ndarray = window[0] if window is not None else 0
+    if rows is not None:
+        place = rows.kept_index  # messages name the stored rows
+
+    unnamed_discount(source, arguments, res)
+    rewards_name = res.find("rewards")
     want_rewards = "rewards" in arguments or ("x" in arguments and not overrides.get("x"))
     if want_rewards and rewards_name is None:
         raise missing_column_error("rewards", source.columns, source.where)
@@ -262,11 +406,11 @@ def prepare(
         if role == "x":
             name = overrides.get("x") or rewards_name
             if name and overrides.get("x"):
-                name = find_column(source, "x", overrides)
+                name = res.find("x")
         elif role == "rewards":
             name = rewards_name
         else:
-            name = find_column(source, role, overrides)
+            name = res.find(role)
         if name is None:
             if arg in required:
                 raise missing_column_error(role, source.columns, source.where)
@@ -276,6 +420,7 @@ def prepare(
             reader.roles[role] = name
             continue
         raw[arg] = reader.column(role, name)
+    _refuse_no_values(arguments, required, raw, skipped, res)
 
     reference = "x" if "x" in raw and "rewards" not in raw else "rewards"
     if reference not in raw:
@@ -287,7 +432,6 @@ def prepare(
     lengths = _episode_lengths(raw[reference], source) if episodes else []
 
     kwargs: dict[str, np.ndarray | float] = {}
-    notes: list[str] = list(source.notes)  # how the layout was decided
     for arg, data in raw.items():
         role = ARGUMENT_ROLE[arg]
         name = reader.roles[role]
@@ -299,7 +443,11 @@ def prepare(
             kwargs[arg] = data  # type: ignore[assignment]
 
     if episodes and "next_values" in arguments and "next_values" not in kwargs:
-        _next_from_values(source, reader, overrides, lengths, kwargs, notes)
+        _next_from_values(res, reader, lengths, kwargs, notes)
+    known: np.ndarray | None = None  # where a derived V(s_{t+1}) exists (RLDS)
+    has_next = "next_values" in kwargs or "next_values" in skipped
+    if rows is not None and "next_values" in arguments and not has_next:
+        known = _next_from_final_rows(rows, res, reader, kwargs, flags_only)
 
     # normalise shapes against the reference column
     ref = kwargs[reference]
@@ -332,9 +480,9 @@ def prepare(
         kwargs[arg] = value
 
     # bootstrap at the end of [T, B] / [B, T] buffers (and a flat file's scalar)
-    has_next = "next_values" in kwargs or "next_values" in skipped
+    has_next = "next_values" in kwargs or "next_values" in skipped or known is not None
     if "last_value" in arguments and not has_next and not episodes:
-        name = find_column(source, "last_values", overrides, extra=True)
+        name = res.find("last_values", extra=True)
         if name is not None:
             last = _squeeze(np.asarray(reader.column("last_values", name)), 1)
             if layout == "flat":
@@ -361,22 +509,26 @@ def prepare(
     meaning: list[DonesMean] = []
     marks: dict[str, np.ndarray] = {}  # masks counted after the window is trimmed
     terminated, truncated, forced_mask = _flags(
-        source,
+        res,
         reader,
-        overrides,
         ref.shape,
         time_dim,
         lengths,
         dones_mean,
         ends_are,
-        notes,
         needed="terminated" in required,
         meaning=meaning,
-        offset=window[0] if window is not None else 0,
+        offset=place,
         observation_gaps=observation_gaps,
         marks=marks,
         ends_by=ends_by,
     )
+    if meaning or dones_mean is not None:
+        in_force["dones_mean"] = meaning[0] if meaning else dones_mean
+    if ends_are is not None:  # given, or the format's convention (said by whom)
+        in_force["ends_are"] = ends_are
+        if reading.ends_are is None:
+            res.by["ends_are"] = ends_by
     id_runs = None
     if keep is not None:
         _check_whole_shapes(whole, reader.roles, ref_name)  # the flag columns too
@@ -412,19 +564,25 @@ def prepare(
     counts["open_ends"] = last_open
     if "observation_gaps" in marks:
         counts["observation_gaps"] = int(marks["observation_gaps"].sum())
-    if bootstrap is not None:
-        gaps = _bootstrap_gaps({**kwargs, **skipped}, term, trunc, time_dim, final)
+    if rows is not None:
+        counts["final_observation_rows"] = int((~rows.kept).sum())
+    if res.pending and not provisional:
+        raise decisions_error(source.where, res.pending)
+    if bootstrap is not None and not res.pending:
+        gaps = _bootstrap_gaps({**kwargs, **skipped}, term, trunc, time_dim, final, known)
         if gaps.any():
             if bootstrap == "error":
-                at = _at(gaps, source, lengths, window[0] if window is not None else 0)
-                end = "the data ends" if _is_last(gaps, time_dim) else "an episode is truncated"
+                marks["forced"] = forced_mask
                 raise MissingBootstrapError(
-                    f"{source.where}: {end} at {at} without termination but no bootstrap "
-                    "value V(s_t+1) was given",
-                    "pass --next-values KEY (or --last-values KEY for a [T, B] buffer), or "
-                    "--missing-bootstrap zero to treat it as 0",
+                    f"{source.where}: {_gap_reason(gaps, marks, res, lengths, place, time_dim)} "
+                    "and needs a bootstrap value V(s_{t+1}), but none is given",
+                    _bootstrap_fix(layout),
                 )
             counts["zero_bootstraps"] = int(gaps.sum())
+            if known is not None and isinstance(kwargs.get("next_values"), np.ndarray):
+                nv = np.array(kwargs["next_values"])
+                nv[gaps] = 0.0  # the derived V(s_{t+1}) has no entry there: 0, as asked
+                kwargs["next_values"] = nv
     if final and strict:
         _check_overrides_used(overrides, reader.roles, source.where)
     return Prepared(
@@ -442,6 +600,217 @@ def prepare(
         template=rewards_name,
         dones_mean=meaning[0] if meaning else dones_mean,
         id_runs=id_runs,
+        reading=in_force,
+        by=dict(res.by),
+        pending=list(res.pending),
+        kept=None if rows is None else rows.kept,
+    )
+
+
+@dataclass
+class _FinalRows:
+    """An RLDS table whose ``is_last`` rows hold only the final observation: the view of
+    its transitions, and where each transition's successor row is."""
+
+    view: Source  # the transitions; flags that describe the next row's observation moved
+    base: Source  # the stored table
+    kept: np.ndarray  # stored row -> is a transition
+    kept_index: np.ndarray  # transition -> its stored row
+    successor: np.ndarray  # transition -> the stored row after it (may be past the end)
+    known: np.ndarray  # transition -> a row follows it (its observation is s_{t+1})
+    name: str  # the is_last column
+
+
+def _final_rows(
+    res: _Resolve,
+    reader: _Reader,
+    reading: Reading,
+    window: tuple[int, int] | None,
+    in_force: dict[str, Any],
+) -> _FinalRows | None:
+    """RLDS's ``is_last`` rows (docs/CONVENTIONS.md §1.9): whether they are transitions is
+    the user's word (``--is-last-row``), or proven when every one of them is terminal (by
+    RLDS's definition a terminal row holds the terminal observation); otherwise a decision.
+    With ``observation``, the table's transitions are every other row; their flags come
+    from the final observation's row (its ``is_terminal``)."""
+    source = res.source
+    name = res.find("last_row") or _last_row_named(res.overrides)
+    if name is None or source.layout not in ("flat", "episodes"):
+        return None
+    where = source.where
+    choice = reading.is_last_row
+    term_name = res.find("terminated")
+    observation_term = term_name if term_name in OBSERVATION_FLAGS else None
+    last = _stored_flag(reader, "last_row", name)
+    term = _stored_flag(reader, "terminated", observation_term) if observation_term else None
+    if choice is None and res.overrides.get("dones") == name:
+        choice = "transition"  # named as the dones column: it ends the step on its row
+        res.by["is_last_row"] = f"--dones {name}: its rows are steps that end an episode"
+    if choice is None and term is not None and last.any() and bool(np.all(term[last])):
+        choice = "observation"
+        res.by["is_last_row"] = (
+            f'every "{name}" row is terminal ("{observation_term}"): by RLDS\'s definition it '
+            "holds the terminal observation, not a transition"
+        )
+    if choice is None:
+        res.ask(
+            Decision(
+                f'"{name}" marks the last row of each episode, which may hold only the final '
+                "observation (RLDS: its reward and discount are not a transition) or be the "
+                "episode's last step (converters that store no final observation)",
+                "pass --is-last-row observation or --is-last-row transition",
+            )
+        )
+        choice = "transition"  # provisional: never computed with
+    in_force["is_last_row"] = choice
+    if choice == "transition":
+        return None
+    if source.layout == "episodes":
+        raise ParameterError(
+            f"{where}: --is-last-row observation is not supported for episode groups yet",
+            "store the episodes as one flat table, or pass --is-last-row transition if the "
+            f'"{name}" row of each episode is a step',
+        )
+    if window is not None:
+        raise ParameterError(
+            f'{where}: a table whose "{name}" rows are final observations cannot be read in '
+            "pieces (a sharded dataset) yet",
+            "merge the shards into one file",
+        )
+    n = len(last)
+    if term is not None:
+        stray = term & ~last
+        if stray.any():
+            row = int(np.flatnonzero(stray)[0])
+            raise DataError(
+                f'{where}: "{observation_term}" is set at row {row}, which is not an "{name}" '
+                "row (with --is-last-row observation only a final observation is terminal)",
+                "pass --is-last-row transition if every row is a step",
+                column=observation_term,
+                index=row,
+            )
+    starts_name = res.find("episode_starts")
+    if starts_name is not None:
+        first = _stored_flag(reader, "episode_starts", starts_name)
+        orphan = first.copy()
+        orphan[0] = False
+        orphan[1:] &= ~last[:-1]
+        if orphan.any():
+            row = int(np.flatnonzero(orphan)[0])
+            raise DataError(
+                f'{where}: row {row} starts an episode ("{starts_name}") but row {row - 1} is '
+                f'not an "{name}" row: that episode has no final observation',
+                f'pass --is-last-row transition if the "{name}" row of each episode is a step',
+                column=starts_name,
+                index=row,
+            )
+    kept = ~last
+    kept_index = np.flatnonzero(kept)
+    successor = kept_index + 1
+    known = successor < n
+    ended = np.zeros(len(kept_index), bool)
+    ended[known] = last[successor[known]]
+    base = source
+
+    def read(column: str) -> np.ndarray | list[np.ndarray]:
+        data = np.asarray(base.read(column))
+        if column == name:
+            return ended.copy()  # the row after the step holds the final observation
+        if column in OBSERVATION_FLAGS:  # describes its row's observation: s_{t+1}
+            flag = as_flag(_squeeze(data, 1), column, where, "terminated")
+            out = np.zeros(len(kept_index), bool)
+            out[known] = flag[successor[known]] & last[successor[known]]
+            return out
+        return data[kept_index]
+
+    columns = {
+        k: ColumnInfo(k, (len(kept_index), *v.shape[1:]), v.dtype)
+        for k, v in source.columns.items()
+    }
+    view = dataclasses.replace(
+        source, read=read, columns=columns, read_range=None, steps=len(kept_index)
+    )
+    res.notes.append(
+        f'{int(last.sum())} "{name}" row(s) hold only the final observation (RLDS), not a '
+        "transition: they are left out of the computation and their outputs are NaN"
+    )
+    return _FinalRows(view, base, kept, kept_index, successor, known, name)
+
+
+def _stored_flag(reader: _Reader, role: str, name: str) -> np.ndarray:
+    """A flag column of a flat table as stored (episode groups: concatenated)."""
+    data = reader.column(role, name)
+    flat = np.concatenate(data) if isinstance(data, list) else np.asarray(data)
+    return as_flag(_squeeze(flat, 1), name, reader.source.where, role)
+
+
+def _next_from_final_rows(
+    rows: _FinalRows,
+    res: _Resolve,
+    reader: _Reader,
+    kwargs: dict[str, np.ndarray | float],
+    flags_only: bool,
+) -> np.ndarray | None:
+    """V(s_{t+1}) of each transition from the ``values`` of the row after it: the next
+    step's, or the final observation's at the end of an episode (which bootstraps a
+    truncated one). Returns where it exists (the last stored row has no successor)."""
+    name = res.find("values")
+    if name is None:
+        return None
+    reader.roles["values"] = name
+    if not flags_only:
+        stored = _squeeze(np.asarray(rows.base.read(name)), 1)
+        reader.bytes_read += int(stored.nbytes)
+        dtype = stored.dtype if stored.dtype.kind == "f" else np.dtype(np.float64)
+        nv = np.full(len(rows.kept_index), np.nan, dtype=dtype)
+        nv[rows.known] = stored[rows.successor[rows.known]]
+        kwargs["next_values"] = nv
+    res.notes.append(
+        f'V(s_{{t+1}}) is "{name}" of the next row: on an "{rows.name}" row, V of the final '
+        "observation, which bootstraps a truncated episode"
+    )
+    return rows.known
+
+
+def rows_may_be_excluded(source: Source, reading: Reading) -> bool:
+    """Whether an RLDS ``is_last`` column may make some rows of ``source`` final
+    observations rather than transitions (such a table is read whole, not by windows)."""
+    if reading.is_last_row == "transition" or source.layout not in ("flat", "episodes"):
+        return False
+    if reading.ignore:
+        source = _without(source, reading.ignore)
+    name, _, _ = _pick(source, "last_row", reading.columns)
+    return (name or _last_row_named(reading.columns)) is not None
+
+
+def _last_row_named(overrides: Mapping[str, str | None]) -> str | None:
+    """``--dones is_last``: RLDS's end-of-episode column is also its final-row marker."""
+    named = overrides.get("dones")
+    return named if named in ALIASES["last_row"] else None
+
+
+def _refuse_no_values(
+    arguments: tuple[str, ...],
+    required: tuple[str, ...],
+    raw: Mapping[str, object],
+    skipped: Mapping[str, str],
+    res: _Resolve,
+) -> None:
+    """An estimator that reads V(s_{t+1}) inside episodes from ``values`` or
+    ``next_values`` (TD(λ)) needs one of them: name the file and the options."""
+    if "values" not in arguments or "next_values" not in arguments or "values" in required:
+        return
+    present = set(raw) | set(skipped)
+    if "values" in present or "next_values" in present:
+        return
+    source = res.source
+    found = quoted(source.columns) if source.columns else "no per-step columns"
+    raise DataError(
+        f'{source.where} has no column "values" or "next_values" (V(s_t) or V(s_{{t+1}}), '
+        "read inside every episode)",
+        f"pass --values KEY or --next-values KEY (found: {found})",
+        column="values",
+        option="--values KEY",
     )
 
 
@@ -451,10 +820,12 @@ def _bootstrap_gaps(
     trunc: np.ndarray,
     time_dim: int,
     final: bool,
+    known: np.ndarray | None = None,
 ) -> np.ndarray:
     """Steps whose V(s_{t+1}) is read (a truncation, or the end of the data when it does
-    not terminate) but that no column gives: the estimators' missing-bootstrap rule."""
-    if "next_values" in kwargs or "bootstrap_values" in kwargs:
+    not terminate) but that no column gives: the estimators' missing-bootstrap rule.
+    ``known`` marks the steps where a derived V(s_{t+1}) exists (RLDS final rows)."""
+    if known is None and ("next_values" in kwargs or "bootstrap_values" in kwargs):
         return np.zeros(term.shape, bool)
     gaps = trunc & ~term
     if final:
@@ -463,14 +834,55 @@ def _bootstrap_gaps(
             last[-1] = False
         else:
             last[-1] |= ~np.moveaxis(term, time_dim, 0)[-1]
+    if known is not None:
+        gaps &= ~known
     return gaps
 
 
-def _is_last(gaps: np.ndarray, time_dim: int) -> bool:
-    """Whether the first gap is at the end of the data (the last step of its sequence)."""
+def _bootstrap_fix(layout: str) -> str:
+    """Where V(s_{t+1}) can come from in this layout (docs/CONVENTIONS.md §1.2)."""
+    if layout == "episodes":
+        where = (
+            "pass --next-values KEY, or --values KEY with T+1 rows per episode (the last is V "
+            "of the state after the last step)"
+        )
+    elif layout == "flat":
+        where = "pass --next-values KEY"
+    else:
+        where = "pass --next-values KEY, or --last-values KEY (one per sequence)"
+    return f"{where}, or --missing-bootstrap zero to count it as 0"
+
+
+def _gap_reason(
+    gaps: np.ndarray,
+    marks: Mapping[str, np.ndarray],
+    res: _Resolve,
+    lengths: list[int],
+    place: int | np.ndarray,
+    time_dim: int,
+) -> str:
+    """Why the FIRST step in ``gaps`` needs V(s_{t+1}), in the user's terms: a set
+    truncation flag, an end that an option made a truncation, or the end of the data."""
     index = np.argwhere(gaps)[0]
+    at = where_is(index, res.source, lengths, place)
+    key = tuple(int(i) for i in index)
     axis = time_dim % gaps.ndim
-    return int(index[axis]) == gaps.shape[axis] - 1
+    if marks.get("column_trunc") is not None and marks["column_trunc"][key]:
+        return f'{at} is a truncation ("{_found_name(res, "truncated")}" is set there)'
+    if marks.get("forced") is not None and marks["forced"][key]:
+        return f"{at} ends an episode that --ends-are truncated makes a truncation"
+    if marks.get("observation_gaps") is not None and marks["observation_gaps"][key]:
+        return f"{at} ends an episode where the observations jump (--ends-from-observations)"
+    if marks.get("dones_trunc") is not None and marks["dones_trunc"][key]:
+        return f"{at} is a truncation (its episode ends there and no terminal flag is set)"
+    if int(index[axis]) == gaps.shape[axis] - 1:
+        return f"the data ends at {at} with no terminal flag (a truncation)"
+    return f"{at} is a truncation"
+
+
+def _found_name(res: _Resolve, role: str) -> str:
+    """The column found for ``role`` (for messages; the role's name when none)."""
+    return res.found.get((role, False)) or role
 
 
 def _check_overrides_used(
@@ -480,8 +892,9 @@ def _check_overrides_used(
     for role, name in overrides.items():
         if name and role not in roles and role in OPTION:
             raise ParameterError(
-                f'{where}: {OPTION[role]} "{name}" is not used by this command here',
+                f'{OPTION[role]} "{name}" is not used by this command here',
                 f"drop {OPTION[role]}",
+                where=where,
             )
 
 
@@ -512,23 +925,25 @@ def _trim(value: np.ndarray | float, keep: int, time_dim: int) -> np.ndarray | f
 
 
 def _next_from_values(
-    source: Source,
+    res: _Resolve,
     reader: _Reader,
-    overrides: Mapping[str, str | None],
     lengths: list[int],
     kwargs: dict[str, np.ndarray | float],
     notes: list[str],
 ) -> None:
-    """Bootstraps for estimators that take no values: V(s_{t+1}) from T+1 episode values."""
-    name = find_column(source, "values", overrides)
+    """V(s_{t+1}) from T+1 episode values (Minari): for estimators that take no values,
+    and for those whose values already came in with T rows (which then bootstrap
+    nothing: the missing-bootstrap rule applies)."""
+    name = res.find("values")
     if name is None:
         return
-    parts = reader.column("values", name)
+    used = "values" in reader.roles  # read as the estimator's values: keep that role
+    parts = reader.data["values"] if used else reader.column("values", name)
     parts = parts if isinstance(parts, list) else [parts]
     if all(len(p) == t + 1 for p, t in zip(parts, lengths, strict=True)):
         kwargs["next_values"] = np.concatenate([p[1:] for p in parts])
         notes.append(f'"{name}" has T+1 rows per episode: its rows 1..T are the next values')
-    else:
+    elif not used:
         del reader.roles["values"]
 
 
@@ -595,19 +1010,17 @@ def _read_flag(reader: _Reader, role: str, name: str, lengths: list[int], ndim: 
 
 
 def _flags(
-    source: Source,
+    res: _Resolve,
     reader: _Reader,
-    overrides: Mapping[str, str | None],
     shape: tuple[int, ...],
     time_dim: int,
     lengths: list[int],
     dones_mean: DonesMean | None,
     ends_are: EndsAre | None,
-    notes: list[str],
     *,
     needed: bool,
     meaning: list[DonesMean] | None = None,
-    offset: int = 0,
+    offset: int | np.ndarray = 0,
     observation_gaps: ObservationGaps = "error",
     marks: dict[str, np.ndarray] | None = None,
     ends_by: str = "--ends-are",
@@ -618,10 +1031,14 @@ def _flags(
     end of an episode group, a ``dones`` end beside both flag columns): they take the
     meaning ``--ends-are`` gives them, and without it the run stops (never guessed).
     A ``dones`` column beside ``terminals``/``timeouts`` is used only as the user says
-    (``--dones-mean``) or when it provably repeats them; otherwise the run stops.
+    (``--dones-mean``), as its producer defines it (RLDS ``is_last``), or when it
+    provably repeats them; otherwise the run stops. Open choices are asked on ``res``
+    (provisional readings let the resolution go on and find the others).
     """
+    source = res.source
     where = source.where
     ndim = len(shape)
+    marks = {} if marks is None else marks
 
     def check(arr: np.ndarray, name: str) -> np.ndarray:
         if arr.shape != shape:
@@ -632,38 +1049,30 @@ def _flags(
         return arr
 
     def load(role: str) -> tuple[np.ndarray | None, str | None]:
-        name = find_column(source, role, overrides)
+        name = res.find(role)
         if name is None:
             return None, None
         return check(_read_flag(reader, role, name, lengths, ndim), name), name
 
     term, term_name = load("terminated")
     trunc, trunc_name = load("truncated")
-    dones_name = find_column(source, "dones", overrides)
-    starts_name = find_column(source, "episode_starts", overrides)
+    if trunc is not None:
+        marks["column_trunc"] = trunc
+    dones_name = res.find("dones")
+    starts_name = res.find("episode_starts")
     unflagged = np.zeros(shape, bool)
 
     def from_dones() -> np.ndarray:
         """``ended_t`` from the dones/episode-start column, as it is meant."""
         return _ended_from_dones(
-            source,
-            reader,
-            overrides,
-            dones_name,
-            starts_name,
-            shape,
-            time_dim,
-            lengths,
-            dones_mean,
-            notes,
-            meaning,
+            res, reader, dones_name, starts_name, shape, time_dim, lengths, dones_mean, meaning
         )
 
     if term is None and trunc is None:
         ended: np.ndarray | None = None
         if dones_name is not None or starts_name is not None:
             ended = from_dones()
-        elif source.layout == "flat" and find_column(source, "episode_id", overrides):
+        elif source.layout == "flat" and res.find("episode_id"):
             ended = np.zeros(shape, bool)  # the boundaries come from the ids below
         elif source.layout == "episodes":
             ended = np.zeros(shape, bool)
@@ -683,8 +1092,14 @@ def _flags(
         if trunc is None:
             trunc = np.zeros(shape, bool)
         other = dones_name or starts_name
+        defined = ENDED_BY_DEFINITION.get(dones_name or "")
         if other is not None:
-            if dones_mean is None and dones_name is not None and starts_name is None:
+            if (
+                dones_mean is None
+                and dones_name is not None
+                and starts_name is None
+                and defined is None
+            ):
                 dones = check(_read_flag(reader, "dones", dones_name, lengths, ndim), dones_name)
                 # a copy only when every reading agrees: with no terminated column, a done
                 # equal to "truncated" could still mean terminated (which wins) or ended
@@ -692,56 +1107,69 @@ def _flags(
                 same_as_ends = bool(np.array_equal(dones, term | trunc)) and (
                     term_name is not None or not dones.any()
                 )
-                if not (same_as_term or same_as_ends):
+                if same_as_term or same_as_ends:
+                    what = "terminations" if same_as_term else "terminations or truncations"
+                    res.notes.append(f'"{dones_name}" repeats {names} ({what}); checked, not used')
+                else:
                     bad = dones != (term | trunc)
                     at = _at(bad if bad.any() else dones, source, lengths, offset)
-                    raise AmbiguousInputError(
-                        f'{where}: "{dones_name}" beside {names} reads two ways that give '
-                        f"different results ({at})",
-                        f"pass --terminals {dones_name} if it marks "
-                        "terminations, --dones-mean ended if it means terminated or truncated, "
-                        f"--dones-mean starts if it marks episode starts, or --ignore {dones_name}",
+                    res.ask(
+                        Decision(
+                            f'"{dones_name}" beside {names} reads two ways that give different '
+                            f"results ({at})",
+                            f"pass --terminals {dones_name} if it marks terminations, "
+                            "--dones-mean ended if it means terminated or truncated, "
+                            f"--dones-mean starts if it marks episode starts, or --ignore "
+                            f"{dones_name}",
+                        )
                     )
-                what = "terminations" if same_as_term else "terminations or truncations"
-                notes.append(f'"{dones_name}" repeats {names} ({what}); checked, not used')
             else:
                 ended = from_dones()
                 extra = ended & ~term & ~trunc
                 decided = meaning[-1] if meaning else dones_mean
-                if decided == "ended" and trunc_name is None:
+                if decided == "ended" and defined == "truncated" and trunc_name is None:
+                    trunc = trunc | extra  # RLDS: an is_last end that is not is_terminal
+                    marks["dones_trunc"] = extra
+                    res.notes.append(
+                        f'episodes that end at "{other}" with no {names} were truncated '
+                        "(RLDS's definition)"
+                    )
+                elif decided == "ended" and trunc_name is None:
                     trunc = trunc | extra  # old gym beside terminals: ended and not terminal
-                    notes.append(f'truncated = "{other}" and not {names}')
+                    marks["dones_trunc"] = extra
+                    res.notes.append(f'truncated = "{other}" and not {names}')
                 elif decided == "ended" and term_name is None:
                     term = term | extra  # old gym beside TimeLimit.truncated
-                    notes.append(f'terminated = "{other}" and not {names}')
+                    res.notes.append(f'terminated = "{other}" and not {names}')
                 else:
                     unflagged = extra
 
     if source.layout == "flat":
-        id_name = find_column(source, "episode_id", overrides)
+        id_name = res.find("episode_id")
         if id_name is not None:
             ids = np.asarray(reader.column("episode_id", id_name))
             unflagged = unflagged | _id_boundaries(ids, id_name, where)
-        step_name = find_column(source, "step", overrides)
+        step_name = res.find("step")
         if step_name is not None:
             unflagged = unflagged | _step_resets(reader, step_name, shape)
         if observation_gaps != "ignore":
-            hidden = _observation_gaps(source, reader, overrides, shape) & ~term & ~trunc
+            hidden = _observation_gaps(res, reader, shape) & ~term & ~trunc
             hidden &= ~unflagged  # an id change or step restart says it already
-            if marks is not None:
-                marks["observation_gaps"] = hidden
+            marks["observation_gaps"] = hidden
             if hidden.any() and observation_gaps == "error":
-                raise AmbiguousInputError(
-                    f'{where}: "{reader.roles["observations"]}" jumps after '
-                    f"{_at(hidden, source, lengths, offset)} where no flag ends the episode "
-                    f'("{reader.roles["next_observations"]}" differs from the next row: a '
-                    "hidden episode end)",
-                    "pass --ends-from-observations to treat such rows as "
-                    "truncations, or --ignore-observation-gaps",
+                res.ask(
+                    Decision(
+                        f'"{reader.roles["observations"]}" jumps after '
+                        f"{_at(hidden, source, lengths, offset)} where no flag ends the episode "
+                        f'("{reader.roles["next_observations"]}" differs from the next row: a '
+                        "hidden episode end)",
+                        "pass --ends-from-observations to treat such rows as "
+                        "truncations, or --ignore-observation-gaps",
+                    )
                 )
-            if hidden.any():
+            elif hidden.any():
                 trunc = trunc | hidden
-                notes.append(
+                res.notes.append(
                     "episode ends found where observations jump (no flag set) are "
                     "truncations (--ends-from-observations)"
                 )
@@ -752,41 +1180,49 @@ def _flags(
     unflagged = unflagged & ~term & ~trunc
     if unflagged.any():
         if ends_are is None:
-            raise AmbiguousInputError(
-                f"{where}: {_why_unflagged(source, dones_name or starts_name, overrides)} "
-                f"({_at(unflagged, source, lengths, offset)}) but no flag says whether the "
-                "episode terminated or was truncated",
-                "pass --ends-are terminal or --ends-are truncated",
+            res.ask(
+                Decision(
+                    f"{_why_unflagged(res, dones_name or starts_name)} "
+                    f"({_at(unflagged, source, lengths, offset)}) but no flag says whether the "
+                    "episode terminated or was truncated",
+                    "pass --ends-are terminal or --ends-are truncated",
+                )
             )
-        if ends_are == "terminal":
+            trunc = trunc | unflagged  # provisional: never computed with
+        elif ends_are == "terminal":
             term = term | unflagged
         else:
             trunc = trunc | unflagged
     if ends_are is not None:
-        notes.append(f"episode ends that no flag explains are {ends_are} ({ends_by})")
+        res.notes.append(f"episode ends that no flag explains are {ends_are} ({ends_by})")
     return term, trunc, unflagged
 
 
-def _why_unflagged(source: Source, dones: str | None, overrides: Mapping[str, str | None]) -> str:
+def _why_unflagged(res: _Resolve, dones: str | None) -> str:
     """What marks the unexplained episode ends, for the error message."""
+    source = res.source
     if source.layout == "episodes":
         return "an episode ends with no terminated or truncated flag"
-    id_name = find_column(source, "episode_id", overrides) if source.layout == "flat" else None
+    id_name = res.find("episode_id") if source.layout == "flat" else None
     if id_name is not None:
         return f'an episode ends where "{id_name}" changes'
-    step = find_column(source, "step", overrides) if source.layout == "flat" else None
+    step = res.find("step") if source.layout == "flat" else None
     if step is not None:
         return f'an episode ends where "{step}" starts again'
     return f'"{dones}" ends an episode' if dones else "an episode ends"
 
 
-def _at(mask: np.ndarray, source: Source, lengths: list[int], offset: int = 0) -> str:
+def _at(mask: np.ndarray, source: Source, lengths: list[int], offset: int | np.ndarray = 0) -> str:
     """Where the first set entry of ``mask`` is, in the user's terms."""
     return where_is(np.argwhere(mask)[0], source, lengths, offset)
 
 
-def where_is(index: np.ndarray, source: Source, lengths: list[int], offset: int = 0) -> str:
-    """``row 12`` / ``step 5 of env 2`` / ``step 3 of episode_7`` for a flat/2-D index."""
+def where_is(
+    index: np.ndarray, source: Source, lengths: list[int], offset: int | np.ndarray = 0
+) -> str:
+    """``row 12`` / ``step 5 of env 2`` / ``step 3 of episode_7`` for a flat/2-D index.
+    ``offset`` is where the data starts in the file (a window), or the stored row of each
+    transition (a table whose final-observation rows are not transitions)."""
     if source.layout == "episodes" and lengths:
         i = int(index[0])
         starts = np.cumsum([0, *lengths])
@@ -794,26 +1230,32 @@ def where_is(index: np.ndarray, source: Source, lengths: list[int], offset: int 
         key = source.episode_keys[e] if e < len(source.episode_keys) else f"episode {e}"
         return f"step {i - int(starts[e])} of {key}"
     if len(index) == 1:
-        return f"row {int(index[0]) + offset}"
+        i = int(index[0])
+        row = int(offset[i]) if isinstance(offset, np.ndarray) else i + offset
+        return f"row {row}"
     t, b = (int(index[0]), int(index[1]))
     if source.layout == "batch-major":
         t, b = b, t
-    return f"step {t + offset} of env {b}"
+    return f"step {t + int(offset)} of env {b}"
 
 
 OBSERVATION_GAP = 1e-6  # the threshold D4RL-based code bases use (IQL, CORL)
 
 
-def _observation_gaps(
-    source: Source, reader: _Reader, overrides: Mapping[str, str | None], shape: tuple[int, ...]
-) -> np.ndarray:
+def _observation_gaps(res: _Resolve, reader: _Reader, shape: tuple[int, ...]) -> np.ndarray:
     """``gap[t]`` where ``‖observations[t+1] − next_observations[t]‖ > 1e-6`` (the step
     after ``t`` does not continue from ``t``'s successor state): an episode ends after
     ``t``. Empty (all False) unless both columns exist with one row per step."""
     gap = np.zeros(shape, bool)
-    obs_name = find_column(source, "observations", overrides)
-    nxt_name = find_column(source, "next_observations", overrides)
+    obs_name = res.find("observations")
+    nxt_name = res.find("next_observations")
     if obs_name is None or nxt_name is None:
+        return gap
+    listed = [n for n in (obs_name, nxt_name) if "list" in res.source.columns[n].dtype]
+    if listed:  # Arrow lists of any length (pandas/polars rows): not compared
+        res.notes.append(
+            f"{quoted(listed)} hold variable-length lists: not compared for hidden episode ends"
+        )
         return gap
     obs = np.asarray(reader.column("observations", obs_name))
     nxt = np.asarray(reader.column("next_observations", nxt_name))
@@ -851,7 +1293,7 @@ def _id_boundaries(ids: np.ndarray, name: str, where: str) -> np.ndarray:
     starts = ids[np.concatenate([[True], change])]
     if len(np.unique(starts)) != len(starts):
         values, counts = np.unique(starts, return_counts=True)
-        again = values[counts > 1][0]
+        again = values[counts > 1][0].item()
         raise DataError(
             f'{where}: episode id {again!r} in "{name}" appears in more than one run of rows',
             "sort the table by episode (keeping step order) first",
@@ -860,21 +1302,20 @@ def _id_boundaries(ids: np.ndarray, name: str, where: str) -> np.ndarray:
 
 
 def _ended_from_dones(
-    source: Source,
+    res: _Resolve,
     reader: _Reader,
-    overrides: Mapping[str, str | None],
     dones_name: str | None,
     starts_name: str | None,
     shape: tuple[int, ...],
     time_dim: int,
     lengths: list[int],
     dones_mean: DonesMean | None,
-    notes: list[str],
     decided: list[DonesMean] | None = None,
 ) -> np.ndarray:
+    source = res.source
     where = source.where
     ndim = len(shape)
-    last_name = find_column(source, "last_dones", overrides, extra=True)
+    last_name = res.find("last_dones", extra=True)
     if starts_name is not None and dones_name is None:
         meaning: DonesMean = "starts"
         name = starts_name
@@ -883,19 +1324,26 @@ def _ended_from_dones(
         name = dones_name
         if dones_mean is not None:
             meaning = dones_mean
-        elif dones_name.startswith("next.") or (
-            source.layout in ("flat", "episodes") and dones_name == "is_last"
+        elif dones_name.startswith(NEXT_PREFIXES) or (
+            source.layout in ("flat", "episodes") and dones_name in ENDED_BY_DEFINITION
         ):
             meaning = "ended"
+            res.by.setdefault("dones_mean", f'"{dones_name}" is an outcome of the step')
         elif source.layout in ("time-major", "batch-major") and last_name is not None:
             meaning = "starts"
-            notes.append(f'"{dones_name}" with "{last_name}" [B]: CleanRL episode-start dones')
-        else:
-            raise AmbiguousInputError(
-                f'{where}: "{dones_name}" may mean "episode ended after this step" or "this '
-                'step starts an episode"',
-                "pass --dones-mean ended or --dones-mean starts",
+            res.by.setdefault(
+                "dones_mean", f'"{dones_name}" with "{last_name}" [B]: CleanRL episode starts'
             )
+            res.notes.append(f'"{dones_name}" with "{last_name}" [B]: CleanRL episode-start dones')
+        else:
+            res.ask(
+                Decision(
+                    f'"{dones_name}" may mean "episode ended after this step" or "this '
+                    'step starts an episode"',
+                    "pass --dones-mean ended or --dones-mean starts",
+                )
+            )
+            meaning = "ended"  # provisional: never computed with
     flag = _read_flag(reader, "dones", name, lengths, ndim)
     if flag.shape != shape:
         raise DataError(
@@ -911,11 +1359,11 @@ def _ended_from_dones(
         last = as_flag(
             np.asarray(reader.column("last_dones", last_name)), last_name, where, "dones"
         )
-    notes.append(f'"{name}" marks episode starts; shifted by one step to episode ends')
+    res.notes.append(f'"{name}" marks episode starts; shifted by one step to episode ends')
     if source.layout == "episodes":
         parts = np.split(flag, np.cumsum(lengths)[:-1])
         return np.concatenate([_shift_starts(p, -1, None) for p in parts])
     return _shift_starts(flag, time_dim, last)
 
 
-__all__ = ["ALIASES", "Prepared", "as_flag", "find_column", "prepare"]
+__all__ = ["ALIASES", "Decision", "Prepared", "Reading", "as_flag", "find_column", "prepare"]

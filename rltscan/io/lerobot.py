@@ -34,7 +34,10 @@ the quantiles ``q01`` ... ``q99``), computed in float64 from the written columns
 (:func:`numpy.quantile`, linear; lerobot estimates them from a 5000-bin histogram), and
 the dataset-wide entries from all the frames at once (lerobot aggregates per-episode
 entries). :func:`metadata_updates` gives every changed ``meta/`` file; the shard
-engine stages them in the same journalled commit as the data files.
+engine stages them in the same journalled commit as the data files, and the report
+names them (:func:`updates_note`). The data files' own ``datasets`` features (their
+``huggingface`` schema metadata) declare the outputs too (:mod:`rltscan.io.hf`, where
+the Parquet writer adds them).
 """
 
 from __future__ import annotations
@@ -383,3 +386,15 @@ def metadata_updates(root: Path, written: Sequence[Path]) -> dict[str, bytes]:
     if version == "v3.0":
         out.update(_episodes_parquet(root, frames))
     return out
+
+
+def updates_note(updates: Mapping[str, bytes]) -> str:
+    """The report's note naming the ``meta/`` files :func:`metadata_updates` changed:
+    ``meta/info.json`` for its features, every other one for the outputs' statistics."""
+    stats = [rel for rel in updates if rel != INFO]
+    parts = []
+    if INFO in updates:
+        parts.append(f'{INFO} "features" declares the outputs')
+    if stats:
+        parts.append(f"their statistics were added to {', '.join(stats)}")
+    return "LeRobot metadata brought up to date: " + "; ".join(parts)

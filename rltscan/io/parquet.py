@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from rltscan.errors import DataError, InputFileError, OutputRefusedError, RltscanError
+from rltscan.io import hf
 from rltscan.io.atomic import atomic_path, is_full_disk
 from rltscan.io.columns import ColumnInfo
 from rltscan.io.source import Source
@@ -389,6 +390,10 @@ def _dtype(values: Any) -> np.dtype:
     return values.dtype if hasattr(values, "dtype") else np.asarray(values).dtype
 
 
+def _dtype_names(outputs: Mapping[str, Any]) -> dict[str, str]:
+    return {name: _dtype(values).name for name, values in outputs.items()}
+
+
 def _order(names: list[str], outputs: Mapping[str, np.ndarray]) -> list[str]:
     return [*names, *(n for n in outputs if n not in names)]
 
@@ -463,7 +468,8 @@ def write_parquet(
     for name, values in outputs.items():
         fields[name] = pa.field(name, pa.from_numpy_dtype(_dtype(values)))
     new_schema = pa.schema(
-        [fields[n] for n in order], metadata=merged_metadata(schema.metadata, metadata)
+        [fields[n] for n in order],
+        metadata=hf.declared(merged_metadata(schema.metadata, metadata), _dtype_names(outputs)),
     )
     codecs, common = _codecs(pf)
     compression = {n: codecs.get(n, common) for n in order}
@@ -533,7 +539,8 @@ def _table_with_outputs(
     """The input table with the outputs appended and the rltscan metadata merged in."""
     _check_existing(table.column_names, outputs, overwrite, where, table.schema.metadata)
     out = _with_outputs(table, outputs, 0, _order(table.column_names, outputs))
-    return out.replace_schema_metadata(merged_metadata(table.schema.metadata, metadata))
+    meta = merged_metadata(table.schema.metadata, metadata)
+    return out.replace_schema_metadata(hf.declared(meta, _dtype_names(outputs)))
 
 
 def _write_table_parquet(

@@ -324,6 +324,7 @@ class Staging:
         token = secrets.token_hex(4)
         self.final = self.check(dataset, out_dir, overwrite=overwrite)
         self.trash: Path | None = None  # -o --overwrite: the OUT_DIR being replaced
+        self.notes: list[str] = []  # for the report: the dataset metadata brought up to date
         if self.final is None:
             self.dir = Path(dataset.root) / f"{TMP_MARK}stage-{token}"
         else:
@@ -433,7 +434,9 @@ class Staging:
 
         written = [self.path(s) for s in self.dataset.shards]
         pairs = []
-        for rel, content in lerobot.metadata_updates(root, written).items():
+        updates = lerobot.metadata_updates(root, written)
+        self.notes = [lerobot.updates_note(updates)] if updates else []
+        for rel, content in updates.items():
             original = root / rel
             target = atomic.real(atomic.replaceable(original))
             staged = self.dir / f"{rel}{TMP_MARK}new"

@@ -115,19 +115,19 @@ def _h5_path(source: Source) -> Path:
 
 
 def hdf5_attrs(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """Flatten the provenance record into HDF5 attributes (docs/CONVENTIONS.md §6)."""
-    attrs: dict[str, Any] = {
-        "estimator": metadata["estimator"],
-        "rltscan_version": metadata["rltscan_version"],
-        "terminal_rule": metadata["terminal_rule"],
-        "source_columns": json.dumps(metadata["source_columns"], sort_keys=True),
-        "params": json.dumps(metadata["params"], sort_keys=True),
-    }
-    for key, value in metadata["params"].items():
-        if value is not None:
+    """Flatten the provenance record into HDF5 attributes (docs/CONVENTIONS.md §6):
+    every key of the record (mappings and lists as JSON), plus each parameter as its own
+    attribute."""
+    attrs: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if isinstance(value, (dict, list, tuple)):
+            if value or key not in ("settings",):
+                attrs[key] = json.dumps(value, sort_keys=True)
+        elif value is not None:
             attrs[key] = value
-    if metadata.get("settings"):  # several settings: column -> its (γ, λ)
-        attrs["settings"] = json.dumps(metadata["settings"], sort_keys=True)
+    for key, value in metadata["params"].items():
+        if value is not None and key not in attrs:
+            attrs[key] = value
     return attrs
 
 
