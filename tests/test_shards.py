@@ -284,7 +284,9 @@ def test_cli_exit_codes_and_messages(tmp_path: Path, monkeypatch: pytest.MonkeyP
     empty = tmp_path / "empty"
     empty.mkdir()
     none = runner.invoke(cli.app, ["gae", str(empty)])
-    assert none.exit_code == 3 and "has no Parquet files" in none.stderr
+    assert none.exit_code == 3 and "holds no Parquet files" in none.stderr
+    for kind in ("Minari", "LeRobot", "TorchRL", "HDF5"):  # every directory it could have been
+        assert kind in none.stderr
 
 
 def _minari_parquet(root: Path, episodes: int = 6) -> Path:

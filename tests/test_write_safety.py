@@ -465,7 +465,7 @@ def _shards(root: Path, count: int = 4) -> None:
 KILL_AFTER_TWO_RENAMES = """
 import os, signal, sys
 import rltscan.io.shards as s
-journal = s._write_journal
+journal = s.write_journal
 state = {"armed": False, "moved": 0}
 def write_journal(stage, moves):
     journal(stage, moves)
@@ -477,7 +477,7 @@ def replace(a, b, **k):
         state["moved"] += 1
         if state["moved"] == 2:
             os.kill(os.getpid(), signal.SIGKILL)
-s._write_journal = write_journal
+s.write_journal = write_journal
 s.os.replace = replace
 from rltscan.cli import main
 sys.argv = ["rltscan", *sys.argv[1:]]

@@ -3,7 +3,7 @@
 ``open_input`` detects the format (magic bytes) and layout and returns a
 :class:`~rltscan.io.source.Source`; ``layout.prepare`` turns it into estimator
 arguments; ``write_back`` puts results next to their sources. h5py and pyarrow
-are imported lazily, only here.
+are imported lazily, only here (tensordict only in :mod:`rltscan.io.torchrl`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ def open_input(
         from rltscan.io import minari
 
         return minari.open_dataset(sniffed.path, backend=sniffed.backend or "hdf5", layout=layout)
+    if fmt == "torchrl":
+        from rltscan.io import torchrl
+
+        return torchrl.open_source(
+            sniffed.path, kind=sniffed.backend or "memmap", layout=layout, group=group
+        )
     if fmt == "hdf5":
         from rltscan.io import hdf5
 

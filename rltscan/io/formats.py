@@ -13,8 +13,17 @@ from pathlib import Path
 from typing import Literal
 
 from rltscan.errors import InputFileError
+from rltscan.io.torchrl import is_zip_storage, storage_kind
 
-Format = Literal["hdf5", "parquet", "arrow", "arrow-stream", "minari"]
+Format = Literal["hdf5", "parquet", "arrow", "arrow-stream", "minari", "torchrl"]
+
+# What a directory input can be, for the message that refuses one that is none of them.
+DIRECTORIES = (
+    "rltscan cannot read: it holds no Parquet files (*.parquet) and is not a Minari "
+    "dataset (data/metadata.json), a LeRobot dataset (meta/info.json) or a TorchRL storage "
+    "(a TensorDict memmap_ directory with meta.json, or a replay buffer's dumps directory); "
+    "pass one of those, a glob such as 'data/*.parquet', or one HDF5, Parquet or Arrow file"
+)
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 PARQUET_MAGIC = b"PAR1"
@@ -40,7 +49,8 @@ class Sniffed:
 
     format: Format
     path: Path
-    backend: Format | None = None  # minari: "hdf5" | "parquet" | "arrow"
+    # minari: "hdf5" | "parquet" | "arrow"; torchrl: "memmap" | "replay-buffer" | "torch-save"
+    backend: str | None = None
 
 
 def sniff_bytes(head: bytes) -> Format | None:
@@ -88,10 +98,10 @@ def sniff_path(path: Path) -> Sniffed:
             return Sniffed("minari", path, _minari_backend(path))
         if (path / "data" / "main_data.hdf5").is_file():
             return Sniffed("minari", path, "hdf5")
-        raise InputFileError(
-            f"{path} is a directory but not a Minari dataset (no data/metadata.json); "
-            "pass an .h5 or .parquet file"
-        )
+        kind = storage_kind(path)
+        if kind is not None:
+            return Sniffed("torchrl", path, kind)
+        raise InputFileError(f"{path} is a directory that {DIRECTORIES}")
     mode = os.stat(path).st_mode
     if not stat.S_ISREG(mode):
         raise InputFileError(
@@ -108,6 +118,8 @@ def sniff_path(path: Path) -> Sniffed:
     found = sniff_bytes(head)
     if found is not None:
         return Sniffed(found, path)
+    if is_zip_storage(head):  # torch.save writes a zip (so does tensordict's .tdz)
+        return Sniffed("torchrl", path, "torch-save")
     suffix = SUFFIXES.get(path.suffix.lower())
     if len(head) == 0:
         raise InputFileError(f"{path} is empty; pass an HDF5, Parquet or Arrow file")

@@ -1148,6 +1148,8 @@ def _flags(
         id_name = res.find("episode_id")
         if id_name is not None:
             ids = np.asarray(reader.column("episode_id", id_name))
+            if source.conventions.get("id_runs") == "cut":  # ids may come back: runs are pieces
+                ids = _run_numbers(ids)
             unflagged = unflagged | _id_boundaries(ids, id_name, where)
         step_name = res.find("step")
         if step_name is not None:
@@ -1299,6 +1301,18 @@ def _id_boundaries(ids: np.ndarray, name: str, where: str) -> np.ndarray:
             "sort the table by episode (keeping step order) first",
         )
     return cut
+
+
+def _run_numbers(ids: np.ndarray) -> np.ndarray:
+    """Each run of equal ids numbered in order: the same cuts, every run its own piece.
+
+    For formats whose ids may come back after other ids (a TorchRL buffer holds one
+    trajectory in the slices of several flattened collector batches; the source's
+    ``conventions["id_runs"] == "cut"``): a run's end is a cut in the data, never a
+    join with a later run (docs/CONVENTIONS.md §7.4)."""
+    flat = ids.reshape(-1)
+    change = np.concatenate([[False], flat[1:] != flat[:-1]])
+    return np.cumsum(change).reshape(ids.shape)
 
 
 def _ended_from_dones(

@@ -34,7 +34,9 @@ from rltscan.errors import DataError, InputFileError, OutputRefusedError, Parame
 from rltscan.io import lerobot, parquet
 from rltscan.io.atomic import TMP_MARK, deferred_signals, fsync_dir
 from rltscan.io.columns import ColumnInfo
+from rltscan.io.formats import DIRECTORIES
 from rltscan.io.source import Source
+from rltscan.io.torchrl import storage_kind
 
 SUFFIXES = (".parquet", ".pq")
 _GLOB = re.compile(r"[*?\[]")
@@ -82,7 +84,7 @@ def is_sharded(input: str, engine: str | None) -> bool:
         return False
     if _minari_format(path) is not None:
         return engine is not None
-    return True
+    return storage_kind(path) is None  # a TorchRL storage is read whole
 
 
 def _minari_format(path: Path) -> str | None:
@@ -124,10 +126,7 @@ def discover(input: str, *, order_by: str | None = None) -> Dataset:
             and not _hidden(str(p.relative_to(path)))
         ]
         if not found:
-            raise InputFileError(
-                f"{input} has no Parquet files (*.parquet); pass a directory of Parquet shards, "
-                "a glob such as 'data/*.parquet', or one file"
-            )
+            raise InputFileError(f"{input} is a directory that {DIRECTORIES}")
         root = path.absolute()
         shard_set = set(found)
         extra = sorted(
@@ -390,7 +389,7 @@ class Staging:
             pairs = zip(self.dataset.shards, targets, strict=True)
             moves = [[s.rel, os.path.relpath(t, root)] for s, t in pairs]
             metadata = self._stage_metadata(root)  # LeRobot's meta/info.json, same journal
-            _write_journal(
+            write_journal(
                 self.dir, moves + [[rel, os.path.relpath(t, root)] for rel, t in metadata]
             )
             with deferred_signals():
@@ -404,7 +403,7 @@ class Staging:
                 t.parent for _, t in metadata
             }:
                 fsync_dir(parent)
-            _end_journal(self.dir)
+            end_journal(self.dir)
             self._after(root)
             return
         root = Path(self.dataset.root)
@@ -476,7 +475,7 @@ JOURNAL = "JOURNAL"
 STAGE_GLOB = f"{TMP_MARK}stage-*"
 
 
-def _write_journal(stage: Path, moves: list[list[str]]) -> None:
+def write_journal(stage: Path, moves: list[list[str]]) -> None:
     """The shards to move, ``[staged name, target]`` relative to the dataset root and
     to the staging directory, durably on disk."""
     tmp = stage / f"{JOURNAL}.tmp"
@@ -488,7 +487,7 @@ def _write_journal(stage: Path, moves: list[list[str]]) -> None:
     fsync_dir(stage)
 
 
-def _end_journal(stage: Path) -> None:
+def end_journal(stage: Path) -> None:
     with contextlib.suppress(OSError):
         (stage / JOURNAL).unlink()
     fsync_dir(stage)
@@ -526,7 +525,7 @@ def recover(root: Path) -> list[str]:
                         moved.append(target)
             for _, target in moves:
                 fsync_dir((root / target).parent)
-            _end_journal(stage)
+            end_journal(stage)
         shutil.rmtree(stage, ignore_errors=True)
     return moved
 

@@ -28,7 +28,7 @@ LAYOUTS: tuple[str, ...] = ("flat", "episodes", "time-major", "batch-major")
 class Source:
     """An opened input. ``read(name)`` returns an array, or one array per episode."""
 
-    format: str  # "hdf5" | "parquet" | "arrow" | "arrow-stream" | "minari"
+    format: str  # "hdf5" | "parquet" | "arrow" | "arrow-stream" | "minari" | "torchrl"
     layout: Layout
     where: str  # how messages name the input: "rollouts.h5" or "rollouts.h5:/data"
     path: Path | None  # None for stdin

@@ -99,6 +99,10 @@ def existing(source: Source, target: Target, names: list[str]) -> list[str]:
     if source.format == "minari" and source.backend != "hdf5":
         assert source.path is not None
         return minari.existing_columnar(source.path, source.backend or "parquet", names)
+    if source.format == "torchrl":
+        from rltscan.io import torchrl
+
+        return torchrl.existing(source, names)
     if source.format in ("hdf5", "minari"):
         assert source.path is not None
         h5path = _h5_path(source)
@@ -163,6 +167,14 @@ def write(
             )
         if source.path is not None and _same_file(target.path, source.path):
             target = Target("inplace", source.path, source.format)
+    if source.format == "torchrl" and (target.kind == "inplace" or target.format == "hdf5"):
+        from rltscan.io import torchrl
+
+        if target.kind == "inplace":  # a new leaf of the storage (or the saved file rewritten)
+            return torchrl.write_back(
+                source, outputs, template=prepared.template, metadata=metadata, overwrite=overwrite
+            )
+        return torchrl.write_hdf5(source, target.path, outputs, attrs=hdf5_attrs(metadata))
     if (
         source.format in ("hdf5", "minari")
         and source.backend in (None, "hdf5")
@@ -409,6 +421,11 @@ def _write_table(
     elif source.format == "minari" and source.backend != "hdf5":
         table = convert.table_from_minari_columnar(source)
         flat_outputs = {n: np.asarray(v).reshape(-1) for n, v in outputs.items()}
+    elif source.format == "torchrl":
+        from rltscan.io import torchrl
+
+        table, plan = torchrl.table(source)
+        flat_outputs = {n: convert.output_rows(v, plan["layout"]) for n, v in outputs.items()}
     else:
         table, plan = convert.table_from_hdf5(source)
         flat_outputs = {n: convert.output_rows(v, plan["layout"]) for n, v in outputs.items()}
