@@ -101,7 +101,7 @@ def _stages(kind: str, kw: dict[str, Any], tag: str, r: dict[str, Any]) -> None:
     launch = b.launch
     r[f"{tag}: compiled launcher cached"] = (launch.key, b.device) in triton_scan._COMPILED
     r[f"{tag}: hooks idle"] = triton_scan._hooks_idle()
-    r[f"{tag}: grid, warps, lookback"] = [launch.grid, launch.num_warps, launch.lookback]
+    r[f"{tag}: grid, warps, look-back words"] = [launch.grid, launch.num_warps, launch.ws_words]
     r[f"{tag}: Bound.run"] = host_us(lambda: b.run(args))
     outs = [torch.empty_strided(s, st, dtype=dt, device="cuda") for _, s, st, dt in b.outputs]
     r[f"{tag}: direct launcher"] = b.direct

@@ -295,14 +295,14 @@ def test_a_workspace_lease_shares_the_streams_epoch_and_ends_with_its_buffers():
     written by the kernel)."""
     ws = triton_scan._Workspace()
     dev = torch.device("cpu")
-    lease, e1 = ws.lease(dev, torch.float32, 8, 1, stream=7)
-    stream, gen, ws_ptr, _, cell = lease
+    lease, e1 = ws.lease(dev, 16, stream=7)
+    stream, gen, ws_ptr, cell = lease
     assert (stream, cell[0]) == (7, e1)
     cell[0] += 1  # what Direct does for its next launch
-    _, _, e3 = ws.get(dev, torch.float32, 8, 1, 7)
+    _, e3 = ws.get(dev, 16, 7)
     assert e3 == e1 + 2, "a plain launch reused a leased launch's epoch"
     assert ws.generation == gen
-    buf, _, _ = ws.get(dev, torch.float32, 1 << 17, 1, 7)  # a larger launch: new scratch
+    buf, _ = ws.get(dev, 1 << 17, 7)  # a larger launch: new scratch
     assert ws.generation != gen and buf.data_ptr() != ws_ptr
-    other, _ = ws.lease(dev, torch.float32, 8, 1, stream=8)
-    assert other[4] is not cell, "two streams share an epoch"
+    other, _ = ws.lease(dev, 16, stream=8)
+    assert other[3] is not cell, "two streams share an epoch"

@@ -76,7 +76,9 @@ def test_triton_large(kind, shape, layout, ep):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("tiles", [(1, 16, 1), (4, 64, 2), (2, 1024, 4), (32, 128, 4)])
+@pytest.mark.parametrize(
+    "tiles", [(1, 16, 1), (4, 64, 2), (2, 1024, 4), (32, 128, 4), (1, 1024, 4), (1, 2048, 16)]
+)
 def test_tile_shape_invariance(kind, tiles):
     """Any tile shape gives the float64 result within the §2.6 tolerance. Tiles change the
     order of the float32 sums (and the look-back's order depends on timing), so two tile
@@ -292,7 +294,12 @@ def _sweep(kind):
 def test_settings_in_one_launch_match_float64(kind, shape, layout, dtype, monkeypatch):
     from rltscan.estimators import _bound
 
-    monkeypatch.setattr(triton_scan, "SETTINGS_ONE_LAUNCH", True)  # off by default
+    nsets = []
+    orig = triton_scan.Launch.fire
+    monkeypatch.setattr(
+        triton_scan.Launch, "fire",
+        lambda self, *a, **kw: (nsets.append(dict(self.consts)["NSET"]), orig(self, *a, **kw)),
+    )  # fmt: skip
 
     inputs = bench.make_inputs(kind, shape, ep_len=300.0, device="cuda", seed=13)
     inputs = {
@@ -305,6 +312,7 @@ def test_settings_in_one_launch_match_float64(kind, shape, layout, dtype, monkey
     res = f(**inputs, **_sweep(kind), validate=False)
     f(**inputs, **_sweep(kind))  # a second call of the shape: never bound
     assert {k: list(v) for k, v in _bound._BOUND.items()} == before
+    assert nsets == [3, 3], "every setting in one launch"
     for k, s in enumerate(res.settings):
         want = f(**_f64(inputs), **s, backend="torch", validate=False)
         for name, w in want.items():
@@ -315,9 +323,7 @@ def test_settings_in_one_launch_match_float64(kind, shape, layout, dtype, monkey
 
 
 @pytest.mark.parametrize("kind", ["gae", "vtrace", "retrace", "traces"])
-@pytest.mark.parametrize("one_launch", [True, False])
-def test_settings_chunks_with_carries_on_the_gpu(kind, one_launch, monkeypatch):
-    monkeypatch.setattr(triton_scan, "SETTINGS_ONE_LAUNCH", one_launch)
+def test_settings_chunks_with_carries_on_the_gpu(kind):
     n = (1 << 21) + 5
     inputs = bench.make_inputs(kind, (n,), ep_len=5e4, device="cuda", seed=17)
     f = getattr(rltscan, SETTINGS_FN[kind])
@@ -429,7 +435,7 @@ def test_per_step_columns_chunks_with_carries_on_the_gpu(kind, trace):
 
 
 @pytest.mark.parametrize("kind,trace", [("gae", None), ("vtrace", None), ("retrace", "is")])
-@pytest.mark.parametrize("tiles", [(1, 16, 1), (4, 64, 2), (32, 128, 4)])
+@pytest.mark.parametrize("tiles", [(1, 16, 1), (4, 64, 2), (32, 128, 4), (1, 1024, 4)])
 def test_per_step_tile_shape_invariance(kind, trace, tiles):
     inputs = _step_inputs(kind, trace, (7, 5003), torch.float32, 29)
     f = getattr(rltscan, SETTINGS_FN[kind])

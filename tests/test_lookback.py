@@ -3,12 +3,16 @@
 In a real run the look-back meets predecessors in every state (aggregate only,
 inclusive, not yet published) depending on timing; under the interpreter programs
 run in order, so every predecessor is already inclusive and a whole-kernel test
-never composes an aggregate. Here the workspace is laid out by hand: a tile looks
-back over aggregate-only predecessors (up to a hundred of them), to the nearest
-inclusive one or to an episode end, and must publish its own inclusive value.
+never composes an aggregate. Here the look-back's words are laid out by hand: per
+tile and lane an ``a`` word and a ``b``/inclusive word, each tagged ``epoch*4 +
+state`` in its high half (fp64 values take two words, high bits first). A tile looks
+back over aggregate-only predecessors, lane by lane, to the nearest inclusive one or
+to an episode end, with other settings' slots and older epochs in between.
 """
 
 from __future__ import annotations
+
+import struct
 
 import numpy as np
 import pytest
@@ -17,84 +21,206 @@ import torch
 triton = pytest.importorskip("triton")
 tl = triton.language
 
+from rltscan import bench  # noqa: E402
 from rltscan.scan import triton_scan  # noqa: E402
+from tests.conftest import assert_close_to_oracle  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-W = 32  # predecessors: the cases place the nearest inclusive tile W apart
+EPOCH = 5
+AGG, INC = EPOCH * 4 + 1, EPOCH * 4 + 2
 
 
 @triton.jit
-def _probe(ws, flags, agg, bnd, out, pid, k, epoch, ROWS: tl.constexpr):
+def _probe(ws, bnd, out, slot, k, epoch, ROWS: tl.constexpr, NSET: tl.constexpr,
+           WIDE: tl.constexpr):  # fmt: skip
     offs_r = tl.arange(0, ROWS)
     carry = triton_scan._lookback(
-        ws, flags, pid, k,
-        tl.load(agg + offs_r), tl.load(agg + ROWS + offs_r), tl.load(bnd + offs_r),
-        epoch, offs_r, ROWS,
-    )  # fmt: skip
+        ws, slot, k, tl.load(bnd + offs_r), epoch, offs_r, ROWS, NSET, WIDE
+    )
     tl.store(out + offs_r, carry)
 
 
-def _run(pid, k, states, a, b, y, agg_a, agg_b, boundary, epoch=5):
-    """states[j]: 1 aggregate, 2 inclusive, for the predecessors j < pid."""
-    rows = a.shape[1]
-    n = pid + 1
-    ws = torch.zeros(n, 3 * rows, dtype=torch.float64)
-    ws[:pid] = torch.as_tensor(np.concatenate([a, b, y], axis=1))
-    flags = torch.zeros(n, dtype=torch.int32)
-    flags[:pid] = torch.as_tensor(states, dtype=torch.int32) + epoch * 4
-    agg = torch.as_tensor(np.concatenate([agg_a, agg_b]), dtype=torch.float64)
-    bnd = torch.as_tensor(boundary, dtype=torch.float64)
-    out = torch.zeros(rows, dtype=torch.float64)
-    ws, flags, agg, bnd, out = (t.to(DEVICE) for t in (ws, flags, agg, bnd, out))
-    _probe[(1,)](ws, flags, agg, bnd, out, pid, k, epoch, ROWS=rows)
-    return out.cpu().numpy(), ws.cpu().numpy()[pid], int(flags[pid])
+@triton.jit
+def _reader(ws, val, tag, ROWS: tl.constexpr, WIDE: tl.constexpr):
+    offs_r = tl.arange(0, ROWS)
+    x, t = triton_scan._read(ws + offs_r, offs_r >= 0, ROWS, WIDE)
+    tl.store(val + offs_r, x)
+    tl.store(tag + offs_r, t)
 
 
-def _want(pid, k, states, a, b, y, boundary):
-    """Walk back one tile at a time, in float64: the look-back's definition."""
-    acc_a, acc_b = np.ones(a.shape[1]), np.zeros(a.shape[1])
-    if k == 0:
-        return np.asarray(boundary, dtype=np.float64)
-    for j in range(pid - 1, pid - k - 1, -1):
-        if states[j] == 2:
-            return acc_b + acc_a * y[j]
-        acc_b, acc_a = acc_b + acc_a * b[j], acc_a * a[j]
-        if not np.any(acc_a):
+def _words(x: float, tag: int, wide: bool) -> list[int]:
+    """The words the kernel publishes for ``x`` with ``tag`` (as signed int64)."""
+    if wide:
+        bits = struct.unpack("<Q", struct.pack("<d", x))[0]
+        halves = [bits >> 32, bits & 0xFFFFFFFF]
+    else:
+        halves = [struct.unpack("<I", struct.pack("<f", x))[0]]
+    return [struct.unpack("<q", struct.pack("<Q", (tag << 32) | h))[0] for h in halves]
+
+
+class Layout:
+    """Hand-laid look-back words: ``set(slot, lane, which, x, tag)``."""
+
+    def __init__(self, n_slots: int, rows: int, wide: bool) -> None:
+        self.rows, self.wide = rows, wide
+        self.per = 2 if wide else 1
+        self.ws = np.zeros(n_slots * 2 * self.per * rows, dtype=np.int64)
+
+    def set(self, slot: int, lane: int, which: str, x: float, tag: int) -> None:
+        base = slot * 2 * self.per * self.rows + (which == "b") * self.per * self.rows
+        for i, w in enumerate(_words(x, tag, self.wide)):
+            self.ws[base + i * self.rows + lane] = w
+
+
+def _run(layout: Layout, slot: int, k: int, boundary, nset: int = 1):
+    dtype = torch.float64 if layout.wide else torch.float32
+    ws = torch.as_tensor(layout.ws).to(DEVICE)
+    bnd = torch.as_tensor(np.asarray(boundary), dtype=dtype).to(DEVICE)
+    out = torch.zeros(layout.rows, dtype=dtype, device=DEVICE)
+    _probe[(1,)](ws, bnd, out, slot, k, EPOCH, ROWS=layout.rows, NSET=nset, WIDE=layout.wide)
+    return out.cpu().numpy().astype(np.float64)
+
+
+def _walk(chain, boundary_lane):
+    """The look-back's definition for one lane, in float64: ``chain`` lists the
+    predecessors nearest first as ("inc", y) or ("agg", a, b)."""
+    acc_a, acc_b = 1.0, 0.0
+    for item in chain:
+        if item[0] == "inc":
+            return acc_b + acc_a * item[1]
+        _, a, b = item
+        acc_b, acc_a = acc_b + acc_a * b, acc_a * a
+        if acc_a == 0.0:
             return acc_b
-    raise AssertionError("the row's first tile is always inclusive")
+    raise AssertionError("a chain ends at an inclusive tile")
 
 
-@pytest.mark.parametrize("rows", [1, 4])
-@pytest.mark.parametrize(
-    "case",
-    ["nearest-inclusive", "inclusive-in-first-window", "inclusive-windows-back",
-     "episode-end", "row-start", "first-tile"],
-)  # fmt: skip
-def test_the_windowed_look_back_composes_like_a_walk(rows, case, rng):
-    pid = 3 * W + 7
-    k = pid - 2  # this row's tiles begin at pid - k = 2: tiles 0, 1 belong to another row
-    a = rng.uniform(0.5, 1.0, size=(pid, rows))
-    b = rng.normal(size=(pid, rows))
-    y = rng.normal(size=(pid, rows))
-    states = [1] * pid
-    states[0] = states[1] = 1  # another row's tiles, never to be read past this row's start
-    states[2] = 2  # the row's first tile
-    if case == "nearest-inclusive":
-        states[pid - 1] = 2
-    elif case == "inclusive-in-first-window":
-        states[pid - 9] = 2
-    elif case == "inclusive-windows-back":
-        states[pid - 2 * W - 3] = 2
-    elif case == "episode-end":
-        a[pid - W - 5] = 0.0  # every row resets there; tiles further back are junk
-        b[: pid - W - 5] = np.nan
-        y[: pid - W - 5] = np.nan
-    elif case == "first-tile":
-        k = 0
-    agg_a, agg_b = rng.uniform(0.5, 1.0, rows), rng.normal(size=rows)
+@pytest.mark.parametrize("wide", [False, True], ids=["fp32", "fp64"])
+@pytest.mark.parametrize("nset", [1, 3])
+def test_each_lane_walks_to_its_own_inclusive_or_episode_end(wide, nset, rng):
+    """Four lanes of one tile, each with another history: an inclusive predecessor at
+    once, aggregates then an inclusive tile dozens back, an episode end (a = 0) with
+    junk and older epochs behind it, and an inclusive value written over an aggregate
+    (its ``a`` word still tagged as an aggregate). Other settings' slots in between
+    hold junk of this epoch: only every ``nset``-th slot belongs to this setting."""
+    rows, depth, s = 4, 40, nset - 1
+    pid = depth + 2
+    slot = pid * nset + s
+    lay = Layout((pid + 1) * nset, rows, wide)
+    dt = np.float64 if wide else np.float32
+    chains = {lane: [] for lane in range(rows)}
+    for m in range(1, depth + 1):  # predecessor m tiles back
+        j = (pid - m) * nset + s
+        for other in range(nset):
+            if other != s:  # another setting's slot: must never be read
+                for lane in range(rows):
+                    lay.set((pid - m) * nset + other, lane, "a", np.nan, AGG)
+                    lay.set((pid - m) * nset + other, lane, "b", np.nan, INC)
+        for lane in range(rows):
+            a, b, y = (float(dt(v)) for v in (rng.uniform(0.5, 1), rng.normal(), rng.normal()))
+            if (lane, m) in ((0, 1), (1, depth), (3, 7)):
+                lay.set(j, lane, "a", a, AGG)  # (3: the aggregate it published first)
+                lay.set(j, lane, "b", y, INC)
+                chains[lane].append(("inc", y))
+            elif lane == 2 and m == 12:
+                lay.set(j, lane, "a", 0.0, AGG)
+                lay.set(j, lane, "b", b, AGG)
+                chains[lane].append(("agg", 0.0, b))
+            elif lane == 2 and m > 12:  # behind the episode end: junk, some of it stale
+                lay.set(j, lane, "a", np.nan, AGG if m % 2 else AGG - 4)
+                lay.set(j, lane, "b", np.nan, INC if m % 3 else INC - 4)
+            else:
+                lay.set(j, lane, "a", a, AGG)
+                lay.set(j, lane, "b", b, AGG)
+                chains[lane].append(("agg", a, b))
     boundary = rng.normal(size=rows)
-    got, own, flag = _run(pid, k, states, a, b, y, agg_a, agg_b, boundary)
-    want = _want(pid, k, states, a, b, y, boundary)
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(own[2 * rows :], agg_b + agg_a * want, rtol=1e-12, atol=1e-12)
-    assert flag == 5 * 4 + 2, "the tile did not publish its inclusive value"
+    got = _run(lay, slot, pid, boundary, nset)
+    want = [_walk(chains[lane], boundary[lane]) for lane in range(rows)]
+    tol = 1e-12 if wide else 2e-5
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["fp32", "fp64"])
+def test_the_first_tile_of_a_row_takes_the_boundary(wide, rng):
+    lay = Layout(4, 2, wide)
+    for lane in range(2):  # the previous row's tiles: never read from a row's start
+        for j in range(3):
+            lay.set(j, lane, "b", np.nan, INC)
+    boundary = rng.normal(size=2)
+    got = _run(lay, 3, 0, boundary)
+    np.testing.assert_allclose(got, boundary, rtol=1e-6)
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["fp32", "fp64"])
+def test_a_word_reads_as_not_there_when_stale_or_torn(wide):
+    """A reader accepts a value only with its tag; fp64 halves of two different
+    publications (a read between the two stores) give tag -1."""
+    rows = 4
+    lay = Layout(1, rows, wide)
+    lay.set(0, 0, "a", 1.5, AGG)
+    lay.set(0, 1, "a", -2.25, INC - 4)  # an older epoch
+    lay.set(0, 2, "a", 3.0, INC)
+    if wide:  # lane 3: the high half of one publication, the low half of another
+        lay.set(0, 3, "a", 7.0, AGG)
+        lay.ws[rows + 3] = _words(7.000001, INC, True)[1]
+    else:
+        lay.set(0, 3, "a", 0.0, 0)  # never written
+    ws = torch.as_tensor(lay.ws).to(DEVICE)
+    dtype = torch.float64 if wide else torch.float32
+    val = torch.zeros(rows, dtype=dtype, device=DEVICE)
+    tag = torch.zeros(rows, dtype=torch.int32, device=DEVICE)
+    _reader[(1,)](ws, val, tag, ROWS=rows, WIDE=wide)
+    assert tag.tolist() == [AGG, INC - 4, INC, -1 if wide else 0]
+    assert val.tolist()[:3] == [1.5, -2.25, 3.0]
+
+
+@pytest.mark.parametrize("kind", ["gae", "vtrace", "traces"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+def test_every_tile_publishes_its_inclusive_value(kind, dtype):
+    """After a launch every tile's b word holds, tagged inclusive with that launch's
+    epoch, the y at its last step in scan order (its first step backward)."""
+    n, chunk = 300, 64
+    inp = bench.make_inputs(kind, (n,), ep_len=90.0, device=DEVICE, seed=2)
+    inp = {k: (v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+           for k, v in inp.items()}  # fmt: skip
+    with triton_scan.tile_override(rows=1, chunk=chunk, num_warps=1):
+        out = bench.call(kind, inp, backend="triton", validate=False)
+    y = out["vs"] - inp["values"] if kind == "vtrace" else next(iter(out.values()))
+    device = y.device  # (the launch's key: "cuda:0", not "cuda")
+    words, epoch = triton_scan._WS.get(device, 1, triton_scan._stream_id(device))
+    epoch -= 1  # (get() handed out the next epoch: the launch had the one before)
+    wide = dtype == torch.float64
+    per = 2 if wide else 1
+    ws = words.cpu().numpy()
+    n_tiles = -(-n // chunk)
+    reverse = kind != "traces"
+    for k in range(n_tiles):
+        tb = n_tiles - 1 - k if reverse else k
+        step = tb * chunk if reverse else min(n, (tb + 1) * chunk) - 1
+        b_words = ws[k * 2 * per + per : k * 2 * per + 2 * per]
+        assert all(int(w) >> 32 == epoch * 4 + 2 for w in b_words), (k, b_words)
+        if wide:
+            hi, lo = (int(w) & 0xFFFFFFFF for w in b_words)
+            got = struct.unpack("<d", struct.pack("<Q", (hi << 32) | lo))[0]
+        else:
+            got = struct.unpack("<f", struct.pack("<I", int(b_words[0]) & 0xFFFFFFFF))[0]
+        np.testing.assert_allclose(got, float(y[step]), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", bench.ESTIMATOR_ORDER)
+@pytest.mark.parametrize("tiles", [(1, 64, 1, 2), (2, 64, 1, 4), (1, 256, 1, 8), (2, 16, 1, 1)],
+                         ids=lambda t: f"per{t[3]}")  # fmt: skip
+@pytest.mark.parametrize("shape", [(701,), (3, 300)], ids=["flat", "batched"])
+def test_tiles_of_several_steps_a_thread_match_float64(kind, tiles, shape):
+    """The aggregate is taken out of the registers of the thread that holds it (2, 4
+    or 8 steps a thread); the suite's tiny default tiles hold one."""
+    rows, chunk, warps, per = tiles
+    assert triton_scan.Tiles(rows, chunk, warps).per_thread(True) == per
+    inp = bench.make_inputs(kind, shape, ep_len=150.0, device=DEVICE, seed=len(shape))
+    want = bench.call(kind, {k: (v.double() if isinstance(v, torch.Tensor) and
+                                 v.is_floating_point() else v) for k, v in inp.items()},
+                      backend="torch", validate=False)  # fmt: skip
+    with triton_scan.tile_override(rows=rows, chunk=chunk, num_warps=warps):
+        got = bench.call(kind, inp, backend="triton", validate=False)
+    for k, w in want.items():
+        assert_close_to_oracle(got[k], w, torch.float32)

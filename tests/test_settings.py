@@ -236,12 +236,6 @@ FUSED = [
 GAMMAS, LAMS = [0.9, 0.99, 0.5, 1.0, 0.0], [0.95, 0.7, 1.0, 0.3, 0.0]
 
 
-@pytest.fixture
-def one_launch(monkeypatch):
-    """The one-launch path (off by default: triton_scan.SETTINGS_ONE_LAUNCH)."""
-    monkeypatch.setattr(triton_scan, "SETTINGS_ONE_LAUNCH", True)
-
-
 def _arrays(fn: str, trace: str | None, rng, shape, dtype, p_done: float = 0.15) -> dict:
     """Random inputs of one estimator, ``shape`` = (R, T) or (T,), in ``dtype``."""
     f = lambda: torch.as_tensor(rng.standard_normal(shape), dtype=dtype)  # noqa: E731
@@ -311,9 +305,7 @@ def _check_settings(fn: str, inp: dict, res, dtype) -> None:
     ],
     ids=["K1-flat-f64", "K3-batch-f32", "K5-flat-f32", "K4-time-f64", "K2-time-f32"],
 )
-def test_one_launch_matches_the_float64_loop(
-    fn, trace, k, shape, layout, dtype, rng, monkeypatch, one_launch
-):
+def test_one_launch_matches_the_float64_loop(fn, trace, k, shape, layout, dtype, rng, monkeypatch):
     fires = []
     orig = triton_scan.Launch.fire
     monkeypatch.setattr(
@@ -331,7 +323,7 @@ def test_one_launch_matches_the_float64_loop(
 
 
 @pytest.mark.parametrize("fn,trace", FUSED, ids=[f"{f}-{t}" for f, t in FUSED])
-def test_one_launch_chunks_with_carries(fn, trace, rng, one_launch):
+def test_one_launch_chunks_with_carries(fn, trace, rng):
     """Chunks in scan order, each handing on its carry: the whole sequence's results."""
     n, dtype = 19, torch.float64
     inp = _arrays(fn, trace, rng, (2, n), dtype, p_done=0.1)
@@ -357,7 +349,7 @@ def test_one_launch_chunks_with_carries(fn, trace, rng, one_launch):
         assert_close_to_oracle(a.y, b.y, dtype)
 
 
-def test_one_launch_init_and_features(rng, one_launch):
+def test_one_launch_init_and_features(rng):
     """Eligibility traces with a trailing feature axis and an init per sequence."""
     x = torch.as_tensor(rng.standard_normal((3, 10, 2)))
     term = torch.as_tensor(rng.random((3, 10)) < 0.2)
@@ -371,7 +363,7 @@ def test_one_launch_init_and_features(rng, one_launch):
         assert_close_to_oracle(res.eligibility_traces[k], want.eligibility_traces, torch.float64)
 
 
-def test_one_launch_numpy_in_numpy_out_and_validation(rng, one_launch):
+def test_one_launch_numpy_in_numpy_out_and_validation(rng):
     inp = base(rng, 17, 0.2)
     res = rltscan.gae(**inp, gamma=[0.9, 0.99, 0.8], lam=0.9, backend="triton")
     assert isinstance(res.advantages, np.ndarray) and res.advantages.shape == (3, 17)
@@ -379,16 +371,6 @@ def test_one_launch_numpy_in_numpy_out_and_validation(rng, one_launch):
     inp["rewards"][6] = np.nan
     with pytest.raises(rltscan.DataError, match=r'"rewards" has NaN or Inf at index 6,'):
         rltscan.gae(**inp, gamma=[0.9, 0.99, 0.8], lam=0.9, backend="triton")
-
-
-def test_settings_tiles_hold_whole_data_rows():
-    """Default tiles never split one data row's settings over programs."""
-    for k in range(2, 9):
-        kp = 1 << (k - 1).bit_length()
-        for rows, steps in [(1, 1 << 26), (4096, 1024), (3, 5), (16384, 128), (1, 7)]:
-            for tc in (True, False):
-                t = triton_scan._settings_tiles(rows, steps, tc, kp)
-                assert t.rows % kp == 0 and t.rows * t.chunk <= 1 << 12, (k, rows, steps, tc)
 
 
 def test_the_settings_fallback_solves_each_setting(rng):
@@ -727,9 +709,7 @@ def test_the_kernel_path_choice(rng):
     assert not triton_fused(problem("no_such_kind"))
 
 
-def test_per_step_with_several_lambdas_runs_one_fused_launch_per_setting(
-    rng, monkeypatch, one_launch
-):
+def test_per_step_with_several_lambdas_runs_one_fused_launch_per_setting(rng, monkeypatch):
     """γ_t with λ = [...]: excluded from the settings launch (NSET stays 1), each setting
     one fused launch."""
     inp = _arrays("gae", None, rng, (2, 9), torch.float64)

@@ -539,8 +539,7 @@ class SettingsCarry:
 
 def _one_launch(d: Declaration, args: dict[str, Any]) -> bool:
     """Whether every setting runs in one kernel launch: the Triton backend and an
-    estimator with a fused prologue (per-step columns take the generic path), when
-    ``triton_scan.SETTINGS_ONE_LAUNCH`` is on (off by default: see there)."""
+    estimator with a fused prologue (a per-step column runs one launch per setting)."""
     if any(args.get(c) is not None for c in PER_STEP_OF):
         return False
     arrays = [args[n] for n in d.inputs if isinstance(args.get(n), torch.Tensor)]
@@ -551,7 +550,7 @@ def _one_launch(d: Declaration, args: dict[str, Any]) -> bool:
         return False
     from rltscan.scan import triton_scan
 
-    return triton_scan.SETTINGS_ONE_LAUNCH and triton_scan.fused(d.name)
+    return triton_scan.fused(d.name)
 
 
 def _sweeps(d: Declaration, args: dict[str, Any]) -> bool:

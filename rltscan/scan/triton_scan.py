@@ -19,17 +19,46 @@ or one flat sequence) is cut into tiles of ``ROWS × CHUNK``. A program scans it
 tile with ``tl.associative_scan`` (the affine-map composition below) and, when
 the time axis spans several tiles, joins them in the same pass with decoupled
 look-back (Merrill & Garland, "Single-pass Parallel Prefix Scan with Decoupled
-Look-back", NVIDIA 2016): a tile publishes its aggregate ``(A, B)``, looks back
-over earlier tiles (in scan order) until it meets an inclusive value or a reset
-(``A == 0``, i.e. an episode end), then publishes its own inclusive value. Tiles
-are numbered so that scan-order predecessors have lower program ids, so they
-were scheduled first and the spin-wait always makes progress (under the
-interpreter too, which runs programs in order).
+Look-back", NVIDIA 2016): a tile publishes its aggregate ``(A, B)`` (its inclusive
+value at once when it holds an episode end, ``A == 0``, or starts its row), looks
+back over earlier tiles (in scan order) until it meets an inclusive value or a
+reset, then publishes its own inclusive value. Tiles are numbered so that scan-order
+predecessors have lower program ids, so they were scheduled first and the
+spin-wait always makes progress (under the interpreter too, which runs programs in
+order). Several settings (γ, λ) (``NSET``) are a loop inside the program over the
+columns it read once: a scan, a look-back and the stores per setting. K = 3 at 2^26
+flat steps (kernel time, 4 steps a thread): GAE 1108 µs against 1397 for three
+launches, V-trace 1466 against 2187; floors (inputs once, K outputs) 537 and 664 µs,
+so 2.1× and 2.2×: the scans, not the reads, bound it. The kernel before ran settings as
+virtual rows (each re-read its row's inputs from L1; a K of 3 padded to 4): 2113 µs.
 
 Memory traffic per step is what the README's memory floor counts: each input read once,
 each output written once (V-trace re-reads its own ``vs`` from L1/L2 to form
-``vs_{t+1}``). The look-back workspace is 3 floats per tile row and one int32
-flag per tile; it is never zeroed: flags carry an epoch that grows per launch.
+``vs_{t+1}``). The look-back's words are 16 bytes per tile row and setting (32 in
+float64), never zeroed between launches: each carries the epoch of its launch.
+
+Measured on the H200 at 2^26 flat steps, episode ends every ~1000, full-call µs
+(bench/results/kernel-probe-h200-2026-12-04, -b; the copy floor is 284.5 µs for GAE,
+158 returns, 221 TD(λ), 411 V-trace and Retrace):
+
+=================  =====  =======  ======  =======  =======
+kernel             GAE    returns  TD(λ)   V-trace  Retrace
+=================  =====  =======  ======  =======  =======
+this one           415.5  273.7    366.0   686.8    515.2
+flag + release     466.9  309.7    412.4   917.1    551.8
+reduce-then-scan   677.1  492.5    (two launches, 4 steps a thread: 478 and 349 in one)
+=================  =====  =======  ======  =======  =======
+
+"flag + release" is the kernel this replaced, same tiles (1024 steps, 4 warps): a
+flag word per tile raised with a release after a block barrier, polled with atomics,
+the data read in a second round trip, and the aggregate summed over the tile (two
+reductions, with barriers) where this one takes it from the thread that holds it.
+Reduce-then-scan (a first launch publishes every aggregate, so the scan never waits)
+reads the inputs twice: slower everywhere.
+The look-back still costs: the same steps as rows of one tile (no look-back) run GAE
+at 83% of the floor, Retrace at 101% (4 steps a thread). What remains is the wait for
+a predecessor's aggregate, which a program spends holding its loads' registers; a
+persistent program that loads its next tile while it waits is the way past it.
 """
 
 from __future__ import annotations
@@ -93,54 +122,110 @@ def _flag(ptr, offs, mask):
     return tl.load(ptr + offs, mask=mask, other=0) != 0
 
 
+# ---- the look-back's words ----------------------------------------------------------
+# A tile publishes each value as self-validating 64-bit words: the tag epoch*4 + state
+# (1: aggregate, 2: inclusive) in the high half, 32 bits of the value in the low half
+# (fp64 values take two words, high bits first). One aligned 64-bit store is seen whole
+# or not at all, so a reader needs no flag, no fence and no barrier: a word whose tag is
+# not the one it expects is simply not there yet (older epochs included). Per tile and
+# lane: the aggregate's a (written only while it is needed) and one word that holds
+# first the aggregate's b, then the inclusive value y.
+
+
 @triton.jit
-def _lookback(ws_ptr, flag_ptr, pid, k, agg_a, agg_b, boundary, epoch, offs_r, ROWS: tl.constexpr):
-    """Carry into this tile (y just past it in scan order), and publish its inclusive value.
+def _word(bits, tag):
+    return (tag.to(tl.int64) << 32) | (bits.to(tl.int64) & 0xFFFFFFFF)
 
-    Workspace per tile: [aggregate a | aggregate b | inclusive y] × ROWS, plus a
-    flag ``epoch*4 + state`` (state 1: aggregate ready, 2: inclusive ready).
 
-    One predecessor at a time. Examining 32 at once (one round of flag reads, a small
-    scan of their maps, as CUB does) measured slower on the H200 at 2^26 flat steps
-    (GAE 54% of copy bandwidth against 61%; bench/results/kernel-probe-h200-2026-12-03-b):
-    the walk is rarely more than a tile or two deep, and the window's 32 atomics and
-    scan cost more than the hops they save.
+@triton.jit
+def _publish(ptr, x, tag, mask, ROWS: tl.constexpr, WIDE: tl.constexpr):
+    """Store ``x`` with ``tag`` where ``mask`` (fp64: the low bits ROWS words further)."""
+    if WIDE:
+        xb = x.to(tl.int64, bitcast=True)
+        tl.store(ptr, _word(xb >> 32, tag), mask=mask)
+        tl.store(ptr + ROWS, _word(xb, tag), mask=mask)
+    else:
+        tl.store(ptr, _word(x.to(tl.int32, bitcast=True), tag), mask=mask)
+
+
+@triton.jit
+def _edge(x, ROWS: tl.constexpr, CHUNK: tl.constexpr, PER: tl.constexpr, REVERSE: tl.constexpr):
+    """``x`` at the tile's last step in scan order (its first step backward), as
+    ``[ROWS, CHUNK // PER]`` where only group 0 (backward) or the last group (forward)
+    holds it. With ``PER`` consecutive steps per thread (the layout Triton gives a
+    time-contiguous tile) the value is taken out of its thread's registers: no shared
+    memory and no barrier, where a sum over the tile takes both."""
+    if PER == 1:
+        if REVERSE:
+            col = 0
+        else:
+            col = CHUNK - 1
+        v = tl.sum(tl.where((tl.arange(0, CHUNK) == col)[None, :], x, 0.0), axis=1)[:, None]
+    else:  # (a sum over a thread's own registers, the others zero: no data moves)
+        if REVERSE:
+            col = 0
+        else:
+            col = PER - 1
+        v = tl.reshape(x, [ROWS, CHUNK // PER, PER])
+        v = tl.sum(tl.where((tl.arange(0, PER) == col)[None, None, :], v, 0.0), axis=2)
+    return v
+
+
+@triton.jit
+def _read(ptr, mask, ROWS: tl.constexpr, WIDE: tl.constexpr):
+    """(value, tag) of the words at ``ptr``; fp64 halves of two different publications
+    (a read between the two stores) give tag -1: not there yet."""
+    w = tl.load(ptr, mask=mask, other=0, volatile=True)
+    tag = (w >> 32).to(tl.int32)
+    if WIDE:
+        lo = tl.load(ptr + ROWS, mask=mask, other=0, volatile=True)
+        x = ((w << 32) | (lo & 0xFFFFFFFF)).to(tl.float64, bitcast=True)
+        tag = tl.where((lo >> 32).to(tl.int32) == tag, tag, -1)
+    else:
+        x = w.to(tl.int32).to(tl.float32, bitcast=True)
+    return x, tag
+
+
+@triton.jit
+def _lookback(ws_ptr, slot, k, boundary, epoch, offs_r, ROWS: tl.constexpr,
+              NSET: tl.constexpr, WIDE: tl.constexpr):  # fmt: skip
+    """Carry into this tile (y just past it in scan order), per lane: walk back over the
+    predecessors' words (``slot - NSET`` is the previous tile of the same setting) until
+    each lane meets an inclusive value or an episode end (an aggregate with a = 0).
+
+    One round trip per predecessor: both words of every lane are loaded at once, and
+    the walk moves on once every lane still searching has found one of the two states
+    there (else it reads them again). Earlier forms, measured on the H200 at 2^26 flat
+    steps: a flag word per tile raised with a release after a block barrier, polled by
+    atomics, then a second read of the data (GAE 467 µs against 416 now, see the module's
+    table); the same with 32 predecessors per round (CUB's window: GAE 54% of copy
+    bandwidth against 61%, bench/results/kernel-probe-h200-2026-12-03-b).
     """
-    base = ws_ptr + pid.to(tl.int64) * (3 * ROWS)
-    ready_agg = epoch * 4 + 1
-    ready_inc = epoch * 4 + 2
     carry = boundary
     if k > 0:
-        tl.store(base + offs_r, agg_a)
-        tl.store(base + ROWS + offs_r, agg_b)
-        tl.debug_barrier()  # every thread's stores land before the flag is raised
-        tl.atomic_xchg(flag_ptr + pid, ready_agg, sem="release")
-        acc_a = tl.full([ROWS], 1.0, agg_a.dtype)
-        acc_b = tl.zeros([ROWS], agg_b.dtype)
-        j = pid - 1
-        searching = True
-        while searching:
-            f = tl.atomic_add(flag_ptr + j, 0, sem="acquire")
-            while f < ready_agg:  # older epochs and "not yet" both read as smaller
-                f = tl.atomic_add(flag_ptr + j, 0, sem="acquire")
-            jbase = ws_ptr + j.to(tl.int64) * (3 * ROWS)
-            if f == ready_inc:
-                inc = tl.load(jbase + 2 * ROWS + offs_r, volatile=True)
-                carry = acc_b + acc_a * inc
-                searching = False
-            else:
-                pa = tl.load(jbase + offs_r, volatile=True)
-                pb = tl.load(jbase + ROWS + offs_r, volatile=True)
-                acc_b = acc_b + acc_a * pb
-                acc_a = acc_a * pa
-                if tl.max(tl.abs(acc_a), axis=0) == 0:
-                    # an episode end in between: nothing further back can matter
-                    carry = acc_b
-                    searching = False
-                j = j - 1
-    tl.store(base + 2 * ROWS + offs_r, agg_b + agg_a * carry)
-    tl.debug_barrier()
-    tl.atomic_xchg(flag_ptr + pid, ready_inc, sem="release")
+        agg = epoch * 4 + 1
+        inc = agg + 1
+        acc_a = tl.full([ROWS], 1.0, boundary.dtype)
+        acc_b = tl.zeros([ROWS], boundary.dtype)
+        todo = offs_r >= 0
+        j = slot - NSET
+        while tl.max(todo.to(tl.int32), axis=0) > 0:
+            lane = ws_ptr + j.to(tl.int64) * (2 * (1 + WIDE) * ROWS) + offs_r  # a, then b / y
+            vb, tb = _read(lane + (1 + WIDE) * ROWS, todo, ROWS, WIDE)
+            va, ta = _read(lane, todo, ROWS, WIDE)
+            is_inc = tb == inc
+            is_agg = (tb == agg) & (ta == agg)
+            waiting = tl.sum((todo & ~is_inc & ~is_agg).to(tl.int32), axis=0)
+            go = todo & ((offs_r + waiting) == offs_r)  # (no lane waiting, as a tensor)
+            nb = acc_b + acc_a * vb
+            na = acc_a * va
+            step_agg = go & is_agg
+            found = go & (is_inc | (is_agg & (na == 0)))
+            carry = tl.where(found, nb, carry)
+            acc_b = tl.where(step_agg, nb, acc_b)
+            acc_a = tl.where(step_agg, na, acc_a)
+            todo = todo & ~found
+            j = j - tl.where(waiting == 0, NSET, 0)
     return carry
 
 
@@ -208,8 +293,7 @@ def _scan_kernel(
     pdone_ptr,  # per-row carry from the previous chunk: its last step ended an episode
     out0_ptr,
     out1_ptr,
-    ws_ptr,
-    flag_ptr,  # look-back workspace
+    ws_ptr,  # look-back words (int64), never zeroed between launches: tags carry the epoch
     err_ptr,  # int32[2] (CHECK): [0] counts tiles with a non-finite read entry, [1] = check_id
     set_ptr,  # NSET > 1: [NSET, 2] (γ, λ) per setting, in the compute dtype
     disc_ptr,  # HAS_DISC: the per-step discount γ_t (docs/CONVENTIONS.md §1.7)
@@ -246,11 +330,12 @@ def _scan_kernel(
     CONTINUES: tl.constexpr,  # the sequence goes on past T-1: no forced cut there (§2.4)
     ROWS: tl.constexpr,
     CHUNK: tl.constexpr,
+    PER: tl.constexpr,  # consecutive steps a thread holds (1: time-major tiles)
     LOOKBACK: tl.constexpr,
     COMPUTE: tl.constexpr,
+    WIDE: tl.constexpr,  # COMPUTE is float64: look-back values take two words
     TRACE: tl.constexpr,  # RETRACE only: which trace coefficient (TRACES below)
     NSET: tl.constexpr,  # settings (γ, λ) solved in this launch (fused kinds; 1: the scalars)
-    KP: tl.constexpr,  # NSET rounded up to a power of two: virtual rows per data row
     HAS_DISC: tl.constexpr,  # γ_t from disc_ptr instead of the scalar γ
     HAS_LAMT: tl.constexpr,  # λ_t from lamt_ptr instead of the scalar λ
 ):
@@ -268,38 +353,30 @@ def _scan_kernel(
     log_c = (tl.zeros([], COMPUTE) + log_c) + log_c_lo
     log_pg = (tl.zeros([], COMPUTE) + log_pg) + log_pg_lo
     pid = tl.program_id(0)
-    rb = pid // n_tblocks
-    k = pid % n_tblocks  # position in scan order: predecessors have lower pids
+    if R == 1:  # (Triton passes R == 1 as a constant: one flat sequence, no division)
+        rb = 0
+        k = pid
+    else:
+        rb = pid // n_tblocks
+        k = pid - rb * n_tblocks  # position in scan order: predecessors have lower pids
     if REVERSE:
         tb = n_tblocks - 1 - k
     else:
         tb = k
     offs_r = tl.arange(0, ROWS)
     offs_c = tl.arange(0, CHUNK)
-    vrows = rb.to(tl.int64) * ROWS + offs_r
-    if NSET == 1:
-        rows = vrows
-        rmask = rows < R
-        brow = rows  # the boundary (carry y / init) of each tile row
-    else:
-        # Virtual rows v = row*KP + s: the settings of one data row are neighbours in a
-        # tile, so its inputs come from DRAM once and the other settings hit L1.
-        rows = vrows // KP
-        kset = vrows % KP
-        rmask = (rows < R) & (kset < NSET)
-        brow = rows * NSET + kset
-        gamma = tl.load(set_ptr + 2 * kset, mask=rmask, other=0.0).to(COMPUTE)[:, None]
-        lam = tl.load(set_ptr + 2 * kset + 1, mask=rmask, other=0.0).to(COMPUTE)[:, None]
-    t = tb.to(tl.int64) * CHUNK + offs_c
-    tmask = t < T
-    mask = rmask[:, None] & tmask[None, :]
-    offs = rows[:, None] * stride_r + t[None, :] * stride_t
+    rows = rb * ROWS + offs_r
+    rmask = rows < R
+    # Step positions inside the tile stay int32; only the tile's start is int64.
+    t0 = tb.to(tl.int64) * CHUNK
+    n_in = tl.minimum(T - t0, CHUNK).to(tl.int32)  # steps of this tile inside the window
+    mask = rmask[:, None] & (offs_c < n_in)[None, :]
+    offs = (rows.to(tl.int64) * stride_r + t0 * stride_t)[:, None] + (
+        offs_c.to(tl.int64) * stride_t
+    )[None, :]
     offs1 = offs + stride_t  # step t+1 (backward kinds) — only read where t is not a cut
-    if NSET == 1:
-        oofs = offs  # outputs share the inputs' strides
-    else:
-        oofs = offs + (kset * set_stride)[:, None]  # ... one block of them per setting
-    last = (t == T - 1)[None, :]
+    # (the window's last step, if this tile holds it; CHUNK matches no step)
+    last = (offs_c == tl.where(t0 + n_in == T, n_in - 1, CHUNK))[None, :]
     at_end = last
     if CONTINUES:
         last = tl.zeros([ROWS, CHUNK], tl.int1)  # a chunk end is not a window end
@@ -321,15 +398,15 @@ def _scan_kernel(
     if HAS_LAMT:
         lam = _ld(lamt_ptr, offs, mask, COMPUTE)
 
-    # ---- prologue: build (a, b) on-chip -------------------------------------------
+    # ---- prologue, the part shared by every setting: raw columns read once ----------
     if KIND == 0:  # LINEAR
-        a = _ld(c0_ptr, offs, mask, COMPUTE)
-        b = _ld(c1_ptr, offs, mask, COMPUTE)
+        a_in = _ld(c0_ptr, offs, mask, COMPUTE)
+        b_in = _ld(c1_ptr, offs, mask, COMPUTE)
     elif KIND == 6 or KIND == 7:  # TRACES, PREFIX_SUM: forward, reset at episode starts
         if FIRST_GIVEN:
             first = term
         else:
-            prev = mask & (t >= 1)[None, :]
+            prev = mask & (t0 + offs_c >= 1)[None, :]
             first = tl.zeros([ROWS, CHUNK], tl.int1)
             if HAS_TERM:
                 first = _flag(term_ptr, offs - stride_t, prev)
@@ -337,24 +414,18 @@ def _scan_kernel(
                 first = first | _flag(trunc_ptr, offs - stride_t, prev)
             if CONTINUES:  # step 0 starts an episode if the previous chunk's last ended one
                 pd = tl.load(pdone_ptr + rows, mask=rmask, other=0) != 0
-                first = first | ((t == 0)[None, :] & pd[:, None])
-        if KIND == 6:
-            decay = gamma * lam
-        else:
-            decay = 1.0
-        a = tl.where(first, 0.0, decay).to(COMPUTE)
-        b = _ld(c0_ptr, offs, mask, COMPUTE)
+                first = first | ((t0 + offs_c == 0)[None, :] & pd[:, None])
+        b_in = _ld(c0_ptr, offs, mask, COMPUTE)
     else:
         r = _ld(c0_ptr, offs, mask, COMPUTE)
         if KIND == 5:  # RETRACE
             q = _ld(c1_ptr, offs, mask, COMPUTE)
             ev = tl.where(term, 0.0, _ld(c2_ptr, offs, mask & ~term, COMPUTE))
-            b = r + gamma * ev - q
             # c_{t+1}: the NEXT row's ratio, never read at a cut
             nxt_mask = mask & ~cut
             if CONTINUES:
                 nxt_mask = nxt_mask & ~at_end
-            # the trace c_{t+1} by TRACE (0 Retrace, 1 tree-backup, 2 Q(λ), 3 IS), all
+            # the trace c_{t+1} / λ by TRACE (0 Retrace, 1 tree-backup, 2 Q(λ), 3 IS), all
             # through one log-ratio: log π − log μ (Retrace, IS), log π (tree-backup), 0
             if TRACE == 2:
                 lt = tl.zeros([ROWS, CHUNK], COMPUTE)
@@ -370,12 +441,11 @@ def _scan_kernel(
                 nlr = tl.load(nlr_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
                 lr1 = tl.where(at_end, nlr[:, None], lr1)
             if TRACE == 0:  # Retrace clips at c̄; tree-backup and IS do not; Q(λ): c = λ
-                c1 = lam * tl.exp(tl.minimum(lr1, log_c))
+                ratio1 = tl.exp(tl.minimum(lr1, log_c))
             elif TRACE == 2:
-                c1 = tl.zeros([ROWS, CHUNK], COMPUTE) + lam
+                ratio1 = tl.full([ROWS, CHUNK], 1.0, COMPUTE)
             else:
-                c1 = lam * tl.exp(lr1)
-            a = tl.where(cut, 0.0, gamma * c1)
+                ratio1 = tl.exp(lr1)
         else:
             nv = _next_value(
                 c1_ptr,
@@ -398,104 +468,150 @@ def _scan_kernel(
                 COMPUTE,
                 CONTINUES,
             )
-            if KIND == 1:  # GAE
+            if KIND == 1 or KIND == 4:  # GAE, VTRACE
                 v = _ld(c1_ptr, offs, mask, COMPUTE)
-                b = r + gamma * nv - v
-                a = tl.where(cut, 0.0, gamma * lam).to(COMPUTE)
-            elif KIND == 2:  # TD_LAMBDA
-                b = r + tl.where(boot, gamma, gamma * (1.0 - lam)) * nv
-                a = tl.where(cut, 0.0, gamma * lam).to(COMPUTE)
-            elif KIND == 3:  # RETURNS
-                b = tl.where(boot, r + gamma * nv, r)
-                a = tl.where(cut, 0.0, gamma).to(COMPUTE)
-            else:  # VTRACE
-                v = _ld(c1_ptr, offs, mask, COMPUTE)
+            if KIND == 4:
                 lt = _ld(c3_ptr, offs, mask, COMPUTE)
                 lb = _ld(c4_ptr, offs, mask, COMPUTE)
                 lr = lt - lb
                 rho = tl.exp(tl.minimum(lr, log_rho))
-                cc = lam * tl.exp(tl.minimum(lr, log_c))
-                b = rho * (r + gamma * nv - v)
-                a = tl.where(cut, 0.0, gamma * cc)
-
-    if CHECK:
-        # A fast screen for validation: every read input flows into b (a missing
-        # bootstrap arrives as NaN), except the log-ratios, which are clipped.
-        # Only masked-in (read) entries can be non-finite here.
-        bad = _nonfinite(b)
-        if KIND == 4 or KIND == 5:
-            bad = bad | (lt != lt) | (lt == float("inf")) | _nonfinite(lb)
-        if KIND == 5 and HAS_OUT1:
-            bad = bad | _nonfinite(_ld(c5_ptr, offs, mask, COMPUTE))
-        # γ_t and λ_t must lie in [0, 1] (NaN fails both comparisons): checked here
-        # rather than through b, which reads γ_t only where nv is read
-        if HAS_DISC:
-            bad = bad | ~((gamma >= 0.0) & (gamma <= 1.0))
-        if HAS_LAMT:
-            bad = bad | ~((lam >= 0.0) & (lam <= 1.0))
-        if tl.max(tl.max((bad & mask).to(tl.int32), axis=1), axis=0) > 0:
-            # only ever increased here (the host never writes it): a count the host
-            # can read without a sync when the word lives in pinned memory
-            tl.atomic_add(err_ptr, 1)
-            tl.store(err_ptr + 1, check_id)
+                ratio = tl.exp(tl.minimum(lr, log_c))
 
     # Out-of-range steps are identities (1, 0); out-of-range rows resets (0, 0), so
     # they never hold a look-back open.
-    a = tl.where(mask, a, tl.where(rmask[:, None], 1.0, 0.0)).to(COMPUTE)
-    b = tl.where(mask, b, 0.0).to(COMPUTE)
-
-    # ---- the scan ------------------------------------------------------------------
-    A, B = tl.associative_scan((a, b), axis=1, combine_fn=_combine, reverse=REVERSE)
-    if HAS_INIT:
-        boundary = tl.load(row_ptr + brow, mask=rmask, other=0.0).to(COMPUTE)
+    pad_a = tl.where(rmask[:, None], 1.0, 0.0)
+    # the look-back's lanes, [ROWS, G] as _edge gives them: only the group that holds the
+    # tile's aggregate stores
+    groups = tl.arange(0, CHUNK // PER)[None, :]
+    if REVERSE:
+        holder = groups == 0
     else:
-        boundary = tl.zeros([ROWS], COMPUTE)
-    if LOOKBACK:
-        if REVERSE:
-            edge = offs_c[None, :] == 0
+        holder = groups == CHUNK // PER - 1
+    lanes = ws_ptr + offs_r[:, None] + (groups * 0).to(tl.int64)
+    for s in tl.static_range(NSET):
+        if NSET == 1:
+            g = gamma
+            lm = lam
+            oofs = offs  # outputs share the inputs' strides
+            brow = rows  # the boundary (carry y / init) of each tile row
+        else:  # one block of outputs per setting; boundaries per (row, setting)
+            g = tl.load(set_ptr + 2 * s).to(COMPUTE)
+            lm = tl.load(set_ptr + 2 * s + 1).to(COMPUTE)
+            oofs = offs + s * set_stride
+            brow = rows * NSET + s
+        # ---- this setting's (a, b), built on-chip ------------------------------------
+        if KIND == 0:
+            a = a_in
+            b = b_in
+        elif KIND == 6 or KIND == 7:
+            if KIND == 6:
+                decay = g * lm
+            else:
+                decay = 1.0
+            a = tl.where(first, 0.0, decay).to(COMPUTE)
+            b = b_in
+        elif KIND == 5:
+            b = r + g * ev - q
+            a = tl.where(cut, 0.0, g * lm * ratio1)
+        elif KIND == 1:  # GAE
+            b = r + g * nv - v
+            a = tl.where(cut, 0.0, g * lm).to(COMPUTE)
+        elif KIND == 2:  # TD_LAMBDA
+            b = r + tl.where(boot, g, g * (1.0 - lm)) * nv
+            a = tl.where(cut, 0.0, g * lm).to(COMPUTE)
+        elif KIND == 3:  # RETURNS
+            b = tl.where(boot, r + g * nv, r)
+            a = tl.where(cut, 0.0, g).to(COMPUTE)
+        else:  # VTRACE
+            b = rho * (r + g * nv - v)
+            a = tl.where(cut, 0.0, g * lm * ratio)
+
+        if CHECK and s == 0:
+            # A fast screen for validation: every read input flows into b (a missing
+            # bootstrap arrives as NaN), except the log-ratios, which are clipped.
+            # Only masked-in (read) entries can be non-finite here.
+            bad = _nonfinite(b)
+            if KIND == 4 or KIND == 5:
+                bad = bad | (lt != lt) | (lt == float("inf")) | _nonfinite(lb)
+            if KIND == 5 and HAS_OUT1:
+                bad = bad | _nonfinite(_ld(c5_ptr, offs, mask, COMPUTE))
+            # γ_t and λ_t must lie in [0, 1] (NaN fails both comparisons): checked here
+            # rather than through b, which reads γ_t only where nv is read
+            if HAS_DISC:
+                bad = bad | ~((gamma >= 0.0) & (gamma <= 1.0))
+            if HAS_LAMT:
+                bad = bad | ~((lam >= 0.0) & (lam <= 1.0))
+            if tl.max(tl.max((bad & mask).to(tl.int32), axis=1), axis=0) > 0:
+                # only ever increased here (the host never writes it): a count the host
+                # can read without a sync when the word lives in pinned memory
+                tl.atomic_add(err_ptr, 1)
+                tl.store(err_ptr + 1, check_id)
+
+        a = tl.where(mask, a, pad_a).to(COMPUTE)
+        b = tl.where(mask, b, 0.0).to(COMPUTE)
+
+        # ---- the scan ------------------------------------------------------------------
+        A, B = tl.associative_scan((a, b), axis=1, combine_fn=_combine, reverse=REVERSE)
+        if HAS_INIT:
+            boundary = tl.load(row_ptr + brow, mask=rmask, other=0.0).to(COMPUTE)
         else:
-            edge = offs_c[None, :] == CHUNK - 1
-        agg_a = tl.sum(tl.where(edge, A, 0.0), axis=1)
-        agg_b = tl.sum(tl.where(edge, B, 0.0), axis=1)
-        carry = _lookback(ws_ptr, flag_ptr, pid, k, agg_a, agg_b, boundary, epoch, offs_r, ROWS)
-    else:
-        carry = boundary
-    y = B + A * carry[:, None]
+            boundary = tl.zeros([ROWS], COMPUTE)
+        if LOOKBACK:
+            # Publish the tile's aggregate from the thread that holds it: a tile with an
+            # episode end (a = 0) or at the row's start already knows its inclusive value.
+            slot = pid * NSET + s
+            here = lanes + slot.to(tl.int64) * (2 * (1 + WIDE) * ROWS)
+            ea = _edge(A, ROWS, CHUNK, PER, REVERSE)
+            eb = _edge(B, ROWS, CHUNK, PER, REVERSE)
+            early = (ea == 0) | ((groups + k) == groups)  # (k == 0, as a tensor)
+            agg = epoch * 4 + 1
+            inc = agg + 1
+            _publish(here, ea, agg, holder & ~early, ROWS, WIDE)
+            _publish(here + (1 + WIDE) * ROWS, tl.where(k == 0, eb + ea * boundary[:, None], eb),
+                     tl.where(early, inc, agg), holder, ROWS, WIDE)  # fmt: skip
+            carry = _lookback(ws_ptr, slot, k, boundary, epoch, offs_r, ROWS, NSET, WIDE)
+            _publish(here + (1 + WIDE) * ROWS, eb + ea * carry[:, None], inc, holder & ~early,
+                     ROWS, WIDE)  # fmt: skip
+            y = B + A * carry[:, None]
+        else:
+            carry = boundary
+            y = B + A * carry[:, None]
 
-    # ---- epilogue ------------------------------------------------------------------
-    out_ty = out0_ptr.dtype.element_ty
-    if KIND == 1:  # GAE: advantages, value_targets
-        tl.store(out0_ptr + oofs, y.to(out_ty), mask=mask)
-        tl.store(out1_ptr + oofs, (y + v).to(out_ty), mask=mask)
-    elif KIND == 4:  # VTRACE: vs, pg_advantages
-        vs = v + y
-        tl.store(out0_ptr + oofs, vs.to(out_ty), mask=mask)
-        # vs_{t+1} is re-read below, written by a neighbour thread. A register shift
-        # (tl.gather) instead measured slower on the H200: 64% of copy bandwidth against
-        # 73% at 65536x1024 (bench/results/kernel-probe-h200-2026-12-03-b).
-        tl.debug_barrier()
-        tile_end = (offs_c == CHUNK - 1)[None, :]
-        inside = mask & ~cut
-        edge = tile_end
-        if CONTINUES:  # past the chunk end: vs = the next chunk's first V + the carry y
-            edge = tile_end | at_end
-        vs_next = tl.load(out0_ptr + oofs + stride_t, mask=inside & ~edge, other=0.0).to(COMPUTE)
-        v_next = _ld(c1_ptr, offs1, inside & tile_end & ~at_end, COMPUTE)
-        if CONTINUES:
-            nx = tl.load(nxt_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
-            v_next = tl.where(at_end, nx[:, None], v_next)
-        vs_next = tl.where(edge, v_next + carry[:, None], vs_next)
-        target = tl.where(cut, nv, vs_next)
-        rhopg = tl.exp(tl.minimum(lr, log_pg))
-        tl.store(out1_ptr + oofs, (rhopg * (r + gamma * target - v)).to(out_ty), mask=mask)
-    elif KIND == 5:  # RETRACE: targets (+ advantages against V^π)
-        tgt = q + y
-        tl.store(out0_ptr + oofs, tgt.to(out_ty), mask=mask)
-        if HAS_OUT1:
-            vpi = _ld(c5_ptr, offs, mask, COMPUTE)
-            tl.store(out1_ptr + oofs, (tgt - vpi).to(out_ty), mask=mask)
-    else:
-        tl.store(out0_ptr + oofs, y.to(out_ty), mask=mask)
+        # ---- epilogue ------------------------------------------------------------------
+        out_ty = out0_ptr.dtype.element_ty
+        if KIND == 1:  # GAE: advantages, value_targets
+            tl.store(out0_ptr + oofs, y.to(out_ty), mask=mask)
+            tl.store(out1_ptr + oofs, (y + v).to(out_ty), mask=mask)
+        elif KIND == 4:  # VTRACE: vs, pg_advantages
+            vs = v + y
+            tl.store(out0_ptr + oofs, vs.to(out_ty), mask=mask)
+            # vs_{t+1} is re-read below, written by a neighbour thread. A register shift
+            # (tl.gather) instead measured slower on the H200: 64% of copy bandwidth against
+            # 73% at 65536x1024 (bench/results/kernel-probe-h200-2026-12-03-b).
+            tl.debug_barrier()
+            tile_end = (offs_c == CHUNK - 1)[None, :]
+            inside = mask & ~cut
+            vedge = tile_end
+            if CONTINUES:  # past the chunk end: vs = the next chunk's first V + the carry y
+                vedge = tile_end | at_end
+            vs_next = tl.load(out0_ptr + oofs + stride_t, mask=inside & ~vedge, other=0.0)
+            vs_next = vs_next.to(COMPUTE)
+            v_next = _ld(c1_ptr, offs1, inside & tile_end & ~at_end, COMPUTE)
+            if CONTINUES:
+                nx = tl.load(nxt_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
+                v_next = tl.where(at_end, nx[:, None], v_next)
+            vs_next = tl.where(vedge, v_next + carry[:, None], vs_next)
+            target = tl.where(cut, nv, vs_next)
+            rhopg = tl.exp(tl.minimum(lr, log_pg))
+            tl.store(out1_ptr + oofs, (rhopg * (r + g * target - v)).to(out_ty), mask=mask)
+        elif KIND == 5:  # RETRACE: targets (+ advantages against V^π)
+            tgt = q + y
+            tl.store(out0_ptr + oofs, tgt.to(out_ty), mask=mask)
+            if HAS_OUT1:
+                vpi = _ld(c5_ptr, offs, mask, COMPUTE)
+                tl.store(out1_ptr + oofs, (tgt - vpi).to(out_ty), mask=mask)
+        else:
+            tl.store(out0_ptr + oofs, y.to(out_ty), mask=mask)
 
 
 # ---------------------------------------------------------------------------
@@ -507,6 +623,14 @@ class Tiles:
     rows: int
     chunk: int
     num_warps: int
+
+    def per_thread(self, time_contiguous: bool) -> int:
+        """Consecutive steps of one row a thread holds in Triton's layout of the tile
+        (time-major tiles: none, neighbouring rows are a thread's neighbours)."""
+        if not time_contiguous:
+            return 1
+        per = max(1, min(self.chunk, self.rows * self.chunk // (32 * self.num_warps)))
+        return 1 << (per.bit_length() - 1)  # (a power of two: it divides the chunk)
 
 
 _override = threading.local()
@@ -542,9 +666,7 @@ def tile_override(*, rows: int, chunk: int, num_warps: int = 1) -> Iterator[None
         _override.tiles = prev
 
 
-# Tile shape, from a sweep on the H200 (bench/results/README.md): 1024-step chunks with
-# 4 warps beat 2048-8192 at 2^26 flat steps (GAE 61% vs 54-40% of the copy floor;
-# V-trace 45% vs 43-32%) and at 4096x1024 (70% vs 45-22%).
+# Tile shape: 1024 steps a program (TILE_ELEMS), bench/results/kernel-probe-h200-2026-12-04-b.
 TILE_ELEMS = 1024
 MAX_CHUNK = 1024
 
@@ -553,43 +675,13 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def choose_tiles(n_rows: int, steps: int, time_contiguous: bool, nset: int = 1) -> Tiles:
-    """The tile of one program. With ``nset`` settings a tile covers virtual rows, the
-    ``nset`` settings of a data row next to each other (padded to a power of two)."""
+def choose_tiles(n_rows: int, steps: int, time_contiguous: bool) -> Tiles:
+    """The tile of one program (several settings share it: a program solves each of
+    them over the inputs it read once)."""
     forced = getattr(_override, "tiles", None)
     if forced is not None:
         return forced
-    if nset > 1:
-        return _settings_tiles(n_rows, steps, time_contiguous, _pow2(nset))
     return _default_tiles(n_rows, steps, time_contiguous)
-
-
-# Whether a call with several settings (gamma=[...]) runs them all in one launch
-# (virtual rows, NSET > 1). Off: on the H200 the one launch measured 1.5-2.3x SLOWER
-# than one launch per setting (bench/results/settings-h200-2026-12-03: GAE 2^26 flat
-# 2113 µs against 1389 µs for three calls); the kernel is bound by its per-element scan
-# work there, not by reading the inputs. Correct and tested (tests/test_settings.py,
-# tests/test_gpu.py switch it on); the per-setting loop stays the default until a
-# faster one-launch kernel is measured.
-SETTINGS_ONE_LAUNCH = False
-
-# Several settings: the elements of one program's tile (virtual rows × chunk) and the
-# longest chunk (bench/settings.py sweeps these on the device).
-SETTINGS_TILE_ELEMS = 2048
-SETTINGS_MAX_CHUNK = 512
-
-
-@functools.lru_cache(maxsize=1024)
-def _settings_tiles(n_rows: int, steps: int, time_contiguous: bool, kp: int) -> Tiles:
-    """Every tile holds whole data rows (all ``kp`` virtual rows of each), so a row's
-    inputs are read from DRAM by one program only."""
-    if not time_contiguous:  # time-major: 32 virtual rows as for one setting
-        data_rows = max(1, min(_pow2(n_rows), max(1, 32 // kp)))
-        return Tiles(data_rows * kp, min(_pow2(steps), 128), 4)
-    chunk = min(_pow2(steps), SETTINGS_MAX_CHUNK, max(16, SETTINGS_TILE_ELEMS // kp))
-    data_rows = max(1, min(_pow2(n_rows), SETTINGS_TILE_ELEMS // (chunk * kp)))
-    elems = data_rows * kp * chunk
-    return Tiles(data_rows * kp, chunk, 4 if elems >= 1024 else 2)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -602,69 +694,72 @@ def _default_tiles(n_rows: int, steps: int, time_contiguous: bool) -> Tiles:
         return Tiles(max(1, min(_pow2(n_rows), 32)), chunk, 4)
     rows = max(1, min(_pow2(n_rows), TILE_ELEMS // chunk))
     elems = rows * chunk
+    # 8 steps a thread (4 warps) where tiles join by the look-back: at 2^26 flat steps
+    # on the H200, GAE 68% of copy bandwidth against 59% with 4 steps a thread (8 warps),
+    # returns 58/45%, TD(λ) 60/53%, V-trace 60/57%, Retrace 80/78%; 2048-step tiles were
+    # within 2 points, 512 (4 warps) and 2048 (16 warps) worse. A thread then holds more
+    # loads in flight for its registers, which outweighs the layout change Triton makes
+    # through shared memory before each store (it stores 16 bytes a thread at a time).
     num_warps = 4 if elems >= 1024 else 2
     if chunk == MAX_CHUNK and steps <= MAX_CHUNK:
         # a row in one 1024-step tile (no look-back): 8 warps measured faster on the
         # H200 at 65536x1024 (GAE 83% of copy bandwidth against 78%, Retrace 100% against
-        # 87%, V-trace 75/73%, returns 64/65%); with a look-back 4 (flat GAE 61% against
-        # 49%) (bench/results/kernel-probe-h200-2026-12-03, -b)
+        # 87%, V-trace 75/73%, returns 64/65%) (bench/results/kernel-probe-h200-2026-12-03)
         num_warps = 8
     return Tiles(rows, chunk, num_warps)
 
 
+def workspace_words(n_slots: int, rows: int, dtype: torch.dtype) -> int:
+    """Look-back words for ``n_slots`` tiles (× settings) of ``rows`` lanes: per lane the
+    aggregate's a and the b / inclusive word, each two words wide in float64."""
+    return n_slots * rows * (4 if dtype == torch.float64 else 2)
+
+
 class _Workspace:
-    """Look-back scratch per (device, stream): floats for (A, B, inclusive) and epoch-tagged
-    flags. Keyed by stream so that launches on concurrent streams never share flags;
-    launches on one stream are ordered, so the epoch alone separates them.
+    """Look-back words per (device, stream), zeroed once: every word carries the epoch
+    of the launch that wrote it, so a launch never reads another's. Keyed by stream so
+    that launches on concurrent streams never share words; launches on one stream are
+    ordered, so the epoch alone separates them.
 
     :meth:`lease` serves a caller that launches again and again (:class:`Direct`): the
-    addresses and the stream's epoch cell, valid while :attr:`generation` (bumped
+    address and the stream's epoch cell, valid while :attr:`generation` (bumped
     whenever a buffer is replaced) is unchanged, so a repeated launch takes its scratch
     without a lookup."""
 
     def __init__(self) -> None:
-        self.buffers: dict[tuple[object, torch.dtype], Tensor] = {}
-        self.flags: dict[object, Tensor] = {}
+        self.words: dict[object, Tensor] = {}
         self.epochs: dict[object, list[int]] = {}  # per (device, stream): one shared cell
         self.generation = 0
 
-    def get(self, device: torch.device, dtype: torch.dtype, n_tiles: int, rows: int, stream: int):
+    def get(self, device: torch.device, n_words: int, stream: int) -> tuple[Tensor, int]:
+        """Words for one launch and its epoch."""
         if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            # A captured graph replays its arguments: a fixed epoch would meet the flags
-            # of its own last replay. Its own scratch (from the graph's memory pool) and
-            # a flag reset that is part of the graph make every replay start clean.
-            buf = torch.empty(n_tiles * 3 * rows, dtype=dtype, device=device)
-            return buf, torch.zeros(n_tiles, dtype=torch.int32, device=device), 1
+            # A captured graph replays its arguments: a fixed epoch would meet the words
+            # of its own last replay. Its own words (from the graph's memory pool), zeroed
+            # by a memset that is part of the graph, make every replay start clean.
+            return torch.zeros(n_words, dtype=torch.int64, device=device), 1
         key = (device, stream)
-        need = n_tiles * 3 * rows
-        buf = self.buffers.get((key, dtype))
-        if buf is None or buf.numel() < need:
-            buf = torch.empty(max(need, 1 << 16), dtype=dtype, device=device)
-            self.buffers[(key, dtype)] = buf
-            self.generation += 1
-        flags = self.flags.get(key)
+        words = self.words.get(key)
         cell = self.epochs.setdefault(key, [0])
         cell[0] += 1
-        if flags is None or flags.numel() < n_tiles or cell[0] >= EPOCH_LIMIT:
-            flags = torch.zeros(max(2 * n_tiles, 1 << 14), dtype=torch.int32, device=device)
-            self.flags[key] = flags
+        if words is None or words.numel() < n_words or cell[0] >= EPOCH_LIMIT:
+            words = torch.zeros(max(2 * n_words, 1 << 15), dtype=torch.int64, device=device)
+            self.words[key] = words
             self.generation += 1
             cell[0] = 1
-        return buf, flags, cell[0]
+        return words, cell[0]
 
-    def lease(
-        self, device: torch.device, dtype: torch.dtype, n_tiles: int, rows: int, stream: int
-    ) -> tuple[Lease, int]:
+    def lease(self, device: torch.device, n_words: int, stream: int) -> tuple[Lease, int]:
         """:meth:`get` for this launch, and a :data:`Lease` to launch the same again."""
-        buf, flags, epoch = self.get(device, dtype, n_tiles, rows, stream)
+        words, epoch = self.get(device, n_words, stream)
         cell = self.epochs.get((device, stream)) or [epoch]  # (a capture's: not shared)
-        return (stream, self.generation, buf.data_ptr(), flags.data_ptr(), cell), epoch
+        return (stream, self.generation, words.data_ptr(), cell), epoch
 
 
-# Flags hold epoch*4 + state in an int32: a new flag array before the epoch gets near it
+# Tags hold epoch*4 + state in 32 bits: new, zeroed words before the epoch gets near it
 EPOCH_LIMIT = 1 << 29
-# (stream, workspace generation, scratch address, flags address, the stream's epoch cell)
-Lease = tuple[int, int, int, int, list[int]]
+# (stream, workspace generation, words address, the stream's epoch cell)
+Lease = tuple[int, int, int, list[int]]
 
 
 _WS = _Workspace()
@@ -774,11 +869,11 @@ def read_error(word: Tensor | None) -> bool:
 # One launch: a plan (everything but addresses) and the call of the compiled kernel
 
 # Kernel argument positions: the tensors, then the runtime integers and floats.
-_N_PTRS = 20
-_WS_SLOT, _FLAGS_SLOT = 14, 15
-ERR_SLOT = 16  # the error word (a bound call keeps it fixed)
-SET_SLOT = 17  # the settings' (γ, λ) table (NSET > 1)
-_STEP_SLOTS = ("disc", "lamt")  # slots 18, 19: per-step γ_t and λ_t (HAS_DISC, HAS_LAMT)
+_N_PTRS = 19
+_WS_SLOT = 14  # the look-back words
+ERR_SLOT = 15  # the error word (a bound call keeps it fixed)
+SET_SLOT = 16  # the settings' (γ, λ) table (NSET > 1)
+_STEP_SLOTS = ("disc", "lamt")  # slots 17, 18: per-step γ_t and λ_t (HAS_DISC, HAS_LAMT)
 _IN_SLOTS = ("c0", "c1", "c2", "c3", "c4", "c5", "term", "trunc")
 _CARRY_ROWS = ("next_value", "next_log_ratio", "prev_done")
 
@@ -799,9 +894,7 @@ class Launch:
 
     grid: int
     num_warps: int
-    tile_rows: int
-    lookback: bool
-    dtype: torch.dtype
+    ws_words: int  # look-back words (0: every row in one tile, no look-back)
     ints: tuple[int, ...]  # R, T, stride_r, stride_t, n_tblocks, set_stride
     scalars: tuple[float, ...]  # gamma (hi, lo) ... missing
     consts: tuple[tuple[str, object], ...]  # the constexprs, in the kernel's order
@@ -818,14 +911,13 @@ class Launch:
         return tuple(v for _, v in self.consts)
 
     def fire(self, tensors: list[Tensor], device: torch.device, check_id: int = 0) -> None:
-        """Launch on the current stream. ``tensors``: the 20 pointer arguments; the
-        workspace slots are filled here."""
+        """Launch on the current stream. ``tensors``: the 19 pointer arguments; the
+        workspace slot is filled here."""
         stream = _stream_id(device)
-        if self.lookback:
-            ws, flags, epoch = _WS.get(device, self.dtype, self.grid, self.tile_rows, stream)
-            tensors[_WS_SLOT], tensors[_FLAGS_SLOT] = ws, flags
+        if self.ws_words:
+            tensors[_WS_SLOT], epoch = _WS.get(device, self.ws_words, stream)
         else:
-            epoch = 0  # the workspace slots are never touched
+            epoch = 0  # the workspace slot is never touched
         ck = _COMPILED.get((self.key, device)) if DIRECT else None
         if ck is not None and _hooks_idle():
             ptrs = [t.data_ptr() for t in tensors]
@@ -856,18 +948,17 @@ class Launch:
 
 class Direct:
     """One :class:`Launch` bound to its compiled kernel on one device: a call takes the
-    20 pointer arguments as integers (16-byte aligned: the caller checks) and the check
+    19 pointer arguments as integers (16-byte aligned: the caller checks) and the check
     id, and launches on the current stream. It returns False, launching nothing, when a
     launch hook (a profiler's) is installed: the caller then takes :meth:`Launch.fire`."""
 
     __slots__ = (
-        "_after", "_device", "_fn", "_grid", "_index", "_ints", "_launch", "_lease",
-        "_lookback", "_meta", "_run",
+        "_after", "_device", "_fn", "_grid", "_index", "_ints", "_lease", "_meta", "_run",
+        "_words",
     )  # fmt: skip
 
     def __init__(self, launch: Launch, ck: object, device: torch.device) -> None:
-        self._launch, self._device = launch, device
-        self._lookback, self._lease = launch.lookback, None
+        self._device, self._words, self._lease = device, launch.ws_words, None
         self._index = device.index if device.index is not None else torch.cuda.current_device()
         self._run, self._fn, self._meta = ck.run, ck.function, ck.packed_metadata  # type: ignore[attr-defined]
         self._grid, self._ints = launch.grid, launch.ints
@@ -880,25 +971,22 @@ class Direct:
             return False
         stream = _raw_stream_getter()(self._index)
         epoch = 0
-        if self._lookback:
+        if self._words:
             lease = self._lease
             if (
                 lease is not None
                 and lease[0] == stream
                 and lease[1] == _WS.generation
-                and lease[4][0] + 1 < EPOCH_LIMIT
+                and lease[3][0] + 1 < EPOCH_LIMIT
                 and not torch.cuda.is_current_stream_capturing()
             ):
-                lease[4][0] += 1
-                epoch = lease[4][0]
+                lease[3][0] += 1
+                epoch = lease[3][0]
             else:  # first launch, another stream, a replaced buffer, or a capture
-                launch = self._launch
-                lease, epoch = _WS.lease(
-                    self._device, launch.dtype, launch.grid, launch.tile_rows, stream
-                )
+                lease, epoch = _WS.lease(self._device, self._words, stream)
                 # (a capture's scratch is its own: never reused outside the graph)
                 self._lease = None if torch.cuda.is_current_stream_capturing() else lease
-            ptrs[_WS_SLOT], ptrs[_FLAGS_SLOT] = lease[2], lease[3]
+            ptrs[_WS_SLOT] = lease[2]
         self._run(
             self._grid, 1, 1, stream, self._fn, self._meta, None, enter, leave,
             *ptrs, *self._ints, epoch, check_id, *self._after,
@@ -973,19 +1061,22 @@ def plan_launch(
     params = params or {}
     ref = cols["c0"] if "c0" in cols else cols["c1"]
     n_rows, steps = ref.shape
-    tiles = choose_tiles(n_rows, steps, ref.stride(1) == 1 or steps == 1, nset)
-    kp = _pow2(nset)
+    time_contiguous = ref.stride(1) == 1 or steps == 1
+    tiles = choose_tiles(n_rows, steps, time_contiguous)
     # (plain integer ceil: triton.cdiv from Python goes through the JIT machinery)
     n_tblocks = -(-steps // tiles.chunk)
-    n_rblocks = -(-(n_rows * kp) // tiles.rows)
+    n_rblocks = -(-n_rows // tiles.rows)
+    grid = n_rblocks * n_tblocks
     compute = tl.float64 if dtype == torch.float64 else tl.float32
     consts = dict(
         KIND=kind, REVERSE=reverse, NV_MODE=nv_mode,
         HAS_V="c1" in cols, HAS_TERM="term" in cols, HAS_TRUNC="trunc" in cols,
         FIRST_GIVEN=first_given, HAS_INIT=has_init, HAS_OUT1=n_out > 1, CHECK=check,
         CONTINUES=continues,
-        ROWS=tiles.rows, CHUNK=tiles.chunk, LOOKBACK=n_tblocks > 1, COMPUTE=compute,
-        TRACE=trace, NSET=nset, KP=kp, HAS_DISC="disc" in cols, HAS_LAMT="lamt" in cols,
+        ROWS=tiles.rows, CHUNK=tiles.chunk, PER=tiles.per_thread(time_contiguous),
+        LOOKBACK=n_tblocks > 1, COMPUTE=compute,
+        WIDE=dtype == torch.float64, TRACE=trace, NSET=nset,
+        HAS_DISC="disc" in cols, HAS_LAMT="lamt" in cols,
     )  # fmt: skip
     order = [n for n in _kernel_arg_names() if n in consts]
     scalars = (
@@ -996,11 +1087,9 @@ def plan_launch(
         missing,
     )  # fmt: skip
     return Launch(
-        grid=n_rblocks * n_tblocks,
+        grid=grid,
         num_warps=tiles.num_warps,
-        tile_rows=tiles.rows,
-        lookback=n_tblocks > 1,
-        dtype=dtype,
+        ws_words=workspace_words(grid * nset, tiles.rows, dtype) if n_tblocks > 1 else 0,
         ints=(n_rows, steps, ref.stride(0), ref.stride(1), n_tblocks, set_stride),
         scalars=scalars,
         consts=tuple((n, consts[n]) for n in order),
@@ -1087,8 +1176,8 @@ def _launch(
     tensors = [cols.get(s, dummy) for s in _IN_SLOTS]
     tensors += [row if row is not None else dummy]
     tensors += [(carry_rows or {}).get(k, dummy) for k in _CARRY_ROWS]
-    # the workspace slots hold the dummy until fire() fills them (look-back only)
-    tensors += [outs[0], outs[1] if len(outs) > 1 else dummy, dummy, dummy, err]
+    # the workspace slot holds the dummy until fire() fills it (look-back only)
+    tensors += [outs[0], outs[1] if len(outs) > 1 else dummy, dummy, err]
     tensors += [settings if settings is not None else dummy]
     tensors += [cols.get(s, dummy) for s in _STEP_SLOTS]
     plan = plan_launch(
