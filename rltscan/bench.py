@@ -109,8 +109,10 @@ def function(kind: str) -> Callable[..., Any]:
 
 def call_kwargs(kind: str, inputs: dict[str, Any], **kw: Any) -> dict[str, Any]:
     """The keyword arguments of a benchmark call: ``inputs`` and ``kw``, with λ = 0.95
-    where it applies unless given, and on-policy V-trace (λ = 1, both clips 1)."""
+    where it applies unless given, on-policy V-trace (λ = 1, both clips 1), and time on
+    the last axis unless ``to_layout`` made the buffer time-major."""
     kwargs = {**inputs, **kw}
+    kwargs.setdefault("time_dim", -1)  # [B, T] said: 1024 x 1024 is square (time_dim=0: to_layout)
     if kind in ("gae", "td_lambda", "vtrace"):
         kwargs.setdefault("lam", 0.95)
     if kind == "vtrace":

@@ -62,8 +62,11 @@ def _estimate(kind: str, names: str, arrays: list[Tensor], options: str) -> list
 
 @_estimate.register_fake
 def _estimate_fake(kind: str, names: str, arrays: list[Tensor], options: str) -> list[Tensor]:
-    ref = arrays[names.split(",").index(_declaration(kind).inputs[0])]
-    floats = [a.dtype for a in arrays if a.dtype.is_floating_point]
+    listed = names.split(",")
+    ref = arrays[listed.index(_declaration(kind).inputs[0])]
+    # a one-element γ/λ tensor is a number: it does not decide the dtype (a per-step one does)
+    floats = [a.dtype for n, a in zip(listed, arrays, strict=True) if a.dtype.is_floating_point
+              and not (n in ("gamma", "lam") and a.numel() == 1)]  # fmt: skip
     dtype = torch.float64 if torch.float64 in floats else torch.float32
     return [ref.new_empty(ref.shape, dtype=dtype) for _ in _outputs(kind, set(names.split(",")))]
 
@@ -82,9 +85,20 @@ def _wrapper(kind: str) -> Callable[..., dict[str, Tensor]]:
             raise ParameterError(
                 "carry is not supported by rltscan.ops", f"call rltscan.{d.function_name}"
             )
-        names = [n for n in d.inputs if kwargs.get(n) is not None]
+        # arrays: the inputs, and γ/λ given as tensors (read in the op as the function
+        # reads them: one value or one per step, docs/CONVENTIONS.md §8)
+        tensors = (*d.inputs, "gamma", "lam", "dones", "episode_starts", "last_dones")
+        names = [n for n in tensors if isinstance(kwargs.get(n), Tensor)]
+        given = [n for n in (*d.inputs, "dones", "episode_starts", "last_dones") if n in kwargs]
+        wrong = next((n for n in given if kwargs[n] is not None and n not in names), None)
+        if wrong is not None:
+            raise ParameterError(
+                f'rltscan.ops.{d.function_name} takes tensors, "{wrong}" is a '
+                f"{type(kwargs[wrong]).__name__}",
+                f"pass a tensor, or call rltscan.{d.function_name}",
+            )
         arrays = [kwargs.pop(n).detach() for n in names]  # outputs are constants of the loss
-        for n in d.inputs:
+        for n in given:
             kwargs.pop(n, None)
         options = "|".join(f"{k}={kwargs[k]!r}" for k in sorted(kwargs))
         outs = torch.ops.rltscan.estimate(kind, ",".join(names), arrays, options)

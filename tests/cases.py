@@ -409,8 +409,8 @@ def run(
         conv = convert(case.arrays[k], container=container, dtype=dtype)
         args.append(to_time_major(conv) if layout == "tb" else conv)
     params = dict(case.params)
-    if layout == "tb":
-        params["time_dim"] = 0
+    # said, not defaulted: the grid has T = 1 and T = B, which time_dim=None refuses
+    params["time_dim"] = 0 if layout == "tb" else -1
     res = getattr(rltscan, case.name)(*args, **kwargs, **params, backend=backend, validate=validate)
     out = {}
     for k in case.expected:

@@ -18,6 +18,8 @@ from rltscan.estimators._common import check_params as python_check_params
 
 # keywords every public function takes that are neither inputs nor parameters
 CONTROL = {"carry", "time_dim", "backend", "validate", "missing_bootstrap"}
+# episode ends given as dones or episode starts (every estimator that takes flags)
+CONTROL |= {"dones", "dones_mean", "episode_starts", "last_dones", "ends_are"}
 # arrays a function accepts that are not declared inputs: Retrace's discrete-action form
 # (turned into next_expected_q before the estimator runs) and the returns' values
 # (accepted, like the other bootstrapping estimators, but never read: D5)
@@ -108,7 +110,10 @@ def test_declared_ranges_are_the_checked_ranges(command: str, param, check: str)
         else:
             python_check_params(**{param.name: value})
 
-    outside = [param.low if param.low_open else param.low - 1e-6, math.inf]
+    # +inf is a clip's "no clipping" in Python (issue 27); a file run records JSON: finite
+    no_clip = check != "file" and param.infinite is not None
+    outside = [param.low if param.low_open else param.low - 1e-6, math.nan]
+    outside += [] if no_clip else [math.inf]
     if param.high is not None:
         outside.append(param.high + 1e-6)
     for value in outside:
@@ -116,7 +121,7 @@ def test_declared_ranges_are_the_checked_ranges(command: str, param, check: str)
             checked(value)
         name = "--" + param.name.replace("_", "-") if check == "file" else param.name
         assert str(err.value).startswith(f"{name} must be "), str(err.value)
-    inside = [param.low + 1e-6 if param.low_open else param.low]
+    inside = [param.low + 1e-6 if param.low_open else param.low] + ([math.inf] if no_clip else [])
     if param.high is not None:
         inside.append(param.high)
     for value in inside:

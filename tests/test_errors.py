@@ -183,7 +183,8 @@ def test_inspect_reads_what_is_missing_from_the_fields() -> None:
         ("gamma", 1.5, "must be in [0, 1], got 1.5; pass a value like 0.95"),
         ("lam", -0.1, "must be in [0, 1], got -0.1; pass a value like 0.95"),
         ("c_clip", 0.0, "must be > 0, got 0.0; pass a value like 1.0"),
-        ("rho_clip", float("inf"), "must be a finite number, got inf; pass a value like 1.0"),
+        # rho_clip=inf: no clipping in Python, refused on the command line (test_peer_parity)
+        ("rho_clip", -1.0, "must be > 0, got -1.0; pass a value like 1.0"),
         ("gamma", float("nan"), "must be a finite number, got nan; pass a value like 0.95"),
     ],
 )

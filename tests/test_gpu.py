@@ -467,7 +467,7 @@ def test_a_bound_per_step_call_screens_the_unit_interval_on_the_gpu():
     rltscan.synchronize()
     bad = dict(inputs, discount=inputs["discount"].clone())
     bad["discount"][3, 7] = 1.5
-    assert _bound_for("gae", bad) is not None
+    assert _bound_for("gae", bad, time_dim=None) is not None  # called as rltscan.gae(**bad)
     rltscan.gae(**bad)  # returns at once
     with pytest.raises(rltscan.DataError, match=r"discount entry outside \[0, 1\]"):
         rltscan.synchronize()

@@ -195,6 +195,7 @@ def test_forward_estimators_split_with_init_carry(backend, rng):
             kw = tensors(terminated=term[lo:hi], truncated=trunc[lo:hi])
             if lo > 0 and (term[lo - 1] or trunc[lo - 1]):
                 carry_tr = carry_ps = 0.0
+            kw["time_dim"] = -1  # windows of one step are said to be one
             tr = rltscan.eligibility_traces(T_(x[lo:hi]), **kw, gamma=0.9, lam=0.8,
                                             init=carry_tr, backend=backend)  # fmt: skip
             ps = rltscan.prefix_sum(T_(x[lo:hi]), **kw, init=carry_ps, backend=backend)
@@ -445,6 +446,7 @@ def test_property_gae_plus_values_is_td_lambda(hyp_backend, data):
     rng = np.random.default_rng(seed)
     term, trunc, r, v, boot = episode_data(rng, B, T, p)
     kw = tensors(terminated=term, truncated=trunc, bootstrap_values=boot)
+    kw["time_dim"] = -1  # [B, T] said: T = 1 and T = B draws are time_dim=None refusals
     g = rltscan.gae(T_(r), T_(v), **kw, gamma=gamma, lam=lam, backend=hyp_backend)
     td = rltscan.td_lambda(T_(r), values=T_(v), **kw, gamma=gamma, lam=lam, backend=hyp_backend)
     assert_close_to_oracle(g["value_targets"], td["lambda_returns"], F64)

@@ -337,7 +337,7 @@ def test_one_launch_chunks_with_carries(fn, trace, rng):
     carry, parts = None, {}
     for sl in order:
         piece = {k: v[:, sl] if isinstance(v, torch.Tensor) else v for k, v in inp.items()}
-        res = f(**piece, **sweep, backend="triton", carry=carry)
+        res = f(**piece, **sweep, backend="triton", carry=carry, time_dim=-1)  # [2, 1] chunks
         carry = res.carry
         parts[sl.start] = res
     for column in whole:  # one column per output and setting
@@ -680,7 +680,7 @@ def test_per_step_columns_chunk_with_carries_on_the_kernel(fn, trace, rng, monke
     cuts = [slice(0, 5), slice(5, 6), slice(6, 14), slice(14, n)]
     for sl in cuts[::-1]:
         piece = {k: v[:, sl] if isinstance(v, torch.Tensor) else v for k, v in call.items()}
-        res = f(**piece, backend="triton", carry=carry)
+        res = f(**piece, backend="triton", carry=carry, time_dim=-1)  # [2, 1] chunks
         carry, parts[sl.start] = res.carry, res
     assert {s[0] for s in seen} == {KIND_OF[fn]}
     for name, w in want.items():

@@ -86,8 +86,10 @@ def parameter_table() -> dict[str, Param]:
 def check_params(values: Mapping[str, float | None], *, options: bool = False) -> None:
     """Refuse a value outside its declared range (docs/CONVENTIONS.md §5), one wording
     for everyone: ``gamma must be in [0, 1], got 1.5; pass a value like 0.95``. With
-    ``options`` the name is the CLI's (``--gamma``). Every value must be finite; a name
-    no estimator declares is only checked for that."""
+    ``options`` the name is the CLI's (``--gamma``). Every value must be finite, except a
+    clip threshold's +inf (no clipping) in a Python call (not ``options``: a file run
+    records its parameters as JSON); a name no estimator declares is only checked for
+    finiteness."""
     table = parameter_table()
     for name, value in values.items():
         if value is None:
@@ -101,7 +103,7 @@ def check_params(values: Mapping[str, float | None], *, options: bool = False) -
                 raise ParameterError(f"{label} {refused}")
             continue
         param = table.get(name) or Param(name, None, "", low=-math.inf)
-        refused = param.violation(value)
+        refused = param.violation(value, infinite=not options)
         if refused is not None:
             label = "--" + name.replace("_", "-") if options else name
             raise ParameterError(f"{label} {refused[0]}", refused[1])

@@ -19,7 +19,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rltscan.errors import DataError, DTypeError, MissingBootstrapError, ParameterError
+from rltscan.errors import (
+    AmbiguousInputError,
+    DataError,
+    DTypeError,
+    MissingBootstrapError,
+    ParameterError,
+)
 from rltscan.estimators import check_params as declared_check_params
 from rltscan.estimators.declaration import (
     PER_STEP_PARAMETERS,
@@ -334,13 +340,19 @@ class Result(_MappingMixin):
 
 @dataclasses.dataclass(frozen=True)
 class Frame:
-    """How user arrays map to ``[R, T]``: their step shape and time axis, and the way back."""
+    """How user arrays map to ``[R, T]``: their step shape and time axis, and the way back.
+
+    ``squeeze``: the user's arrays carry one more trailing axis of length 1 after the
+    time axis (TorchRL's ``[*B, T, 1]``, a ``[T, B, 1]`` buffer): it is dropped on the
+    way in (a view) and restored on the way out, so outputs keep the input's shape
+    (docs/CONVENTIONS.md §8)."""
 
     step_shape: tuple[int, ...]
     time_dim: int
     feature_shape: tuple[int, ...] = ()  # traces / prefix sums: trailing per-step features
     as_numpy: bool = False
     device: torch.device | None = None
+    squeeze: bool = False
 
     @property
     def steps(self) -> int:
@@ -352,6 +364,8 @@ class Frame:
 
     def rows(self, x: Tensor) -> Tensor:
         """``[*step_shape, *features]`` -> ``[features × lead, T]`` (a view when strides allow)."""
+        if self.squeeze:
+            x = x[..., 0]
         nf = len(self.feature_shape)
         nd = len(self.step_shape)
         if nf == 0 and nd <= 2:  # the hot path: [T], [B, T] or [T, B], no copy, few ops
@@ -368,9 +382,8 @@ class Frame:
         nf = len(self.feature_shape)
         nd = len(self.step_shape)
         if nf == 0 and nd <= 2:
-            if nd == 1:
-                return y.squeeze(0)
-            return y if self.time_dim == 1 else y.t()
+            out = y.squeeze(0) if nd == 1 else (y if self.time_dim == 1 else y.t())
+            return out.unsqueeze(-1) if self.squeeze else out
         y = y.reshape(*self.feature_shape, *self.lead_shape, self.steps)
         # y dims: features (nf), lead (nd-1), time (1) -> user order
         lead_pos = [i for i in range(nd) if i != self.time_dim]
@@ -380,7 +393,8 @@ class Frame:
         src[self.time_dim] = nf + nd - 1
         for i in range(nf):
             src[nd + i] = i
-        return y.permute(src)
+        out = y.permute(src)
+        return out.unsqueeze(-1) if self.squeeze else out
 
     def user_index(self, r: int, t: int) -> tuple[int, ...]:
         """The user's index of element ``(r, t)`` of an ``[R, T]`` column."""
@@ -390,7 +404,8 @@ class Frame:
         out = []
         for i in range(len(self.step_shape)):
             out.append(t if i == self.time_dim else int(lead.pop(0)))
-        return tuple(int(v) for v in out + [int(f) for f in feats])
+        squeezed = [0] if self.squeeze else []
+        return tuple(int(v) for v in out + squeezed + [int(f) for f in feats])
 
     def output(self, y: Tensor) -> Any:
         out = self.back(y)
@@ -500,26 +515,88 @@ def _is_real_scalar(v: object) -> bool:
     )
 
 
-def check_shape(name: str, t: Tensor, want: tuple[int, ...], ref: str) -> None:
+def said(time_dim: int | None) -> str:
+    """``time_dim`` as a message names it: ``time_dim=0``, ``time_dim=None (time last)``."""
+    return "time_dim=None (time last)" if time_dim is None else f"time_dim={time_dim}"
+
+
+def check_shape(
+    name: str, t: Tensor, want: tuple[int, ...], ref: str, time_dim: int | None = None
+) -> None:
+    """Every per-step array has the reference's shape (the one rule, named with ``time_dim``)."""
     if tuple(t.shape) != want:
         raise DataError(
             f'"{name}" has shape {tuple(t.shape)} but "{ref}" has {want}',
-            "pass per-step arrays of one shape",
+            f"pass per-step arrays of one shape, with time on the axis {said(time_dim)} names",
             column=name,
         )
 
 
-def normal_time_dim(time_dim: int, ndim: int, ref: str) -> int:
-    if ndim == 0:
+def time_axis(shape: tuple[int, ...], time_dim: int | None, ref: str) -> tuple[int, bool]:
+    """Where time is in per-step arrays of ``shape``, and whether a trailing axis of length
+    1 after it is dropped (docs/CONVENTIONS.md §8): ``(axis of the shape without that
+    axis, dropped)``.
+
+    An explicit ``time_dim`` is taken as said; a trailing length-1 axis after the time
+    axis (TorchRL's ``[*B, T, 1]`` with ``time_dim=-2``, ``[T, B, 1]`` with
+    ``time_dim=0``) is a feature axis of one value. ``time_dim=None`` means time on the
+    last axis of a ``[T]`` or ``[B, T]`` array, and refuses what could be read two ways:
+    three or more axes, a square ``[N, N]``, and a time axis of length 1 (a ``[B, 1]``
+    or ``[1]`` array: one step per sequence, or a column of values?).
+
+    Args:
+        shape: the per-step arrays' shape (without trailing feature axes).
+        time_dim: the caller's ``time_dim`` (None: the default).
+        ref: the reference array's name, for the messages.
+
+    Returns:
+        ``(axis, squeeze)``: the time axis (non-negative) of ``shape``, less its last
+        axis when ``squeeze``.
+    """
+    nd = len(shape)
+    if nd == 0:
         raise DataError(
             f'"{ref}" is a scalar', "pass a per-step array of shape [T] or [B, T]", column=ref
         )
-    if not -ndim <= time_dim < ndim:
-        raise ParameterError(
-            f'time_dim = {time_dim} is out of range for "{ref}" with {ndim} dims',
-            f"pass a value in [{-ndim}, {ndim - 1}]",
+    if time_dim is not None:
+        if isinstance(time_dim, bool) or not isinstance(time_dim, (int, np.integer)):
+            raise ParameterError(
+                f"time_dim must be an axis (an int) or None, got {time_dim!r}",
+                "pass e.g. time_dim=-1 for [B, T] or time_dim=0 for [T, B]",
+            )
+        if not -nd <= time_dim < nd:
+            raise ParameterError(
+                f'time_dim = {time_dim} is out of range for "{ref}" with {nd} dims',
+                f"pass a value in [{-nd}, {nd - 1}]",
+            )
+        axis = int(time_dim) % nd
+        return axis, axis < nd - 1 and shape[-1] == 1
+    if nd >= 3:
+        raise AmbiguousInputError(
+            f'"{ref}" has shape {shape}: with {nd} axes and time_dim=None the time axis '
+            "is not known",
+            "pass time_dim=-2 for TorchRL's [*B, T, 1] or [*B, T, F], time_dim=0 for "
+            "[T, B, ...], or time_dim=-1 if time is the last axis",
         )
-    return time_dim % ndim
+    if nd == 2 and shape[0] == shape[1]:
+        raise AmbiguousInputError(
+            f'"{ref}" has shape {shape}: square, so time_dim=None cannot tell [B, T] from [T, B]',
+            "pass time_dim=-1 if time is the last axis ([B, T]) or time_dim=0 if it is the "
+            "first ([T, B])",
+        )
+    if shape[-1] == 1:
+        if nd == 1:
+            raise AmbiguousInputError(
+                f'"{ref}" has one step (shape {shape}) and time_dim=None',
+                "pass time_dim=-1 to compute a sequence of one step",
+            )
+        raise AmbiguousInputError(
+            f'"{ref}" has shape {shape}: with time_dim=None (time last) that is '
+            f"{shape[0]} sequences of one step",
+            f"pass time_dim=0 if the first axis is time (one sequence of {shape[0]} steps), "
+            "or time_dim=-1 for sequences of one step",
+        )
+    return nd - 1, False
 
 
 @functools.lru_cache(maxsize=1)
@@ -544,16 +621,30 @@ def compute_dtype(cols: Mapping[str, Tensor]) -> torch.dtype:
     return torch.float64 if torch.float64 in floats else torch.float32
 
 
-def per_row(name: str, x: ArrayLike | None, frame: Frame, device: torch.device) -> Tensor | None:
-    """A per-sequence value (``last_value``, ``init``) -> ``[R]`` in the row order of ``rows``.
+def per_row(
+    name: str,
+    x: ArrayLike | None,
+    frame: Frame,
+    device: torch.device,
+    *,
+    layout: str = "",
+    flag: bool = False,
+    validate: bool = True,
+) -> Tensor | None:
+    """A per-sequence value (``last_value``, ``init``, ``last_dones``) -> ``[R]`` in the
+    row order of ``rows``.
 
     Accepts a scalar, the lead (batch) shape, the feature shape, or both, with
-    numpy broadcasting.
+    numpy broadcasting; with the frame's trailing length-1 axis too (TorchRL's ``[B,
+    1]``). ``layout`` says in the shape error how the sequences were read (the
+    reference's shape and ``time_dim``); ``flag``: 0/1 flags (kept 1 byte wide).
     """
     if x is None:
         return None
-    t = float_column(name, x, device)
+    t = flag_column(name, x, device, validate) if flag else float_column(name, x, device)
     lead, feats = frame.lead_shape, frame.feature_shape
+    if frame.squeeze and t.ndim == len(lead) + 1 and t.shape[-1] == 1:
+        t = t[..., 0]  # [B, 1] beside [B, T, 1]
     if not feats and tuple(t.shape) == lead and t.is_contiguous():
         return t.reshape(-1)
     user = (*lead, *feats)
@@ -568,8 +659,9 @@ def per_row(name: str, x: ArrayLike | None, frame: Frame, device: torch.device) 
             continue
     else:
         raise DataError(
-            f'"{name}" has shape {tuple(t.shape)}',
-            f"pass a scalar or one value per sequence (shape {lead})",
+            f'"{name}" has shape {tuple(t.shape)} but there are {lead} sequences{layout}',
+            "pass a scalar or one value per sequence, or the time_dim that names the time "
+            "axis (time_dim=0 for [T, B])",
             column=name,
         )
     nl = len(lead)

@@ -11,6 +11,7 @@ the torch code. See docs/CONVENTIONS.md for the conventions the estimators follo
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 from collections.abc import Callable, Mapping
@@ -50,6 +51,8 @@ class Param:
     fallback: str | None = None  # a None default means "the value of this parameter"
     example: float | None = None  # the value a range error suggests (None: the default)
     choices: tuple[str, ...] | None = None  # a word parameter: its accepted values
+    # what +inf means where a Python call may pass it (a clip: "no clipping"); None: refused
+    infinite: str | None = None
 
     @property
     def range_text(self) -> str:
@@ -60,10 +63,13 @@ class Param:
             return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
         return f"{'>' if self.low_open else '>='} {self.low:g}"
 
-    def violation(self, value: Any) -> tuple[str, str] | None:
+    def violation(self, value: Any, *, infinite: bool = True) -> tuple[str, str] | None:
         """Why ``value`` is refused, as ``(what, fix)`` where ``what`` follows the
         parameter's name (``must be in [0, 1], got 1.5``); None when it is accepted.
-        Values must be finite (they are recorded in the outputs' provenance)."""
+        Values must be finite, except that a parameter declaring what +inf means (a clip
+        threshold: no clipping, as rlax and TorchRL read it) takes +inf when
+        ``infinite`` (Python calls; on the command line the value is recorded in the
+        outputs' JSON provenance, which has no infinity)."""
         if self.choices is not None:
             if isinstance(value, str) and value in self.choices:
                 return None
@@ -73,6 +79,10 @@ class Param:
         v = float(value)
         like = self.example if self.example is not None else self.default
         fix = "pass a finite number" if like is None else f"pass a value like {like}"
+        if self.infinite is not None and infinite and not math.isfinite(v):
+            if v == math.inf:
+                return None
+            return f"must be {self.range_text} or inf ({self.infinite}), got {v!r}", fix
         if not math.isfinite(v):
             return f"must be a finite number, got {v!r}", fix
         above = v > self.low if self.low_open else v >= self.low
@@ -94,8 +104,17 @@ class Param:
     def positive(
         cls, name: str, default: float | None, help: str, fallback: str | None = None
     ) -> Param:
-        """A parameter > 0 (the clips)."""
+        """A parameter > 0 (``scale``)."""
         return cls(name, default, help, low=0.0, low_open=True, fallback=fallback, example=1.0)
+
+    @classmethod
+    def clip(
+        cls, name: str, default: float | None, help: str, fallback: str | None = None
+    ) -> Param:
+        """A clip threshold: > 0, and from Python +inf for no clipping (docs/CONVENTIONS.md §5)."""
+        return dataclasses.replace(
+            cls.positive(name, default, help, fallback), infinite="no clipping"
+        )
 
 
 @dataclass(frozen=True)
@@ -139,6 +158,10 @@ class Declaration:
     # advantage outputs that ``--normalize`` may standardise by the dataset's mean and std
     normalizable: tuple[str, ...] = ()
     result: str | None = None  # the result class; None: CamelCase(name) + "Result"
+    # a termination and a truncation give different numbers (a next-state value is read);
+    # False (traces, prefix sums, return-to-go): both just end the episode, so the Python
+    # API asks no ``ends_are`` for the ends a ``dones`` flag marks
+    bootstraps: bool = True
 
     @property
     def reverse(self) -> bool:
@@ -250,7 +273,7 @@ def lam_param(default: float) -> Param:
 
 def c_clip_param(default: float = 1.0) -> Param:
     """c̄, the clip of the trace coefficient (V-trace, Retrace)."""
-    return Param.positive("c_clip", default, "c̄, clip of the trace coefficient (> 0).")
+    return Param.clip("c_clip", default, "c̄, clip of the trace coefficient (> 0).")
 
 
 TRACES = ("retrace", "tree-backup", "q-lambda", "is")
@@ -274,11 +297,9 @@ SWEEPABLE = ("gamma", "lam")
 
 
 def is_sweep(value: Any) -> bool:
-    """A list of settings (list, tuple, 1-D array), not one number."""
-    if isinstance(value, (list, tuple)):
-        return True
-    ndim = getattr(value, "ndim", None)
-    return ndim is not None and ndim >= 1
+    """A list of settings: a Python list or tuple (docs/CONVENTIONS.md §8: an array or a
+    tensor means what TorchRL means, one value or one per step)."""
+    return isinstance(value, (list, tuple))
 
 
 def sweep_refusal(values: Any) -> str | None:

@@ -28,6 +28,7 @@ DECLARATION = Declaration(
     outputs=("eligibility_traces",),
     parameters=(gamma_param(), lam_param(0.95)),
     missing_bootstrap=None,
+    bootstraps=False,
     help="Accumulating eligibility traces of --x (default: the rewards).",
     doc="""Accumulating eligibility traces (``eligibility_traces``), docs/CONVENTIONS.md §3.6.
 

@@ -26,9 +26,18 @@ from typing import Any
 import numpy as np
 import torch
 
+from rltscan.dones import shift_starts
 from rltscan.errors import DataError, ParameterError
 from rltscan.estimators import DECLARATIONS, declared_module
 from rltscan.estimators import _bound as bound
+from rltscan.estimators._arguments import (
+    ENDS_ARGUMENTS,
+    Ends,
+    ends_of,
+    from_tensordict,
+    is_tensordict,
+    tensor_parameters,
+)
 from rltscan.estimators._common import (
     NV_BOOT,
     NV_LAST,
@@ -45,9 +54,10 @@ from rltscan.estimators._common import (
     compute_dtype,
     flag_column,
     float_column,
-    normal_time_dim,
     per_row,
+    said,
     solve,
+    time_axis,
     warn_not_contractive,
 )
 from rltscan.estimators.declaration import (
@@ -128,7 +138,7 @@ def _run(
     flags: dict[str, ArrayLike | None],
     reads: dict[str, str],
     params: dict[str, float],
-    time_dim: int,
+    time_dim: int | None,
     backend: str,
     validate: bool,
     nv_mode: str = NV_NONE,
@@ -140,14 +150,19 @@ def _run(
     bind: Callable[..., None] | None = None,
     outputs: dict[str, Any] | None = None,
     settings: tuple[dict[str, float], ...] | None = None,
+    ends: Ends | None = None,
 ) -> dict[str, Any]:
     """Normalise, validate, solve, and map the outputs back to the user's layout.
 
     ``bind(fired, result, device, deferred)`` is offered the fused launch when the
     call may be bound (``bound.build``); ``outputs`` (user layout) skip the solve: a
     bound call's carry is built from them. ``settings``: several (γ, λ) in one solve
-    (the outputs gain a leading axis, the carry is a :class:`SettingsCarry`)."""
+    (the outputs gain a leading axis, the carry is a :class:`SettingsCarry`).
+    ``ends``: episode ends given as dones or episode starts (terminated/truncated are
+    derived from them here, on ``[R, T]`` rows)."""
     given = {k: v for k, v in floats.items() if v is not None}
+    if ends is not None:
+        flags = {**flags, ends.name: ends.flags}
     user_device = _device_of(*given.values(), *flags.values(), last_value, init)
     device = compute_device(backend, user_device)
     if device.type == "cuda":
@@ -159,25 +174,35 @@ def _run(
     # the step shape comes from the flags when x carries trailing feature axes
     main = tensors[ref]
     step_src = next(iter(flag_t.values())) if (features and flag_t) else main
-    step_shape = tuple(step_src.shape)
-    td = normal_time_dim(time_dim, len(step_shape), ref)
+    given_shape = tuple(step_src.shape)
+    td, squeeze = time_axis(given_shape, time_dim, ref)
+    step_shape = given_shape[:-1] if squeeze else given_shape
     if step_shape[td] == 0:
-        raise DataError(f'"{ref}" has no steps (length 0 on time_dim {time_dim}); pass data')
+        raise DataError(
+            f'"{ref}" has no steps (its time axis, {said(time_dim)}, has length 0)',
+            "pass data, or the time_dim that names its time axis",
+            column=ref,
+        )
     feature_shape: tuple[int, ...] = ()
     if features:
         if tuple(main.shape[: len(step_shape)]) != step_shape:
-            check_shape(ref, main, step_shape, next(iter(flag_t)))
+            check_shape(ref, main, given_shape, next(iter(flag_t)), time_dim)
         feature_shape = tuple(main.shape[len(step_shape) :])
     for name, t in {**tensors, **flag_t}.items():
-        want = (*step_shape, *feature_shape) if (features and name == ref) else step_shape
-        check_shape(name, t, want, ref)
+        want = (*step_shape, *feature_shape) if (features and name == ref) else given_shape
+        check_shape(name, t, want, ref, time_dim)
 
-    frame = Frame(step_shape, td, feature_shape, as_numpy, user_device)
-    flat_frame = Frame(step_shape, td)
+    frame = Frame(step_shape, td, feature_shape, as_numpy, user_device, squeeze and not features)
+    flat_frame = Frame(step_shape, td, squeeze=squeeze)
+    layout = f' (the axes of "{ref}" {given_shape} but time, {said(time_dim)})'
     nfeat = math.prod(feature_shape)
     cols = {k: frame.rows(v) if k == ref else flat_frame.rows(v) for k, v in tensors.items()}
     for k, v in flag_t.items():
         cols[k] = flat_frame.rows(v)
+    if ends is not None:
+        _flags_from_ends(cols, ends, flat_frame, device, layout, validate, carry, kind)
+        flag_t.pop(ends.name)
+        flag_t.update({k: cols[k] for k in ("terminated", "truncated") if k in cols})
     if features and nfeat > 1:
         # features become extra rows sharing their sequence's flags (a copy; traces only)
         for k in [*flag_t, *(n for n in tensors if n != ref)]:
@@ -192,8 +217,8 @@ def _run(
         params=params,
         nv_mode=nv_mode,
         missing_zero=missing_zero,
-        last_value=per_row("last_value", last_value, flat_frame, device),
-        init=per_row("init", init, frame, device),
+        last_value=per_row("last_value", last_value, flat_frame, device, layout=layout),
+        init=per_row("init", init, frame, device, layout=layout),
         carry=_check_carry(kind, carry, last_value, init, len(next(iter(cols.values()))), device),
         settings=settings,
     )
@@ -222,6 +247,42 @@ def _run(
         bind(fired[0], result, device, defer)
     result["_carry_fn"] = functools.partial(_carry_out, p, out)
     return result
+
+
+def _flags_from_ends(
+    cols: dict[str, torch.Tensor],
+    ends: Ends,
+    frame: Frame,
+    device: torch.device,
+    layout: str,
+    validate: bool,
+    carry: Carry | None,
+    kind: str,
+) -> None:
+    """``terminated``/``truncated`` rows from the dones or episode starts in ``cols``
+    (replaced there), by the rules of :mod:`rltscan.dones` (docs/CONVENTIONS.md §1.4)."""
+    mark = cols.pop(ends.name)
+    mark = mark if mark.dtype == torch.bool else mark != 0
+    if ends.meaning == "ended":
+        ended = mark
+    else:
+        if ends.last is None and carry is not None and MODULES[kind].REVERSE:
+            raise ParameterError(
+                "with carry=, the last step's end is the next chunk's first episode start",
+                "pass last_dones= (that chunk's first episode_starts)",
+            )
+        last = per_row(
+            "last_dones", ends.last, frame, device, layout=layout, flag=True, validate=validate
+        )
+        ended = shift_starts(mark, -1, None if last is None else last != 0)
+    term, trunc = cols.get("terminated"), cols.get("truncated")
+    term = None if term is None else (term if term.dtype == torch.bool else term != 0)
+    trunc = None if trunc is None else (trunc if trunc.dtype == torch.bool else trunc != 0)
+    if ends.kind == "terminal":  # an end a truncation flag explains stays a truncation
+        new = ended if trunc is None else ended & ~trunc
+        cols["terminated"] = new if term is None else new | term
+    else:  # terminated wins where both are set (§1.1)
+        cols["truncated"] = ended if trunc is None else ended | trunc
 
 
 def _carry_out(p: Problem, out: dict[str, Any]) -> Carry:
@@ -293,8 +354,8 @@ def _check_carry(
         )
     if carry.rows != rows:
         raise DataError(
-            f"carry holds {carry.rows} sequences but this chunk has {rows}; "
-            "chunks of one batch must keep their rows"
+            f"carry holds {carry.rows} sequences but this chunk has {rows}",
+            "pass the chunks of one batch with the same sequences and the same time_dim",
         )
     if last_value is not None:
         raise ParameterError(
@@ -318,7 +379,21 @@ def _check_carry(
 
 
 def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
-    """The parameters checked (a ``None`` default filled from its fallback)."""
+    """The arguments read and checked (docs/CONVENTIONS.md §8): a TensorDict's arrays
+    taken out (``args["_write"]`` puts the results back), γ/λ tensors as numbers or
+    per-step columns, dones as ``args["_ends"]``, the required arrays present, the
+    parameters in range (a ``None`` default filled from its fallback)."""
+    if is_tensordict(args[d.inputs[0]]):
+        args, args["_write"] = from_tensordict(d, args)
+    args = tensor_parameters(d, args)
+    if "terminated" in d.inputs:
+        args["_ends"] = ends_of(d, args)
+    for name in d.required:
+        if args.get(name) is None and name not in d.derivable:
+            if name == "terminated" and args.get("_ends") is not None:
+                continue
+            also = " (or dones with dones_mean, or episode_starts)" if name == "terminated" else ""
+            raise ParameterError(f'{d.function_name} needs "{name}"{also}', f"pass {name}=")
     for prm in d.parameters:
         if args[prm.name] is None and prm.fallback is not None:
             args[prm.name] = args[prm.fallback]
@@ -417,8 +492,13 @@ def _finish(
         bind=None if key is None else functools.partial(_bind, d, args, key),
         outputs=outputs,
         settings=settings,
+        ends=args.get("_ends"),
     )
-    return RESULTS[d.name](**out)
+    result = RESULTS[d.name](**out)
+    write = args.get("_write")
+    if write is not None and outputs is None:
+        write(result)  # a TensorDict: TorchRL's output keys
+    return result
 
 
 def _bind(d: Declaration, args: dict[str, Any], key: tuple, fired: Any, result, device, deferred):
@@ -541,10 +621,27 @@ def _argument(d: Declaration, name: str) -> str:
             return f"{name}: str = {param.default!r}"
         if param.default is None:
             return f"{name}: float | None = None"
+        if name in SWEEPABLE:  # a list: several settings; a tensor: TorchRL's reading (§8)
+            return f"{name}: float | list[float] | ArrayLike = {param.default!r}"
         return f"{name}: float = {param.default!r}"
-    if name in d.required and name not in d.derivable:
+    if name == d.inputs[0]:  # the reference array (or a TensorDict): always given
         return f"{name}: ArrayLike"
     return f"{name}: ArrayLike | None = None"
+
+
+# How every public function reads its arguments (appended to each docstring)
+_READING = """
+
+    Arrays are numpy arrays or torch tensors, read as docs/CONVENTIONS.md §8 says:
+    ``time_dim`` names the time axis (None: time last on ``[T]`` or ``[B, T]``; what
+    reads two ways is refused), a trailing axis of length 1 after it (TorchRL's
+    ``[*B, T, 1]`` with ``time_dim=-2``) is kept in the outputs; ``dones`` (with
+    ``dones_mean``), ``episode_starts``, ``last_dones`` and ``ends_are`` give episode
+    ends stored as one flag; ``gamma``/``lam`` as a list are several settings, as a
+    tensor one value or one per step; a clip of ``inf`` is no clipping.
+    ``gae``, ``td_lambda`` and ``vtrace`` also take a TorchRL TensorDict in place of
+    the arrays and write their results into it under TorchRL's keys.
+"""
 
 
 def _function(d: Declaration) -> Callable[..., Result]:
@@ -557,22 +654,33 @@ def _function(d: Declaration) -> Callable[..., Result]:
         parts.append(_argument(d, name))
     if d.missing_bootstrap is not None:
         parts.append(f"missing_bootstrap: str = {d.missing_bootstrap!r}")
+    if "terminated" in d.inputs:  # episode ends given as dones or episode starts
+        parts += [
+            f"{n}: {'str' if n in ('dones_mean', 'ends_are') else 'ArrayLike'} | None = None"
+            for n in ENDS_ARGUMENTS
+        ]
     parts += [
         "carry: Carry | None = None",
-        "time_dim: int = -1",
+        "time_dim: int | None = None",
         'backend: str = "auto"',
         "validate: bool = True",
     ]
+    # a call of a shape seen before: one launch. Dones-style arguments need the front
+    # end (their flags are derived), so such a call is never bound: tested on the
+    # locals (cheaper than the key's dict reads), None-ness only
+    bindable = " is ".join(ENDS_ARGUMENTS) + " is None" if "terminated" in d.inputs else ""
     body = [
         "_a = locals()",
-        "_k = _call_key(_a)",  # a call of a shape seen before: one launch
+        f"_k = _call_key(_a) if {bindable} else None" if bindable else "_k = _call_key(_a)",
         "_b = None if _k is None else _lookup(_D, _k)",
         "if _b is not None:",
         "    return _bound_call(_D, _b, _a)",
         "args = _begin(_D, _a)",
     ]
     if any(n in d.params for n in SWEEPABLE):  # gamma=[...]: every setting in one pass
-        body[1:1] = [
+        # after the bound look-up: a list (or a settings carry) has no key, so a bound
+        # call never pays for this test
+        body[5:5] = [
             "if _sweeps(_D, _a):",
             "    return _finish_settings(_D, _begin(_D, _a))",
         ]
@@ -601,7 +709,7 @@ def _function(d: Declaration) -> Callable[..., Result]:
     code = compile(source, f"<rltscan.estimators.{d.function_name}>", "exec", flags, True)
     exec(code, namespace)  # the source is built above from the declaration alone
     fn = namespace[d.function_name]
-    fn.__doc__ = d.doc or d.help
+    fn.__doc__ = (d.doc or d.help).rstrip() + _READING
     fn.__module__ = __name__
     return fn
 
@@ -716,6 +824,8 @@ class PreparedCall:
         self._declaration = d
         self._arrays = tuple(n for n in d.inputs if self._args.get(n) is not None)
         key = bound.call_key(d, self._args)
+        if any(self._args.get(n) is not None for n in ENDS_ARGUMENTS):
+            key = None  # flags derived from dones: the front end runs every time
         if key is not None:
             function(**arguments)  # the first call binds the launch (and compiles it)
         self._bound = None if key is None else bound.lookup(d, key)

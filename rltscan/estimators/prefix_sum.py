@@ -27,6 +27,7 @@ DECLARATION = Declaration(
     outputs=("prefix_sums",),
     parameters=(),
     missing_bootstrap=None,
+    bootstraps=False,
     help="Episodic prefix sums of --x (default: the rewards).",
     doc="""Episodic inclusive prefix sums (``prefix_sums``), docs/CONVENTIONS.md §3.7.
 

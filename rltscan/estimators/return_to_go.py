@@ -36,6 +36,7 @@ DECLARATION = Declaration(
         ),
     ),
     missing_bootstrap=None,
+    bootstraps=False,
     help="Undiscounted return-to-go (Decision Transformer), / --scale: writes returns_to_go.",
     doc="""Undiscounted return-to-go (``returns_to_go``), divided by ``scale``.
 

@@ -54,9 +54,9 @@ DECLARATION = Declaration(
     parameters=(
         gamma_param(),
         lam_param(1.0),
-        Param.positive("rho_clip", 1.0, "ρ̄, clip of the importance ratio (> 0)."),
+        Param.clip("rho_clip", 1.0, "ρ̄, clip of the importance ratio (> 0)."),
         c_clip_param(),
-        Param.positive(
+        Param.clip(
             "pg_rho_clip",
             None,
             "ρ̄ of the policy-gradient advantage (> 0).",
