@@ -177,13 +177,13 @@ def compile_cell(row: dict[str, Any], device: str, compiled: bool) -> dict[str, 
 
     cell = measured(lambda: fn(p), want, shaped, compile_s=compile_s)
     if not compiled:
-        cell["eager"] = True  # (a check of the code: not the baseline PERF.md means)
+        cell["eager"] = True  # (a check of the code: not the compiled baseline)
     return cell
 
 
 def compile_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows whose compile cell is still open, GAE's first (PERF.md's numbers to
-    beat are GAE's), then the other estimators by shape, per-step γ_t last."""
+    """The rows whose compile cell is still open, GAE's first (the numbers to beat
+    are GAE's), then the other estimators by shape, per-step γ_t last."""
 
     def key(r: dict[str, Any]) -> tuple[int, int]:
         return (r["case"] == STEP_CASE, r["estimator"] != "gae")

@@ -277,7 +277,7 @@ def hillis_steele(a: Tensor, b: Tensor, reverse: bool) -> Tensor:
 
 
 def baseline_fn(kind: str, *, compiled: bool = True) -> Callable[..., dict[str, Tensor]]:
-    """PERF.md's baseline for ``kind``: the estimator's own coefficients and outputs
+    """The torch.compile baseline for ``kind``: the estimator's own coefficients and outputs
     around :func:`hillis_steele`, called on a :func:`problem_of`; compiled with
     ``torch.compile(dynamic=False)`` after a reset of dynamo's caches (each shape and
     estimator compiles afresh, never past dynamo's recompile limit into eager code), or
@@ -325,7 +325,7 @@ def _cuda() -> bool:
 
 def copy_bytes(device: str = "cuda") -> int:
     """The bytes :func:`copy_bandwidth` copies: 1 GiB on a GPU, 64 MiB on the CPU (a
-    check of the code paths that use it, not the floor PERF.md means)."""
+    check of the code paths that use it, not a GPU's copy floor)."""
     return 1 << 30 if device != "cpu" else 1 << 26
 
 
