@@ -10,7 +10,9 @@ What "the same" means here, input by input (rltscan's call is ``rltscan.bench.ca
 on ``rltscan.bench.make_inputs``):
 
 * ``[B, T]`` rows with ``last_value`` and ``missing_bootstrap="zero"``: rl-triton's
-  ``last_value`` and ``truncateds`` (its bootstrap at an interior truncation is zero);
+  ``truncateds`` and a ``bootstrap_values`` column of zeros with ``last_value`` in its
+  last step (its own ``last_value`` cannot be combined with truncations, and its
+  bootstrap at a truncation is that column's entry);
 * a flat sequence with ``bootstrap_values``: rl-triton's ``[1, N]`` view with the
   bootstrap kept only at truncations and the last step (it adds the column everywhere);
 * GAE: its one output, the advantages; returns: the returns; V-trace (λ = 1, both
@@ -60,9 +62,10 @@ def call(
     r = row(inputs["rewards"])
     term = row(inputs["terminated"]).float()
     trunc = row(inputs["truncated"]).float()
-    boot: dict[str, Tensor] = {}
-    if "last_value" in inputs:
-        boot["last_value"] = inputs["last_value"]
+    boot: dict[str, Tensor] = {}  # its per-step column: zero but at truncations and the end
+    if "last_value" in inputs:  # (its last_value cannot be combined with truncations)
+        boot["bootstrap_values"] = torch.zeros_like(r)
+        boot["bootstrap_values"][:, -1] = inputs["last_value"]
     elif "bootstrap_values" in inputs:
         keep = trunc.clone()
         keep[:, -1] = 1.0
@@ -75,7 +78,6 @@ def call(
 
         names: tuple[str, ...] = ("advantages",)
     elif kind == "returns":
-        boot.pop("last_value", None)
 
         def one(g: float) -> Any:
             return rl_triton.compute_discounted_returns(r, term, trunc, gamma=g, **boot)

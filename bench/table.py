@@ -133,6 +133,8 @@ def measure_row(
     plain = rltscan_call(kind, inputs, kw, validate=False)
     t0 = time.perf_counter()
     out = plain()
+    if device == "cuda":
+        torch.cuda.synchronize()
     first_s = time.perf_counter() - t0
     nbytes = bench.traffic_bytes(inputs, out)
     del out
