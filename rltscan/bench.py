@@ -1,11 +1,15 @@
 """``rltscan bench``: every estimator, every backend, beside a torch.compile baseline
-and the copy floor measured in the same run (the README's performance section).
+and the copy floor measured in the same run, on this machine.
 
-On a GPU: the README's benchmark shapes (batched ``[B, T]`` in both layouts, flat sequences
+On a GPU: the benchmark shapes (batched ``[B, T]`` in both layouts, flat sequences
 with sparse and dense episode ends), timed with ``triton.testing.do_bench``
 (median of the full Python call, warm), each checked against a float64 solve
 first. On a CPU: GAE and V-trace on flat 1M/10M steps and 4096×128 with the
 torch backend, the float64 reference and a per-step NumPy loop (ns/step).
+
+Also the one place for the measuring helpers the scripts under ``bench/`` share (inputs,
+calls, the float64 check, timers, the copy floor, the torch.compile baseline, the run
+record): ``bench/README.md``.
 """
 
 from __future__ import annotations
