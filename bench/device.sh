@@ -23,8 +23,9 @@
 # Time limits (s): suite 330, table 340, latency 230, kernel 240, settings 150, e2e 480,
 # ray 560: `table,latency` fits one 10-minute device call; `all` does not.
 # rl-triton 0.1.3 is timed where bench/.baselines/rl_triton-0.1.3 was carried
-# (cp -r <shared>/baselines/rl_triton-0.1.3 bench/.baselines/). BENCH_QUICK=1 runs table
-# and kernel on tiny shapes (a check of this script without a GPU, not a measurement).
+# (cp -r <shared>/baselines/rl_triton-0.1.3 bench/.baselines/). BENCH_QUICK=1 runs table,
+# kernel and settings on tiny shapes (a check of this script without a GPU, not a
+# measurement).
 set -u
 
 usage() {
