@@ -23,7 +23,6 @@ from rltscan.errors import AmbiguousInputError, ParameterError, RltscanError
 from rltscan.io import open_input
 from rltscan.io import writeback as wb
 from rltscan.io.atomic import reset_committed
-from rltscan.io.columns import ALIASES
 from rltscan.io.layout import (
     Decision,
     IsLastRow,
@@ -47,6 +46,7 @@ from rltscan.plan import (
     report,
 )
 from rltscan.report import OutputInfo, RunReport
+from rltscan.roles import ROLES
 
 if TYPE_CHECKING:  # torch loads where a run computes; planning, inspect and --help need none
     import torch
@@ -548,7 +548,7 @@ def _column_steps(source: Any) -> int | None:
     """Steps from the first rewards-like column's shape (episodes: the lengths)."""
     if source.episode_lengths:
         return int(sum(source.episode_lengths))
-    for name in ALIASES["rewards"]:
+    for name in ROLES["rewards"].aliases:
         info = source.columns.get(name)
         if info is not None and info.shape:
             dims = 1 if source.layout == "flat" else 2

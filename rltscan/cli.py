@@ -34,6 +34,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 from rltscan import defaults, interrupts
 from rltscan.errors import OutputRefusedError, ParameterError, RltscanError
 from rltscan.estimators import DECLARATIONS
+from rltscan.roles import Role, with_option
 
 if TYPE_CHECKING:  # what a command needs loads when it runs: --help and --version start fast
     from rich.console import Console
@@ -477,66 +478,11 @@ def command_defaults(command: str) -> dict[str, Any]:
     return {decls.get(n, _flag(n)): v for n, v in api_defaults(command).items()}
 
 
-# Column options: Python name -> (role for io, option names, help). An estimator command
-# shows those whose role it reads (INPUT_OF_OPTION; the flag columns always); inspect
-# shows every one. The second name of a flag column is gymnasium's/TorchRL's word.
-COLUMN_OPTIONS: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "rewards": (
-        "rewards",
-        ("--rewards",),
-        "Rewards column (default: rewards, reward, next.reward, …).",
-    ),
-    "values": ("values", ("--values",), "V(s_t) column (Minari: T+1 rows per episode)."),
-    "next_values": ("next_values", ("--next-values",), "V(s_{t+1}) column."),
-    "last_values": (
-        "last_values",
-        ("--last-values",),
-        "[B] bootstrap values of a [T, B] buffer.",
-    ),
-    "logp_behavior": ("logp_behavior", ("--logp-behavior",), "log μ(a_t|s_t) column."),
-    "logp_target": ("logp_target", ("--logp-target",), "log π(a_t|s_t) column."),
-    "q_values": ("q_values", ("--q-values",), "Q(s_t, a_t) column."),
-    "next_expected_q": (
-        "next_expected_q",
-        ("--next-expected-q",),
-        "E_π Q(s_{t+1}, ·) column (target policy at the true successor).",
-    ),
-    "v_pi": ("v_pi", ("--v-pi",), "E_π Q(s_t, ·) column; adds advantages."),
-    "x": ("x", ("--x",), "Per-step input column (default: the rewards)."),
-    "discount": (
-        "discount",
-        ("--discount",),
-        "Per-step discount γ_t column, in place of --gamma.",
-    ),
-    "lam_per_step": ("lam_per_step", ("--lam-column",), "Per-step λ_t column, in place of --lam."),
-    "terminals": (
-        "terminated",
-        ("--terminals", "--terminated"),
-        "Terminal flags column: s_{t+1} is terminal (gymnasium's terminated).",
-    ),
-    "timeouts": (
-        "truncated",
-        ("--timeouts", "--truncated"),
-        "Truncation flags column: the episode was cut after t (gymnasium's truncated).",
-    ),
-    "dones": ("dones", ("--dones", "--done"), "Ambiguous done column; needs --dones-mean."),
-    "episode_id": ("episode_id", ("--episode-id",), "Episode id column."),
-}
-FLAG_COLUMNS = ("terminals", "timeouts", "dones", "episode_id")
-INPUT_OF_OPTION = {
-    "rewards": "rewards",
-    "values": "values",
-    "next_values": "next_values",
-    "last_values": "last_value",
-    "logp_behavior": "logp_behavior",
-    "logp_target": "logp_target",
-    "q_values": "q_values",
-    "next_expected_q": "next_expected_q",
-    "v_pi": "v_pi",
-    "x": "x",
-    "discount": "discount",
-    "lam_per_step": "lam_per_step",
-}
+# Column options: one per role the CLI names (rltscan.roles, the role table), each under
+# its option's Python name (``Role.keyword``). An estimator command shows those whose role
+# fills one of its declared inputs (the flag and id columns: every command); inspect, all.
+COLUMN_ROLES = with_option()
+
 # Word options: (option name, the values it takes).
 CHOICES = {
     "dones_mean": ("--dones-mean", ("ended", "starts")),
@@ -565,11 +511,9 @@ def _parameters(spec: Sequence[tuple[str, Any, Any]]) -> list[inspect.Parameter]
     return [P(name, P.KEYWORD_ONLY, default=d, annotation=t) for name, t, d in spec]
 
 
-def _column_parameters(names: Sequence[str]) -> list[inspect.Parameter]:
-    """The column options ``names`` (keys of :data:`COLUMN_OPTIONS`)."""
-    return _parameters(
-        [(n, S, _opt(*COLUMN_OPTIONS[n][1], help=COLUMN_OPTIONS[n][2])) for n in names]
-    )
+def _column_parameters(roles: Sequence[Role]) -> list[inspect.Parameter]:
+    """The column options of ``roles``."""
+    return _parameters([(r.keyword, S, _opt(*r.options, help=r.help)) for r in roles])
 
 
 def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P]:
@@ -672,7 +616,7 @@ def reading_arguments(kw: dict[str, Any]) -> dict[str, Any]:
     """
     for name in ("dones_mean", "ends_are", "is_last_row", "layout", "missing_bootstrap"):
         _check_choice(*CHOICES[name], kw.get(name))
-    columns = {COLUMN_OPTIONS[n][0]: kw.pop(n) for n in list(kw) if n in COLUMN_OPTIONS}
+    columns = {r.name: kw.pop(r.keyword) for r in COLUMN_ROLES if r.keyword in kw}
     missing = kw.pop("missing_bootstrap", None)
     if kw.pop("no_bootstrap", False):
         missing = "zero"
@@ -948,14 +892,7 @@ def _make_command(command: str, spec: Any) -> Callable[..., None]:
         if name in LIST_PARAMS:  # one number, or a comma-separated list of settings
             option.parser, option.metavar, kind = float_or_list, "<float,…>", Any
         params.append(P(name, P.KEYWORD_ONLY, default=option, annotation=kind))
-    # --values also feeds V(s_{t+1}) where the file derives it from T+1 values per episode
-    reads_values = "next_values" in spec.inputs
-    read = [
-        n
-        for n, i in INPUT_OF_OPTION.items()
-        if i in spec.inputs or n == "rewards" or (n == "values" and reads_values)
-    ]
-    params += _column_parameters([*read, *FLAG_COLUMNS])
+    params += _column_parameters([r for r in COLUMN_ROLES if set(r.inputs) & set(spec.inputs)])
     missing = "missing_bootstrap" in defaults
     params += _reading_parameters(defaults.get("missing_bootstrap"), missing=missing)
     params += _run_parameters(defaults)
@@ -1024,7 +961,7 @@ app.command("inspect", cls=_Command, epilog=EXIT_CODES)(
                 default=typer.Argument(..., help="HDF5/Parquet/Arrow file, Minari dir, or '-'."),
                 annotation=str,
             ),
-            *_column_parameters(list(COLUMN_OPTIONS)),
+            *_column_parameters(COLUMN_ROLES),
             *_reading_parameters(None, missing=True),
             *_output_parameters(
                 plot="Draw episode lengths and returns into PATH.png (rltscan[plot])."

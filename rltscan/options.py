@@ -15,8 +15,9 @@ from typing import Any
 from rltscan.errors import ParameterError
 from rltscan.estimators import check_params
 from rltscan.estimators.declaration import PER_STEP_OF, settings_of
-from rltscan.io.columns import OPTION, quoted
+from rltscan.io.columns import quoted
 from rltscan.io.layout import Reading
+from rltscan.roles import ROLES
 
 ENGINES = ("local", "ray")
 
@@ -75,13 +76,13 @@ class RunOptions:
         for column, param in PER_STEP_OF.items():  # a per-step column replaces its scalar
             named = self.reading.columns.get(column)
             if named and column not in spec.inputs:
-                option = OPTION[column]
+                option = ROLES[column].option
                 raise ParameterError(
                     f"{self.command} takes no per-step {param}; drop {option}",
                 )
             given = self.params.get(param)
             if named and given is not None and given != spec.defaults().get(param):
-                option, flag = OPTION[column], "--" + param
+                option, flag = ROLES[column].option, "--" + param
                 raise ParameterError(
                     f"{option} {named} gives {param} per step and {flag} gives one value; "
                     f"drop one of them"

@@ -21,10 +21,10 @@ import numpy as np
 from rltscan.errors import DataError, MissingBootstrapError, OutputRefusedError, RltscanError
 from rltscan.estimators.declaration import setting_columns
 from rltscan.io import writeback as wb
-from rltscan.io.columns import ARGUMENT_ROLE
 from rltscan.io.layout import Prepared, prepare, where_is
 from rltscan.options import RunOptions
 from rltscan.report import OutputInfo, RunReport, Stage, StreamInfo
+from rltscan.roles import of_argument
 
 Progress = Callable[[str, bool], None]  # (stage, started) -> None; the CLI draws it
 
@@ -489,8 +489,8 @@ def in_file_terms(
     from rltscan.io.entries import describe, entry_kind
 
     arg = err.column or ""
-    role = ARGUMENT_ROLE.get(arg)
-    column = plan.roles.get(role) if role else None
+    row = of_argument(arg)
+    column = plan.roles.get(row.name) if row else None
     later = ""
     if column is None and arg == "next_values" and "values" in plan.roles:
         column, later = plan.roles["values"], " (its next row's value)"  # V(s_{t+1})

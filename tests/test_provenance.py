@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rltscan import api
-from rltscan.io.columns import OPTION
+from rltscan.roles import option_of
 from tests.producers import episodes, fixed_list
 
 PLAN = [(4, "term"), (3, "trunc"), (5, "term"), (2, "trunc"), (3, "cut")]
@@ -270,7 +270,7 @@ def test_recorded_everywhere_and_enough_to_recompute(case: str, tmp_path: Path) 
     reading = {k: v for k, v in record["reading"].items() if k in kept}
     if "ends_are" in record["reading"]["by"]:
         reading.pop("ends_are")  # a format's convention: not an option the user gave
-    columns = {r: c for r, c in record["source_columns"].items() if r in OPTION}
+    columns = {r: c for r, c in record["source_columns"].items() if option_of(r)}
     params = {
         k: v
         for k, v in record["params"].items()

@@ -41,7 +41,7 @@ from typer.testing import CliRunner
 
 from rltscan import api, cli
 from rltscan.errors import AmbiguousInputError, DataError, ParameterError
-from rltscan.io.columns import ALIASES
+from rltscan.roles import ROLES
 from tests import oracles
 from tests.conftest import assert_close_to_oracle
 from tests.io_helpers import digest
@@ -259,7 +259,7 @@ SCHEMES = {
     "dones-only": ("uniform",),
     "ids-only": ("uniform",),
 }
-FLAT_ALIASES = {role: [a for a in ALIASES[role] if "/" not in a] for role in ALIASES}
+FLAT_ALIASES = {role: [a for a in r.aliases if "/" not in a] for role, r in ROLES.items()}
 
 
 @st.composite

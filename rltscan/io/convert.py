@@ -43,6 +43,7 @@ from rltscan.errors import DataError, OutputRefusedError
 from rltscan.io.atomic import atomic_path
 from rltscan.io.columns import quoted
 from rltscan.io.source import Source
+from rltscan.roles import ROLES
 
 META_KEY = b"rltscan.convert"
 TRAJ = "traj_id"
@@ -227,10 +228,8 @@ def _episodes_table(source: Source, root: Any) -> tuple[Any, dict[str, Any]]:
     lengths: list[int] = []
     ids: list[int] = []
     ep_attrs: dict[str, Any] = {}
-    from rltscan.io.columns import ALIASES
-
     first = _walk(root[keys[0]], skip_episodes=False)
-    ref = next((n for n in ALIASES["rewards"] if n in first), None)
+    ref = next((n for n in ROLES["rewards"].aliases if n in first), None)
     if ref is None:
         raise DataError(f'{source.where}: "{keys[0]}" has no rewards dataset to count steps by')
     for key in keys:

@@ -34,8 +34,9 @@ from rltscan.errors import (
     RltscanError,
 )
 from rltscan.io.atomic import atomic_path
-from rltscan.io.columns import ALIASES, ColumnInfo, quoted
+from rltscan.io.columns import ColumnInfo, quoted
 from rltscan.io.source import Layout, Source
+from rltscan.roles import ROLES, of_kind
 
 EPISODE_GROUP = re.compile(r"^(episode|demo|traj)_(\d+)$")
 SKIP_PREFIXES = ("metadata",)
@@ -160,7 +161,7 @@ def _episode_groups(group: Any) -> list[tuple[int, str]]:
 def _rewards_name(datasets: Mapping[str, Any], override: str | None) -> str | None:
     if override is not None:
         return override if override in datasets else None
-    for name in ALIASES["rewards"]:
+    for name in ROLES["rewards"].aliases:
         if name in datasets:
             return name
     return None
@@ -259,7 +260,7 @@ def _open(
 # Datasets of one value per sequence ([B] or [B, 1]) that a [T, B] / [B, T] buffer
 # carries: the bootstrap values and final dones (CleanRL ``next_value``/``next_done``,
 # SB3 ``last_values``, IMPALA ``bootstrap_value``). Their length names the batch axis.
-PER_SEQUENCE = tuple(dict.fromkeys((*ALIASES["last_values"], *ALIASES["last_dones"])))
+PER_SEQUENCE = tuple(dict.fromkeys(a for r in of_kind("sequence") for a in r.aliases))
 
 
 def _steps_shape(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -23,19 +23,16 @@ import numpy as np
 
 from rltscan.errors import AmbiguousInputError, DataError, MissingBootstrapError, ParameterError
 from rltscan.io.columns import (
-    ALIASES,
-    ARGUMENT_ROLE,
-    DISCOUNT_LIKE,
     ENDED_BY_DEFINITION,
     NEXT_PREFIXES,
     OBSERVATION_FLAGS,
-    OPTION,
     ColumnInfo,
     missing_column_error,
     quoted,
     resolve_override,
 )
 from rltscan.io.source import Source
+from rltscan.roles import ROLES, of_argument, of_kind, option_of
 
 DonesMean = Literal["ended", "starts"]
 PER_ROW = ("last_value", "init")  # one value per sequence, not per step
@@ -191,7 +188,8 @@ def _pick(
     if name:
         everything = {**source.columns, **source.extra}
         return resolve_override(role, name, everything, source.where), None, None
-    found = [n for n in ALIASES.get(role, ()) if n in pool]
+    row = ROLES.get(role)
+    found = [n for n in (row.aliases if row else ()) if n in pool]
     taken = {v for k, v in overrides.items() if v and k != role}
     found = [n for n in found if n not in taken]
     nested = [n for n in found if n.startswith(NEXT_PREFIXES)]
@@ -202,16 +200,25 @@ def _pick(
         note = (
             f'"{nested[0]}" is the outcome of step t ("next" holds what step t led to, as '
             f"TorchRL writes it); the root {quoted(roots)} describes s_t and is not read as "
-            f"{role} ({OPTION.get(role, '--' + role)} {roots[0]} to read it instead)"
+            f"{role} ({_read_instead(role, roots[0], nested[0])} to read it instead)"
         )
     if len(found) > 1:
-        option = OPTION.get(role, "--" + role.replace("_", "-"))
+        option = option_of(role)
         decision = Decision(
             f'both "{found[0]}" and "{found[1]}" could be the {role} column',
-            f"pass {option} KEY (or --ignore the other)",
+            f"pass {option} KEY (or --ignore the other)"
+            if option
+            else f"pass --ignore {found[1]} or --ignore {found[0]}",
         )
         return found[0], decision, None
     return (found[0] if found else None), None, note
+
+
+def _read_instead(role: str, name: str, other: str) -> str:
+    """The option that reads column ``name`` as ``role`` where the resolver took ``other``:
+    the role's option, or (a role without one) ``--ignore`` of the other."""
+    option = option_of(role)
+    return f"{option} {name}" if option else f"--ignore {other}"
 
 
 def find_column(
@@ -283,7 +290,7 @@ def as_flag(arr: np.ndarray, name: str, where: str, role: str) -> np.ndarray:
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
         raise DataError(
             f'{where}: column "{name}" has dtype {arr.dtype}, not 0/1 flags',
-            f"pass another column with {OPTION.get(role, '--' + role)}",
+            f"pass {_another_column(role, name, 'another column with')}",
         )
     bad = ~((arr == 0) | (arr == 1))
     if bad.any():
@@ -292,9 +299,16 @@ def as_flag(arr: np.ndarray, name: str, where: str, role: str) -> np.ndarray:
         raise DataError(
             f'{where}: column "{name}" must hold 0/1 flags, '
             f"found {arr[index].item()!r} at index {at}",
-            f"fix the column or pass another with {OPTION.get(role, '--' + role)}",
+            f"fix the column or pass {_another_column(role, name, 'another with')}",
         )
     return arr != 0
+
+
+def _another_column(role: str, name: str, words: str) -> str:
+    """How to read another column than ``name`` as ``role``: ``words`` and the role's
+    option, or (a role without one) ``--ignore`` of ``name``."""
+    option = option_of(role)
+    return f"{words} {option}" if option else f"--ignore {name}"
 
 
 def _shift_starts(starts: np.ndarray, time_dim: int, last: np.ndarray | None) -> np.ndarray:
@@ -307,20 +321,23 @@ def _shift_starts(starts: np.ndarray, time_dim: int, last: np.ndarray | None) ->
     return np.moveaxis(ended, 0, time_dim)
 
 
-def unnamed_discount(source: Source, arguments: tuple[str, ...], res: _Resolve) -> None:
-    """A column that looks like a per-step discount changes the numbers if it is one:
-    an estimator that could read it (``discount`` is an argument) stops unless the user
-    names it (``--discount``) or sets it aside (``--ignore``)."""
-    if "discount" not in arguments or res.overrides.get("discount"):
-        return
-    for name in DISCOUNT_LIKE:
-        if name in source.columns:
-            res.ask(
-                Decision(
-                    f'column "{name}" looks like a per-step discount, which would replace --gamma',
-                    f"pass --discount {name} to use it, or --ignore {name} to compute with --gamma",
+def unnamed_look_alikes(source: Source, arguments: tuple[str, ...], res: _Resolve) -> None:
+    """A column that looks like a role read only when named (a per-step discount) changes
+    the numbers if it is one: an estimator that could read the role (its argument is one
+    of ``arguments``) stops unless the user names it (the role's option) or sets it aside
+    (``--ignore``)."""
+    for row in ROLES.values():
+        like = row.look_alike
+        if like is None or row.argument not in arguments or res.overrides.get(row.name):
+            continue
+        for name in like.names:
+            if name in source.columns:
+                res.ask(
+                    Decision(
+                        f'column "{name}" looks like {like.what}',
+                        f"pass {row.option} {name} to use it, or --ignore {name} {like.otherwise}",
+                    )
                 )
-            )
 
 
 def prepare(
@@ -391,7 +408,7 @@ def prepare(
     if rows is not None:
         place = rows.kept_index  # messages name the stored rows
 
-    unnamed_discount(source, arguments, res)
+    unnamed_look_alikes(source, arguments, res)
     rewards_name = res.find("rewards")
     want_rewards = "rewards" in arguments or ("x" in arguments and not overrides.get("x"))
     if want_rewards and rewards_name is None:
@@ -400,17 +417,13 @@ def prepare(
     raw: dict[str, np.ndarray | list[np.ndarray]] = {}
     skipped: dict[str, str] = {}  # flags_only: argument -> column, not read
     for arg in arguments:
-        role = ARGUMENT_ROLE.get(arg)
-        if role is None or role == "last_values":
-            continue
-        if role == "x":
-            name = overrides.get("x") or rewards_name
-            if name and overrides.get("x"):
-                name = res.find("x")
-        elif role == "rewards":
-            name = rewards_name
-        else:
-            name = res.find(role)
+        row = of_argument(arg)
+        if row is None or row.kind == "sequence":
+            continue  # flags are built below, a [B] value is read after the shapes
+        role = row.name
+        name = res.find(role)
+        if name is None and row.default_to is not None:
+            name = res.find(row.default_to)  # --x: the rewards unless named
         if name is None:
             if arg in required:
                 raise missing_column_error(role, source.columns, source.where)
@@ -421,6 +434,7 @@ def prepare(
             continue
         raw[arg] = reader.column(role, name)
     _refuse_no_values(arguments, required, raw, skipped, res)
+    _one_bootstrap_source({**raw, **skipped}, reader, res)
 
     reference = "x" if "x" in raw and "rewards" not in raw else "rewards"
     if reference not in raw:
@@ -433,8 +447,7 @@ def prepare(
 
     kwargs: dict[str, np.ndarray | float] = {}
     for arg, data in raw.items():
-        role = ARGUMENT_ROLE[arg]
-        name = reader.roles[role]
+        name = reader.roles[_role_of(arg)]
         if episodes:
             parts = _fit_episode(arg, data, lengths, source, name, raw, kwargs, notes)
             if parts is not None:
@@ -442,10 +455,12 @@ def prepare(
         else:
             kwargs[arg] = data  # type: ignore[assignment]
 
-    if episodes and "next_values" in arguments and "next_values" not in kwargs:
+    # V(s_{t+1}) derived from the values (Minari's T+1 rows, RLDS's final rows) only
+    # while no bootstrap column gives it (§1.2: one source)
+    if episodes and "next_values" in arguments and not _bootstrap_given(kwargs):
         _next_from_values(res, reader, lengths, kwargs, notes)
     known: np.ndarray | None = None  # where a derived V(s_{t+1}) exists (RLDS)
-    has_next = "next_values" in kwargs or "next_values" in skipped
+    has_next = _bootstrap_given({**kwargs, **skipped})
     if rows is not None and "next_values" in arguments and not has_next:
         known = _next_from_final_rows(rows, res, reader, kwargs, flags_only)
 
@@ -458,7 +473,7 @@ def prepare(
         raise DataError(
             f'{source.where}: column "{ref_name}" has shape {ref.shape} but the {layout} layout '
             f"needs {ref_ndim} dimension(s)",
-            f"pass --layout or the right {OPTION[reference]} KEY",
+            f"pass --layout or the right {option_of(reference)} KEY",
         )
     kwargs[reference] = ref
     if ref.size == 0:
@@ -469,18 +484,18 @@ def prepare(
     for arg, value in list(kwargs.items()):
         if arg == reference or not isinstance(value, np.ndarray):
             continue
-        role = ARGUMENT_ROLE[arg]
         value = _squeeze(value, ref.ndim if arg != "x" else value.ndim)
         if value.shape[: ref.ndim] != ref.shape:
+            name = reader.roles[_role_of(arg)]
             raise DataError(
-                f'{source.where}: column "{reader.roles[role]}" has shape {value.shape} but '
+                f'{source.where}: column "{name}" has shape {value.shape} but '
                 f'"{ref_name}" has {ref.shape}',
                 "every per-step column needs the same shape",
             )
         kwargs[arg] = value
 
     # bootstrap at the end of [T, B] / [B, T] buffers (and a flat file's scalar)
-    has_next = "next_values" in kwargs or "next_values" in skipped or known is not None
+    has_next = _bootstrap_given({**kwargs, **skipped}) or known is not None
     if "last_value" in arguments and not has_next and not episodes:
         name = res.find("last_values", extra=True)
         if name is not None:
@@ -786,7 +801,35 @@ def rows_may_be_excluded(source: Source, reading: Reading) -> bool:
 def _last_row_named(overrides: Mapping[str, str | None]) -> str | None:
     """``--dones is_last``: RLDS's end-of-episode column is also its final-row marker."""
     named = overrides.get("dones")
-    return named if named in ALIASES["last_row"] else None
+    return named if named in ROLES["last_row"].aliases else None
+
+
+def _role_of(argument: str) -> str:
+    """The role whose column was read as estimator argument ``argument``."""
+    row = of_argument(argument)
+    assert row is not None, argument  # only such arguments are read as columns
+    return row.name
+
+
+# The estimator arguments that give V(s_{t+1}) per step (§1.2): one source at a time
+BOOTSTRAP_ARGUMENTS = tuple(r.argument for r in of_kind("bootstrap") if r.argument)
+
+
+def _bootstrap_given(given: Mapping[str, object]) -> bool:
+    """Whether a bootstrap column is among ``given`` (arguments read or checked)."""
+    return any(a in given for a in BOOTSTRAP_ARGUMENTS)
+
+
+def _one_bootstrap_source(given: Mapping[str, object], reader: _Reader, res: _Resolve) -> None:
+    """Two bootstrap columns are two readings of V(s_{t+1}) (§1.2): a decision."""
+    found = [reader.roles[_role_of(a)] for a in BOOTSTRAP_ARGUMENTS if a in given]
+    if len(found) > 1:
+        res.ask(
+            Decision(
+                f'both "{found[0]}" and "{found[1]}" give V(s_{{t+1}})',
+                f"pass --ignore {found[1]} or --ignore {found[0]}",
+            )
+        )
 
 
 def _refuse_no_values(
@@ -890,10 +933,11 @@ def _check_overrides_used(
 ) -> None:
     """A column the user named is used, or the run stops: never silently ignored."""
     for role, name in overrides.items():
-        if name and role not in roles and role in OPTION:
+        option = option_of(role)
+        if name and role not in roles and option:
             raise ParameterError(
-                f'{OPTION[role]} "{name}" is not used by this command here',
-                f"drop {OPTION[role]}",
+                f'{option} "{name}" is not used by this command here',
+                f"drop {option}",
                 where=where,
             )
 
@@ -904,7 +948,7 @@ def _check_whole_shapes(source: Source, roles: Mapping[str, str], ref_name: str)
     ref_shape = tuple(source.columns[ref_name].shape)
     for role, name in roles.items():
         info = source.columns.get(name)
-        if info is None or role in ("last_values", "last_dones"):
+        if info is None or ROLES[role].kind == "sequence":
             continue
         shape = tuple(info.shape)
         if shape[:dims] != ref_shape[:dims]:
@@ -971,7 +1015,7 @@ def _fit_episode(
     """Concatenate per-episode arrays; ``T+1`` values also give ``next_values``."""
     parts = data if isinstance(data, list) else [data]
     plus_one = all(len(p) == t + 1 for p, t in zip(parts, lengths, strict=True))
-    if arg == "values" and plus_one and "next_values" not in raw:
+    if arg == "values" and plus_one and not _bootstrap_given(raw):
         kwargs["next_values"] = np.concatenate([p[1:] for p in parts])
         notes.append(f'"{name}" has T+1 rows per episode: V(s_T) of each episode bootstraps it')
         return np.concatenate([p[:-1] for p in parts])
@@ -1380,4 +1424,4 @@ def _ended_from_dones(
     return _shift_starts(flag, time_dim, last)
 
 
-__all__ = ["ALIASES", "Decision", "Prepared", "Reading", "as_flag", "find_column", "prepare"]
+__all__ = ["Decision", "Prepared", "Reading", "as_flag", "find_column", "prepare"]

@@ -9,7 +9,7 @@ A LeRobot dataset is a directory with ``meta/info.json`` (``codebase_version``,
   and ``data/file_index``), in ``index`` order.
 
 One row per frame: ``next.reward`` (r_t), ``next.done`` (the episode ended after this
-frame), ``episode_index``, ``frame_index`` (the aliases of rltscan.io.columns). The
+frame), ``episode_index``, ``frame_index`` (aliases in the role table, rltscan.roles). The
 shard engine reads the data files as Parquet shards in path order (as lerobot's own
 ``load_nested_dataset`` sorts ``data/*/*.parquet``), which is episode order.
 

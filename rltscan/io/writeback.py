@@ -26,8 +26,6 @@ from rltscan.io.formats import SUFFIXES, output_format
 from rltscan.io.layout import Prepared
 from rltscan.io.source import Source
 
-FLAG_ROLES = ("terminated", "truncated", "dones", "episode_starts", "episode_id")
-
 
 @dataclass(frozen=True)
 class Target:
