@@ -176,20 +176,21 @@ def _driver_version() -> str | None:
 
 def tree_hash(root: str | os.PathLike[str] | None = None) -> str:
     """SHA-256 (first 16 hex digits) over the path and bytes of every ``.py`` and ``.sh``
-    file under ``root``'s ``rltscan/`` and ``bench/`` (``bench/results`` excluded): names
-    the code a run measured where the copy on the GPU machine has no git history.
-    Compare with ``python -c "from rltscan import bench; print(bench.tree_hash())"`` at a
-    commit."""
+    file under ``root``'s ``rltscan/`` and ``bench/``, ``bench/results`` and hidden
+    folders (``bench/.baselines``, carried to the GPU machine) left out: names the code a
+    run measured where the copy on the GPU machine has no git history. Compare with
+    ``python -c "from rltscan import bench; print(bench.tree_hash())"`` at a commit."""
     base = Path(root) if root is not None else Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for sub in ("rltscan", "bench"):
         for path in sorted((base / sub).rglob("*")):
-            rel = path.relative_to(base).as_posix()
-            if path.suffix not in (".py", ".sh") or rel.startswith("bench/results/"):
+            parts = path.relative_to(base).parts
+            if path.suffix not in (".py", ".sh") or parts[:2] == ("bench", "results"):
                 continue
-            if "__pycache__" in path.parts or not path.is_file():
+            if "__pycache__" in parts or any(p.startswith(".") for p in parts):
                 continue
-            digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+            if path.is_file():
+                digest.update("/".join(parts).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 

@@ -110,11 +110,12 @@ def test_rewrite_replaces_only_the_block() -> None:
 def test_tree_hash_names_the_code_measured(tmp_path: Path) -> None:
     """The code record of a copy without git: the sources under rltscan/ and bench/, not
     the results or other files."""
-    for rel in ("rltscan/a.py", "bench/b.sh", "bench/results/r/derive.py", "rltscan/n.txt"):
+    changing = ("bench/results/r/derive.py", "rltscan/n.txt", "bench/.baselines/rl/x.py")
+    for rel in ("rltscan/a.py", "bench/b.sh", *changing):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x = 1\n")
     first = bench.tree_hash(tmp_path)
-    for rel in ("bench/results/r/derive.py", "rltscan/n.txt"):
+    for rel in changing:
         (tmp_path / rel).write_text("x = 2\n")
     assert bench.tree_hash(tmp_path) == first
     (tmp_path / "bench/b.sh").write_text("x = 2\n")
