@@ -82,21 +82,23 @@ def inputs_for(
     return inputs, kw
 
 
-def rltscan_call(kind: str, inputs: dict[str, Any], kw: dict[str, Any], validate: bool) -> Any:
-    """The timed call: the public function on ready arguments (as a training step holds
-    them); with K settings, its outputs as ``"name#i"``."""
-    fn = bench.function(kind)
+def rltscan_call(
+    kind: str, inputs: dict[str, Any], kw: dict[str, Any], validate: bool
+) -> tuple[Callable[[], Any], Callable[[Any], dict[str, Any]]]:
+    """``(fn, named)``: ``fn()`` is the timed call, the public function on ready arguments
+    (as a training step holds them), and ``named(fn())`` its outputs by name (with K
+    settings ``"name#i"``, the i-th γ)."""
+    function = bench.function(kind)
     args = bench.call_kwargs(kind, inputs, validate=validate, **kw)
     names = bench.declaration(kind).outputs
-    if "gamma" in kw:
-        k = len(kw["gamma"])
+    k = len(kw.get("gamma", ()))
 
-        def several() -> dict[str, Any]:
-            res = fn(**args)
-            return {f"{o}#{i}": getattr(res, o)[i] for i in range(k) for o in names}
+    def named(res: Any) -> dict[str, Any]:
+        if not k:
+            return dict(res)
+        return {f"{o}#{i}": getattr(res, o)[i] for i in range(k) for o in names}
 
-        return several
-    return lambda: dict(fn(**args))
+    return lambda: function(**args), named
 
 
 def want_for(kind: str, inputs: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
@@ -130,9 +132,10 @@ def measure_row(
     """One row's floor, rltscan and rl-triton cells (the compile cell comes later)."""
     inputs, kw = inputs_for(kind, shape, case, device)
     want = want_for(kind, inputs, kw)
-    plain = rltscan_call(kind, inputs, kw, validate=False)
+    plain, named = rltscan_call(kind, inputs, kw, validate=False)
+    validated, _ = rltscan_call(kind, inputs, kw, validate=True)
     t0 = time.perf_counter()
-    out = plain()
+    out = named(plain())
     if device == "cuda":
         torch.cuda.synchronize()
     first_s = time.perf_counter() - t0
@@ -145,8 +148,8 @@ def measure_row(
         "steps": math.prod(shape),
         "bytes": nbytes,
         "floor_us": bench.floor_us(nbytes, bw),
-        "rltscan": measured(plain, want, first_call_s=first_s),
-        "rltscan_validated": measured(rltscan_call(kind, inputs, kw, validate=True), want),
+        "rltscan": measured(plain, want, named, first_call_s=first_s),
+        "rltscan_validated": measured(validated, want, named),
     }
     if kind not in baselines.KINDS or case == STEP_CASE:
         why = "n/a: no per-step γ_t" if case == STEP_CASE else "n/a: other inputs"
