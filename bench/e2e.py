@@ -919,19 +919,15 @@ def _mem_total() -> int | None:
 
 
 def _git() -> dict[str, Any]:
-    def git(*a: str) -> str:
-        try:
-            return subprocess.run(
-                ["git", *a], cwd=REPO, capture_output=True, text=True, timeout=10
-            ).stdout
-        except (OSError, subprocess.SubprocessError):
-            return ""
+    """The code measured (``rltscan.bench.code_record``: the commit only where this tree is
+    a git checkout's top, else None, and the hash of the sources, which a copy on the GPU
+    machine keeps). Imported here, in the parent alone: the cases' own processes load
+    only what a user script would."""
+    from rltscan.bench import code_record
 
-    dirty = git("status", "--porcelain", "--", "rltscan")
-    return {
-        "commit": git("rev-parse", "HEAD").strip() or None,
-        "rltscan_dirty": [ln[3:] for ln in dirty.splitlines()],
-    }
+    rec = code_record(REPO)
+    dirty = [p for p in rec["dirty"] or [] if p.startswith("rltscan/")]
+    return {"commit": rec["commit"], "tree": rec["tree"], "rltscan_dirty": dirty}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -991,8 +987,8 @@ def render_md(res: dict) -> str:
         f"- versions: python {m['python']}, torch {v['torch']}, triton {v.get('triton')}, "
         f"numpy {v['numpy']}, h5py {v['h5py']} (HDF5 {v['hdf5']}), pyarrow {v['pyarrow']}, "
         f"rltscan {v.get('rltscan')}",
-        f"- git {m['git']['commit']}; uncommitted changes under rltscan/: "
-        + (", ".join(m["git"]["rltscan_dirty"]) or "none"),
+        f"- git {m['git']['commit']}, tree {m['git'].get('tree')}; uncommitted changes under "
+        "rltscan/: " + (", ".join(m["git"]["rltscan_dirty"]) or "none"),
         f"- {cfg['steps']:,} steps, flat D4RL-style columns rewards/values/next_values f32, "
         "terminals/timeouts bool; episodes of 200-1000 steps, half terminal, half timeout, "
         "last row a timeout",

@@ -17,14 +17,16 @@ Sections (each row names its own):
   as with the default tiles;
 - ``settings``: K = 3 (γ = 0.9, 0.99, 0.999) in one call (one launch), as three calls,
   and one setting alone; floor = inputs once + K outputs;
-- ``per-step``: a per-step γ_t column against the scalar γ;
-- ``rl-triton``: rl-triton 0.1.3 (when importable) on the batched shapes.
+- ``per-step``: a per-step γ_t column against the scalar γ.
 
-    python bench/kernel_probe.py run OUT_PREFIX LABEL [small|full] [PHASES]
-    python bench/kernel_probe.py merge OUT_PREFIX RUN.json ...
+rl-triton and the torch.compile scan beside these shapes: ``bench/table.py``.
+
+    python -m bench.kernel_probe run OUT_PREFIX LABEL [small|full] [PHASES]
+    python -m bench.kernel_probe merge OUT_PREFIX RUN.json ...
 
 PHASES (comma-separated, default all, or $PROBE): flat (default, validate and tiles at
-2^26 flat), settings, per-step, shapes (the other shapes), rl-triton.
+2^26 flat), settings, per-step, shapes (the other shapes). ``bash bench/device.sh
+kernel`` runs flat and shapes, ``bash bench/device.sh settings`` settings and per-step.
 
 ``run`` measures the rltscan on ``PYTHONPATH`` (run it once per tree to compare trees:
 LABEL names it) and writes OUT_PREFIX.json and .md; ``merge`` writes one table of
@@ -36,10 +38,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -57,7 +57,6 @@ if SMALL:
     TILES = [(1, 64, 1), (2, 64, 1)]
     SETTING_CASES = [("gae", (1001,)), ("gae", (5, 64))]
     STEP_CASES = [("gae", (1001,))]
-    RL_SHAPES: list[tuple[int, ...]] = []
 else:
     SHAPES = [
         ((1 << 26,), 1000.0, "flat"),
@@ -70,42 +69,7 @@ else:
     TILES = [(1, 1024, 4), (1, 1024, 8), (1, 2048, 8), (1, 2048, 16), (1, 512, 4), (1, 512, 2)]
     SETTING_CASES = [("gae", (1 << 26,)), ("vtrace", (1 << 26,)), ("gae", (4096, 1024))]
     STEP_CASES = [("gae", (1 << 26,)), ("gae", (4096, 1024))]
-    RL_SHAPES = [(4096, 1024), (16, 131072)]
 GAMMAS = [0.9, 0.99, 0.999]
-
-
-def timed_us(fn: Callable[[], Any]) -> float:
-    if SMALL:
-        fn()
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e6
-    import triton.testing
-
-    return 1e3 * triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
-
-
-def copy_bw() -> float:
-    if SMALL:
-        return 1.0
-    return bench.copy_bandwidth()
-
-
-def f64(inputs: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
-        for k, v in inputs.items()
-    }
-
-
-def rel_err(got: dict[str, Any], want: dict[str, Any]) -> float:
-    worst = 0.0
-    for k, w in want.items():
-        g, w = torch.as_tensor(got[k]).double(), torch.as_tensor(w).double()
-        if not bool(torch.isfinite(g).all()):
-            return math.inf
-        worst = max(worst, float((g - w).abs().max()) / max(1.0, float(w.abs().max())))
-    return worst
 
 
 class Probe:
@@ -114,8 +78,8 @@ class Probe:
 
     def __init__(self, label: str, prefix: str) -> None:
         self.label, self.prefix, self.rows = label, prefix, []
-        self.bw = copy_bw()
-        self.record = {**bench.run_record(gpu="cpu (interpreter)" if SMALL else None),
+        self.bw = bench.copy_bandwidth(DEVICE)
+        self.record = {**bench.run_record(),
                        "tree": label, "copy_GBps": self.bw, "rows": self.rows}  # fmt: skip
         print(f"[{label}] copy bandwidth {self.bw:.0f} GB/s", flush=True)
 
@@ -130,8 +94,8 @@ class Probe:
         kernels alone, torch profiler: what host time cannot hide)."""
         before = set(triton_scan._COMPILED)
         try:
-            err = rel_err(fn(), want)
-            us = timed_us(fn)
+            err = bench.max_rel_err(fn(), want)
+            us = bench.timed_us(fn, rep=100)
             if kernel and not SMALL:
                 extra["kernel_us"] = round(bench.kernel_us(fn), 1)
                 floor = n_bytes / (self.bw * 1e9) * 1e6
@@ -187,7 +151,7 @@ def estimators(p: Probe, shapes: list, variants: bool) -> None:
     for kind in KINDS:
         for shape, ep in shapes:
             inp = inputs_for(kind, shape, ep)
-            want = bench.call(kind, f64(inp), backend="torch", validate=False)
+            want = bench.float64_solve(kind, inp)
             n_bytes = bench.traffic_bytes(inp, bench.call(kind, inp, validate=False))
 
             def call(validate: bool = False, k: str = kind, i: dict = inp) -> dict:
@@ -216,7 +180,7 @@ def settings(p: Probe) -> None:
         kw = bench.call_kwargs(kind, inp, validate=False)
         kw.pop("gamma", None)
         f = fns[kind]
-        wants = [dict(f(**{**f64(kw), "backend": "torch"}, gamma=g)) for g in GAMMAS]
+        wants = [dict(f(**{**bench.as_float64(kw), "backend": "torch"}, gamma=g)) for g in GAMMAS]
         want = {f"{o}#{i}": w[o] for i, w in enumerate(wants) for o in w}
         in_bytes = bench.traffic_bytes(inp, {})
         out_bytes = sum(v.numel() * 4 for v in wants[0].values())
@@ -252,10 +216,10 @@ def per_step(p: Probe) -> None:
         disc = 0.9 + 0.1 * torch.rand(shape, generator=g, device=DEVICE)
         f = bench.function(kind)
         kw = bench.call_kwargs(kind, inp, validate=False)
-        scalar = dict(f(**{**f64(kw), "backend": "torch"}))
+        scalar = dict(f(**{**bench.as_float64(kw), "backend": "torch"}))
         kw_t = {**kw, "discount": disc}
         kw_t.pop("gamma", None)
-        stepped = dict(f(**{**f64(kw_t), "backend": "torch"}))
+        stepped = dict(f(**{**bench.as_float64(kw_t), "backend": "torch"}))
         n_bytes = bench.traffic_bytes(inp, dict(f(**kw)))
         for how, args, want, extra in (("scalar", kw, scalar, 0),
                                        ("per step", kw_t, stepped, disc.numel() * 4)):  # fmt: skip
@@ -267,33 +231,6 @@ def per_step(p: Probe) -> None:
                 "per-step", kind, shape, 1000.0, call, want, n_bytes + extra, gamma=how, kernel=True
             )
         if not SMALL:
-            torch.cuda.empty_cache()
-
-
-def rl_triton(p: Probe) -> None:
-    try:
-        sys.path.insert(0, os.path.dirname(__file__))
-        import rl_triton  # noqa: F401
-        from latency import rl_triton_fn
-    except ImportError as e:
-        print(f"[{p.label}] rl-triton not measured: {e!r}", flush=True)
-        return
-    for kind in ("gae", "returns", "vtrace"):
-        for shape in RL_SHAPES:
-            inp = inputs_for(kind, shape, 1000.0)
-            out = bench.call(kind, inp, validate=False)
-            fn = rl_triton_fn(kind, inp)
-            us = timed_us(fn)
-            floor = bench.traffic_bytes(inp, out) / (p.bw * 1e9) * 1e6
-            p.rows.append({
-                "tree": "rl-triton 0.1.3", "section": "rl-triton", "estimator": kind,
-                "shape": "x".join(map(str, shape)), "ep_len": 1000.0, "us": round(us, 1),
-                "floor_us": round(floor, 1), "pct_floor": round(100 * floor / us, 1),
-                "max_rel_err": None, "ok": None,
-            })  # fmt: skip
-            p.save()
-            print(f"[rl-triton] {kind} {shape} {us:.1f} us ({100 * floor / us:.1f}%)", flush=True)
-            del inp, out
             torch.cuda.empty_cache()
 
 
@@ -346,8 +283,6 @@ def main() -> None:
         per_step(p)
     if {"all", "shapes"} & set(phases):
         estimators(p, [(s, e) for s, e, _ in SHAPES if (s, e) != FLAT], variants=False)
-    if {"all", "rl-triton"} & set(phases) and not SMALL:
-        rl_triton(p)
     bench.write_result(prefix, p.record, HEADER, table(p.rows))
 
 

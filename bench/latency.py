@@ -1,170 +1,210 @@
-"""Issue 12's side-by-side table: the full Python call of GAE / returns / V-trace on CUDA
-tensors, beside the copy floor, a torch.compile scan and rl-triton 0.1.3, in one run.
+"""What a repeated call costs on the host, row by row, beside rl-triton 0.1.3 (the README's
+latency table).
 
-    PYTHONPATH=.:bench/.baselines/rl_triton-0.1.3 python bench/latency.py OUT_DIR
+    python -m bench.latency OUT
 
-LATENCY_NO_COMPILE=1 leaves out the torch.compile baseline (a shorter run).
-Writes OUT_DIR/latency.json (GPU, versions, date, copy bandwidth, every timing) and
-OUT_DIR/latency.md (the table). Each case is checked against a float64 solve first.
-Times: ``triton.testing.do_bench`` medians of the whole call (µs); ``host_us`` is the
-host time per call with the GPU not waited on (what a training step pays when the
-kernel is shorter than the call).
+For each row (GAE, returns and V-trace at 4096×128; GAE at the other batched shapes and
+2^22 flat steps), with ``validate=False`` (``nv``) and ``validate=True`` (``v``): whether
+the repeated call took the bound launch, host µs per call of the whole call with the GPU
+not waited on (``full call``) and of a loop of calls with the GPU waited on at its end
+(``full call in a loop``: what a training step pays, the larger of host and GPU time per
+call), and of each stage of the bound launch (key, lookup, ``Bound.run``, ``fire``, the
+output allocations, the deferred check, the result object); the scan kernel's own time
+(torch profiler); ``prepared()`` again and its CUDA-graph replay; rl-triton's call
+(``bench/baselines.py``, checked against the float64 solve first) host µs and in a loop.
+The two loops, rltscan's and rl-triton's, alternate over ``ROUNDS`` rounds (the best of
+each is kept), so that drift of a noisy host hits both alike. Beside them, this host's
+floors: one launch of an empty Triton kernel (Triton's dispatch and its compiled
+launcher), one ``torch.empty``, one torch op.
+
+Host µs = ``rltscan.bench.host_us`` (best of 3 loops). Writes ``OUT/latency.json`` (the
+machine and code record, the floors, every row) and ``OUT/latency.md``. Needs CUDA.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from typing import Any
 
 import torch
 import triton
-import triton.testing
+import triton.language as tl
 
 import rltscan
+from bench import baselines
 from rltscan import bench
+from rltscan.estimators import _bound
+from rltscan.scan import triton_scan
 
-SHAPES = [(4096, 128), (16384, 128), (1024, 1024), (4096, 1024), (256, 8192), (16, 131072)]
-FLAT = [1 << 22, 1 << 26]
-KINDS = ("gae", "returns", "vtrace")
-EXTRA_KINDS_AT = [(4096, 128), (1 << 22,)]  # returns and V-trace: where the issue quotes them
-
-
-def do_bench(fn: Any) -> float:
-    return 1e3 * triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
-
-
-def rl_triton_fn(kind: str, inp: dict[str, Any]) -> Any:
-    import rl_triton
-
-    r, d = inp["rewards"], inp["terminated"].float()
-    if r.ndim == 1:
-        r, d = r[None], d[None]
-    if kind == "gae":
-        v = inp["values"].reshape(r.shape)
-        lv = torch.zeros(r.shape[0], device="cuda")
-        return lambda: rl_triton.compute_gae(r, v, d, gamma=0.99, lambda_=0.95, last_value=lv)
-    if kind == "returns":
-        return lambda: rl_triton.compute_discounted_returns(r, d, gamma=0.99)
-    v = inp["values"].reshape(r.shape)
-    lt, lb = inp["logp_target"].reshape(r.shape), inp["logp_behavior"].reshape(r.shape)
-    lv = torch.zeros(r.shape[0], device="cuda")
-    return lambda: rl_triton.compute_vtrace(lt, lb, v, r, d, gamma=0.99, last_value=lv)
+ROWS = [
+    ("gae", (4096, 128)),
+    ("returns", (4096, 128)),
+    ("vtrace", (4096, 128)),
+    ("gae", (16384, 128)),
+    ("gae", (1024, 1024)),
+    ("gae", (4096, 1024)),
+    ("gae", (256, 8192)),
+    ("gae", (16, 131072)),
+    ("gae", (1 << 22,)),
+]
+ROUNDS = 3
+TOL = 1e-3
 
 
-def case(kind: str, shape: tuple[int, ...], bw: float, with_rl_triton: bool) -> dict[str, Any]:
-    ep = 200.0 if len(shape) == 2 else 1000.0
-    inp = bench.make_inputs(kind, shape, ep_len=ep, device="cuda")
-    out = bench.call(kind, inp, validate=False)
-    inp64 = {
-        k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
-        for k, v in inp.items()
-    }
-    want = bench.call(kind, inp64, backend="torch", validate=False)
-    row: dict[str, Any] = {
-        "estimator": kind,
-        "shape": "x".join(map(str, shape)),
-        "steps": math.prod(shape),
-        "max_rel_err": bench.max_rel_err(out, want),
-    }
-    del want, inp64
-    nbytes = bench.traffic_bytes(inp, out)
-    row["bytes"] = nbytes
-    row["floor_us"] = nbytes / (bw * 1e9) * 1e6
-    # the user's call as written in a training step: the function on ready kwargs
-    fn = bench.function(kind)
-    kw = bench.call_kwargs(kind, inp)
-    kw_nv = {**kw, "validate": False}
-    f_nv = lambda: fn(**kw_nv)  # noqa: E731
-    f_v = lambda: fn(**kw)  # noqa: E731
+def host_us(fn: Any, n: int = 2000) -> float:
+    return bench.host_us(fn, n, best_of=3)
+
+
+def loops_us(fns: dict[str, Any], n: int) -> dict[str, float]:
+    """Per call of a loop of ``n`` calls, the GPU waited on at its end, best of
+    ``ROUNDS`` rounds in which the functions take turns."""
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(ROUNDS):
+        for name, fn in fns.items():
+            best[name] = min(best[name], bench.host_us(fn, n, waited=True))
+    return best
+
+
+@triton.jit
+def _empty(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+def floors() -> dict[str, float]:
+    """This host's floors, host µs per call."""
+    x = torch.empty(1024, device="cuda")
+    f: dict[str, float] = {}
+    f["triton kernel[grid](...) empty kernel"] = host_us(lambda: _empty[(1,)](x, 1024, BLOCK=1))
+    ck = _empty[(1,)](x, 1024, BLOCK=1)
+    stream = triton_scan._stream_id(x.device)
+    p = x.data_ptr()
+    from triton import knobs
+
+    def direct() -> None:
+        rt = knobs.runtime
+        ck.run(1, 1, 1, stream, ck.function, ck.packed_metadata, None,
+               rt.launch_enter_hook, rt.launch_exit_hook, p, 1024, 1)  # fmt: skip
+
     try:
-        prep = rltscan.prepare_call(fn, **kw_nv)
-        arrays = {k: v for k, v in kw_nv.items() if isinstance(v, torch.Tensor)}
-        row["prepared_us"] = do_bench(lambda: prep(**arrays))
-        row["prepared_host_us"] = bench.host_us(lambda: prep(**arrays), 1000)
-        prep()  # the fixed outputs are allocated on the first call
-        row["again_us"] = do_bench(prep)
-        row["again_host_us"] = bench.host_us(prep, 1000)
-    except Exception as e:
-        row["prepared_error"] = f"{type(e).__name__}: {e}"[:200]
-    row["rltscan_us"] = do_bench(f_nv)
-    row["rltscan_validated_us"] = do_bench(f_v)
-    row["rltscan_host_us"] = bench.host_us(f_nv, 300 if row["steps"] > 1 << 24 else 1000)
-    row["rltscan_validated_host_us"] = bench.host_us(f_v, 300 if row["steps"] > 1 << 24 else 1000)
-    row["kernel_us"] = bench.kernel_us(f_nv, 20)
-    rltscan.synchronize()  # no deferred hit on clean data
-    if (kind == "gae" or shape in EXTRA_KINDS_AT) and not os.environ.get("LATENCY_NO_COMPILE"):
-        try:
-            p = bench.problem_of(kind, inp)
-            fn = bench.baseline_fn(kind)
-            fn(p)
-            torch.cuda.synchronize()
-            row["compile_us"] = do_bench(lambda: fn(p))
-        except Exception as e:  # recorded, not fatal
-            row["compile_error"] = f"{type(e).__name__}: {e}"[:200]
-    if with_rl_triton:
-        try:
-            g = rl_triton_fn(kind, inp)
-            g()
-            torch.cuda.synchronize()
-            row["rl_triton_us"] = do_bench(g)
-            row["rl_triton_host_us"] = bench.host_us(g, 300 if row["steps"] > 1 << 20 else 1000)
-        except Exception as e:
-            row["rl_triton_error"] = f"{type(e).__name__}: {e}"[:200]
-    torch._dynamo.reset()
-    torch.cuda.empty_cache()
-    print(json.dumps(row), flush=True)
-    return row
+        f["compiled launcher ck.run, empty kernel"] = host_us(direct)
+    except Exception as e:  # another Triton's launcher signature: recorded, not fatal
+        print(f"direct launch of the empty kernel failed: {type(e).__name__}: {e}")
+    f["torch.empty((4096,128), cuda)"] = host_us(lambda: torch.empty((4096, 128), device="cuda"))
+    f["x.add_(1) (one torch op)"] = host_us(lambda: x.add_(1))
+    f["python no-op call"] = host_us(lambda: None)
+    return f
+
+
+def stages(kind: str, kw: dict[str, Any], tag: str, r: dict[str, Any]) -> None:
+    """Host µs of the call ``fn(**kw)`` and of its bound launch's stages, into ``r``."""
+    fn, d = bench.function(kind), bench.declaration(kind)
+    fn(**kw)
+    fn(**kw)
+    torch.cuda.synchronize()
+    args = bench.arguments(kind, kw)
+    key = _bound.call_key(d, args)
+    b = None if key is None else _bound.lookup(d, key)
+    r[f"{tag}: key"] = key is not None
+    r[f"{tag}: bound"] = b is not None
+    r[f"{tag}: full call"] = host_us(lambda: fn(**kw))
+    r[f"{tag}: kernel"] = bench.kernel_us(lambda: fn(**kw))
+    if key is None or b is None:
+        return
+    r[f"{tag}: call_key"] = host_us(lambda: _bound.call_key(d, args))
+    r[f"{tag}: lookup"] = host_us(lambda: _bound.lookup(d, key))
+    launch = b.launch
+    r[f"{tag}: grid, warps, look-back words"] = [launch.grid, launch.num_warps, launch.ws_words]
+    r[f"{tag}: Bound.run"] = host_us(lambda: b.run(args))
+    outs = [torch.empty_strided(s, st, dtype=dt, device="cuda") for _, s, st, dt in b.outputs]
+    r[f"{tag}: direct launcher"] = b.direct
+    r[f"{tag}: fire (pointers + launch)"] = host_us(lambda: b.firing.fire(args, outs, 0))
+    r[f"{tag}: output allocations"] = host_us(
+        lambda: [torch.empty_strided(s, st, dtype=dt, device="cuda") for _, s, st, dt in b.outputs]
+    )
+    r[f"{tag}: check_deferred"] = host_us(lambda: _bound.check_deferred(b.device))
+    res = fn(**kw)
+    cls = type(res)
+    vals = {k: getattr(res, k) for k in d.outputs}
+    r[f"{tag}: result object"] = host_us(lambda: cls(**vals))
+
+
+def row(kind: str, shape: tuple[int, ...]) -> dict[str, Any]:
+    """Every figure of one row."""
+    inp = bench.make_inputs(kind, shape, ep_len=200.0 if len(shape) == 2 else 1000.0,
+                            device="cuda")  # fmt: skip
+    fn = bench.function(kind)
+    r: dict[str, Any] = {"estimator": kind, "shape": "x".join(map(str, shape))}
+    for tag, validate in (("nv", False), ("v", True)):
+        stages(kind, bench.call_kwargs(kind, inp, validate=validate), tag, r)
+    kw = bench.call_kwargs(kind, inp, validate=False)
+    kw_v = bench.call_kwargs(kind, inp)
+    prep = rltscan.prepare_call(fn, **kw)
+    prep()
+    r["prepared() again"] = host_us(prep)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        prep()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        prep()
+    r["prepared() in a CUDA graph, replay"] = host_us(graph.replay)
+    loops = {"nv": lambda: fn(**kw), "v": lambda: fn(**kw_v)}
+    n = 200 if shape[-1] > 8192 else 2000  # (rl-triton takes a millisecond a call there)
+    if kind in baselines.KINDS and (why := baselines.missing()) is None:
+        g, named = baselines.call(kind, inp)
+        want = bench.float64_solve(kind, inp)
+        err = bench.max_rel_err(named(g()), {k: want[k] for k in named(g())})
+        r["rl-triton max rel err"] = err
+        if err <= TOL:
+            r["rl-triton host"] = host_us(g, n)
+            loops["rl-triton"] = g
+        else:
+            r["rl-triton error"] = "differs from the float64 solve"
+    else:
+        r["rl-triton error"] = why if kind in baselines.KINDS else "n/a"
+    for name, us in loops_us(loops, n).items():
+        r[f"{name}: full call in a loop" if name != "rl-triton" else "rl-triton in a loop"] = us
+    rltscan.synchronize()
+    print(json.dumps(r), flush=True)
+    return r
 
 
 def markdown(res: dict[str, Any]) -> str:
+    """Every figure of every row, one row a line."""
+    keys = [k for k in dict.fromkeys(k for r in res["rows"] for k in r)
+            if k not in ("estimator", "shape")]  # fmt: skip
     lines = [
-        f"# Latency, {res['gpu']}, {res['date']}",
+        f"# Host path per row, {res['gpu']}, {res['date']}",
         "",
-        f"torch {res['torch']}, triton {res['triton']}, Python {res['python']}; copy "
-        f"bandwidth {res['copy_GBps']:.0f} GB/s. Full Python call, median µs "
-        "(`triton.testing.do_bench`); host = host µs per call, GPU not waited on.",
+        f"torch {res['torch']}, triton {res['triton']}, Python {res['python']}, tree "
+        f"{res['tree']}. Host µs per call, GPU not waited on unless in a loop. Floors on "
+        "this host: " + "; ".join(f"{k} {v:.1f}" for k, v in res["floors_host_us"].items()),
         "",
-        "| estimator | B×T | copy floor | rltscan | host | rltscan, validate=True | host "
-        "| prepared call | host | prepared() again | host | kernel | torch.compile scan "
-        "| rl-triton 0.1.3 | host | max rel err |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| row | " + " | ".join(keys) + " |",
+        "|---|" + "---|" * len(keys),
     ]
-
-    def f(x: Any) -> str:
-        return "–" if x is None else f"{x:.1f}"
-
     for r in res["rows"]:
-        lines.append(
-            f"| {r['estimator']} | {r['shape']} | {f(r['floor_us'])} | {f(r['rltscan_us'])} "
-            f"| {f(r['rltscan_host_us'])} | {f(r['rltscan_validated_us'])} "
-            f"| {f(r['rltscan_validated_host_us'])} | {f(r.get('prepared_us'))} "
-            f"| {f(r.get('prepared_host_us'))} | {f(r.get('again_us'))} "
-            f"| {f(r.get('again_host_us'))} | {f(r['kernel_us'])} "
-            f"| {f(r.get('compile_us'))} | {f(r.get('rl_triton_us'))} "
-            f"| {f(r.get('rl_triton_host_us'))} | {r['max_rel_err']:.1e} |"
-        )
+        cells = []
+        for k in keys:
+            v = r.get(k)
+            cells.append("–" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v))
+        lines.append(f"| {r['estimator']} {r['shape']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
-    res: dict[str, Any] = {
-        **bench.run_record(),
-        "copy_GBps": bench.copy_bandwidth(),
-        "rows": [],
-    }
-    for shape in [*SHAPES, *((n,) for n in FLAT)]:
-        for kind in KINDS:
-            if kind != "gae" and shape not in EXTRA_KINDS_AT:
-                continue
-            rl = shape[0] != 1 << 26 and not (len(shape) == 1 and kind != "gae")
-            res["rows"].append(case(kind, shape, res["copy_GBps"], rl))
-    with open(os.path.join(out_dir, "latency.json"), "w") as fh:
-        json.dump(res, fh, indent=1)
+    res: dict[str, Any] = {**bench.run_record(), "floors_host_us": floors(), "rows": []}
+    print(json.dumps(res["floors_host_us"]), flush=True)
+    for kind, shape in ROWS:
+        res["rows"].append(row(kind, shape))
+        with open(os.path.join(out_dir, "latency.json"), "w") as fh:  # (kept as it goes)
+            json.dump(res, fh, indent=1)
     with open(os.path.join(out_dir, "latency.md"), "w") as fh:
         fh.write(markdown(res))
     print(markdown(res))

@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import rltscan  # noqa: E402
-from rltscan import ray_engine  # noqa: E402
+from rltscan import bench, ray_engine  # noqa: E402
 
 PARAMS = {"params": {"gamma": 0.99, "lam": 0.95}, "missing_bootstrap": "zero"}
 OUTPUTS = ("advantages", "value_targets")
@@ -321,9 +321,7 @@ def machine() -> dict:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         mem = None
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    code = bench.code_record(ROOT)  # (a copy without git: no commit, the tree's hash)
     gpu = driver = None
     if torch.cuda.is_available():
         gpu = torch.cuda.get_device_name(0)
@@ -354,7 +352,8 @@ def machine() -> dict:
         "pyarrow": pa.__version__,
         "numpy": np.__version__,
         "rltscan": rltscan.__version__,
-        "commit": os.environ.get("RLTSCAN_COMMIT") or commit,
+        "commit": os.environ.get("RLTSCAN_COMMIT") or (code["commit"] or "")[:7] or None,
+        "tree": code["tree"],
     }
 
 

@@ -1,21 +1,29 @@
 """``rltscan bench``: every estimator, every backend, beside a torch.compile baseline
-and the copy floor measured in the same run (the README's performance section).
+and the copy floor measured in the same run, on this machine.
 
-On a GPU: the README's benchmark shapes (batched ``[B, T]`` in both layouts, flat sequences
+On a GPU: the benchmark shapes (batched ``[B, T]`` in both layouts, flat sequences
 with sparse and dense episode ends), timed with ``triton.testing.do_bench``
 (median of the full Python call, warm), each checked against a float64 solve
 first. On a CPU: GAE and V-trace on flat 1M/10M steps and 4096×128 with the
 torch backend, the float64 reference and a per-step NumPy loop (ns/step).
+
+Also the one place for the measuring helpers the scripts under ``bench/`` share (inputs,
+calls, the float64 check, timers, the copy floor, the torch.compile baseline, the run
+record): ``bench/README.md``.
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import math
+import os
 import platform
+import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -131,19 +139,84 @@ def arguments(kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_record(gpu: str | None = None) -> dict[str, Any]:
-    """What a benchmark script's result file starts with: the GPU (or ``gpu``), torch,
-    triton (None where it is not installed) and Python versions, and the date."""
+    """What a benchmark result file starts with: the GPU (or ``gpu``; the CPU's machine
+    name where there is no CUDA) and its driver,
+    torch, triton (None where it is not installed) and Python versions, the date, the
+    host's CPU count, and the code measured (:func:`code_record`)."""
     try:
         import triton
     except ImportError:
         triton = None
     return {
-        "gpu": gpu if gpu is not None else torch.cuda.get_device_name(),
+        "gpu": gpu if gpu is not None else _device_name(),
+        "driver": _driver_version(),
         "torch": torch.__version__,
         "triton": None if triton is None else triton.__version__,
         "python": platform.python_version(),
         "date": datetime.date.today().isoformat(),
+        "cpus": os.cpu_count(),
+        **code_record(),
     }
+
+
+def _device_name() -> str:
+    if _cuda():
+        return torch.cuda.get_device_name()
+    return f"CPU ({platform.machine()}, {os.cpu_count()} cores)"
+
+
+def _driver_version() -> str | None:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+
+
+def tree_hash(root: str | os.PathLike[str] | None = None) -> str:
+    """SHA-256 (first 16 hex digits) over the path and bytes of every ``.py`` and ``.sh``
+    file under ``root``'s ``rltscan/`` and ``bench/``, ``bench/results`` and hidden
+    folders (``bench/.baselines``, carried to the GPU machine) left out: names the code a
+    run measured where the copy on the GPU machine has no git history. Compare with
+    ``python -c "from rltscan import bench; print(bench.tree_hash())"`` at a commit."""
+    base = Path(root) if root is not None else Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for sub in ("rltscan", "bench"):
+        for path in sorted((base / sub).rglob("*")):
+            parts = path.relative_to(base).parts
+            if path.suffix not in (".py", ".sh") or parts[:2] == ("bench", "results"):
+                continue
+            if "__pycache__" in parts or any(p.startswith(".") for p in parts):
+                continue
+            if path.is_file():
+                digest.update("/".join(parts).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def code_record(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """``tree``: :func:`tree_hash`; ``commit``: ``git rev-parse HEAD`` where ``root`` is
+    itself a git checkout's top (else None), and ``dirty``: the paths ``git status``
+    lists there."""
+    base = Path(root) if root is not None else Path(__file__).resolve().parents[1]
+    rec: dict[str, Any] = {"tree": tree_hash(base), "commit": None, "dirty": None}
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(base), *args], capture_output=True, text=True, timeout=30,
+            check=True,
+        ).stdout  # fmt: skip
+
+    try:
+        if Path(git("rev-parse", "--show-toplevel").strip()).resolve() != base.resolve():
+            return rec  # a copy inside another repository: its commit is not ours
+        rec["commit"] = git("rev-parse", "HEAD").strip()
+        rec["dirty"] = [ln[3:] for ln in git("status", "--porcelain").splitlines()]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return rec
 
 
 def write_result(
@@ -210,7 +283,12 @@ def hillis_steele(a: Tensor, b: Tensor, reverse: bool) -> Tensor:
     return b
 
 
-def baseline_fn(kind: str) -> Callable[..., dict[str, Tensor]]:
+def baseline_fn(kind: str, *, compiled: bool = True) -> Callable[..., dict[str, Tensor]]:
+    """The torch.compile baseline for ``kind``: the estimator's own coefficients and outputs
+    around :func:`hillis_steele`, called on a :func:`problem_of`; compiled with
+    ``torch.compile(dynamic=False)`` after a reset of dynamo's caches (each shape and
+    estimator compiles afresh, never past dynamo's recompile limit into eager code), or
+    with ``compiled=False`` the same function run eagerly (a CPU check of the code)."""
     mod = MODULES[kind]
 
     def run(p: Any) -> dict[str, Tensor]:
@@ -219,6 +297,9 @@ def baseline_fn(kind: str) -> Callable[..., dict[str, Tensor]]:
             raise NotImplementedError  # the bench passes no init
         return mod.finalize(p, hillis_steele(a, b, p.reverse))
 
+    if not compiled:
+        return run
+    torch._dynamo.reset()
     return torch.compile(run, dynamic=False)
 
 
@@ -249,14 +330,43 @@ def _cuda() -> bool:
 # GPU bench
 
 
-def copy_bandwidth() -> float:
-    """Device-to-device copy of 1 GiB, bytes read + written per second (GB/s)."""
-    import triton.testing
+def copy_bytes(device: str = "cuda") -> int:
+    """The bytes :func:`copy_bandwidth` copies: 1 GiB on a GPU, 64 MiB on the CPU (a
+    check of the code paths that use it, not a GPU's copy floor)."""
+    return 1 << 30 if device != "cpu" else 1 << 26
 
-    x = torch.empty(1 << 28, dtype=torch.float32, device="cuda").uniform_()
+
+def copy_bandwidth(device: str = "cuda") -> float:
+    """A device-to-device copy of :func:`copy_bytes` (``y.copy_(x)``), bytes read +
+    written per second (GB/s), timed by :func:`timed_us`."""
+    n = copy_bytes(device) // 4
+    x = torch.empty(n, dtype=torch.float32, device=device).uniform_()
     y = torch.empty_like(x)
-    ms = triton.testing.do_bench(lambda: y.copy_(x), warmup=25, rep=200, return_mode="median")
-    return 2 * (1 << 30) / (ms * 1e-3) / 1e9
+    us = timed_us(lambda: y.copy_(x))
+    return 2 * n * 4 / (us * 1e-6) / 1e9
+
+
+def timed_us(fn: Callable[[], Any], *, warmup: int = 25, rep: int = 200) -> float:
+    """Median µs of ``fn()`` warm: ``triton.testing.do_bench(fn, warmup, rep,
+    return_mode="median")`` where CUDA is, else the median of 5 host-timed calls after
+    one warm-up call (the CPU runs of the bench scripts: checks of the code, tiny
+    shapes)."""
+    if _cuda():
+        import triton.testing
+
+        return 1e3 * triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
+    fn()
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2] * 1e6
+
+
+def floor_us(nbytes: int, copy_GBps: float) -> float:
+    """The copy floor of a call moving ``nbytes``: µs at the copy bandwidth."""
+    return nbytes / (copy_GBps * 1e9) * 1e6
 
 
 def kernel_us(fn: Callable[[], Any], n: int = 20) -> float:
@@ -292,13 +402,31 @@ def host_us(
     return best / n * 1e6
 
 
-def max_rel_err(got: dict[str, Tensor], want: dict[str, Tensor]) -> float:
+def max_rel_err(got: dict[str, Any], want: dict[str, Any]) -> float:
+    """max |got − want| / max(1, max |want|) over the outputs ``want`` names; inf where
+    ``got`` has a non-finite entry or a different shape."""
     worst = 0.0
     for k, w in want.items():
-        g = got[k].double()
-        scale = max(1.0, float(w.abs().max()))
-        worst = max(worst, float((g - w).abs().max()) / scale)
+        g, w = torch.as_tensor(got[k]).double(), torch.as_tensor(w).double()
+        if g.shape != w.shape or not bool(torch.isfinite(g).all()):
+            return math.inf
+        scale = max(1.0, float(w.abs().max()) if w.numel() else 1.0)
+        worst = max(worst, float((g - w).abs().max()) / scale if w.numel() else 0.0)
     return worst
+
+
+def as_float64(inputs: dict[str, Any]) -> dict[str, Any]:
+    """``inputs`` with every floating-point tensor in float64 (flags and scalars kept)."""
+    return {
+        k: (v.double() if isinstance(v, Tensor) and v.is_floating_point() else v)
+        for k, v in inputs.items()
+    }
+
+
+def float64_solve(kind: str, inputs: dict[str, Any], **kw: Any) -> dict[str, Tensor]:
+    """The float64 solve every timed output is checked against: the torch backend in
+    float64 on the inputs' device (itself tested against the float64 loop)."""
+    return call(kind, as_float64(inputs), backend="torch", validate=False, **kw)
 
 
 def bench_case(
@@ -311,8 +439,6 @@ def bench_case(
     with_baseline: bool,
     with_torch: bool,
 ) -> dict[str, Any]:
-    import triton.testing
-
     inputs = to_layout(
         make_inputs(kind, shape, ep_len=ep_len, device="cuda"), layout == "time-major"
     )
@@ -320,18 +446,11 @@ def bench_case(
     out = call(kind, inputs, backend="triton", validate=False)
     torch.cuda.synchronize()
     first_call_s = time.perf_counter() - t0
-    # float64 check: the torch backend (itself tested against the float64 loop) in fp64
-    inputs64 = {
-        k: (v.double() if isinstance(v, Tensor) and v.is_floating_point() else v)
-        for k, v in inputs.items()
-    }
-    want = call(kind, inputs64, backend="torch", validate=False)
+    want = float64_solve(kind, inputs)
     err = max_rel_err(out, want)
-    del want, inputs64
+    del want
     nbytes = traffic_bytes(inputs, out)
-
-    def timed(fn: Callable[[], Any]) -> float:
-        return 1e3 * triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median")
+    timed = timed_us
 
     row: dict[str, Any] = {
         "estimator": kind,
@@ -340,7 +459,7 @@ def bench_case(
         "episode_len": ep_len,
         "steps": math.prod(shape),
         "bytes": nbytes,
-        "floor_us": nbytes / (bw * 1e9) * 1e6,
+        "floor_us": floor_us(nbytes, bw),
         "first_call_s": first_call_s,
         "max_rel_err": err,
     }

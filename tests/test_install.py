@@ -8,7 +8,7 @@ Each test runs in a fresh interpreter where ``import triton`` fails
   one line naming the fix, nothing written;
 * ``backend="auto"`` on CUDA falls back to the torch backend with a
   ``BackendFallbackWarning`` in Python and a note in a file run's report (checked
-  here with a stand-in CUDA device; on the GPU machine by bench/device_e2e.sh);
+  here with a stand-in CUDA device; on the GPU machine once: bench/results/e2e-h200-2026-12-03-c/);
 * everything on the CPU works as before, and the report has no such note.
 """
 

@@ -1,0 +1,124 @@
+"""The README's measured tables: bench/table.py end to end on the CPU through the device
+entry script, and every README table equal to what its committed result file gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import readme_table, table
+from rltscan import bench
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_device_script_runs_the_table_on_the_cpu(tmp_path: Path) -> None:
+    """`BENCH_QUICK=1 bash bench/device.sh table OUT`: the machine record, then every
+    row checked against float64 and timed, the compile baseline's code run eagerly."""
+    out = tmp_path / "out"
+    env = {**os.environ, "BENCH_QUICK": "1", "PATH": os.pathsep.join(
+        [str(Path(sys.executable).parent), os.environ.get("PATH", "")])}  # fmt: skip
+    proc = subprocess.run(["bash", "bench/device.sh", "table", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "== table: exit 0" in proc.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["log.txt", "result.json", "table.md"]
+
+    result = json.loads((out / "result.json").read_text())
+    rec = result["record"]
+    assert rec["tree"] == bench.tree_hash(ROOT) and rec["copy_GBps"] > 0 and rec["note"]
+    assert rec["tree"] in (out / "log.txt").read_text()  # the record heads the log
+    rows = {(r["estimator"], tuple(r["shape"]), r["case"]): r for r in result["rows"]}
+    shapes = table.QUICK_SHAPES
+    assert set(rows) == {(k, s, "") for k in table.ESTIMATORS for s in shapes} | {
+        ("gae", s, c) for c in (table.K_CASE, table.STEP_CASE) for s in table.QUICK_EXTRA_SHAPES
+    }
+    for key, r in rows.items():
+        for column in ("rltscan", "rltscan_validated"):
+            assert r[column]["us"] > 0 and r[column]["max_rel_err"] <= 1e-5, (key, column)
+        assert r["rl_triton"]["us"] is None, key  # CUDA only
+        if key[2] == table.K_CASE:
+            assert r["compile"]["why"].startswith("n/a"), key
+        else:
+            assert r["compile"]["eager"] and r["compile"]["max_rel_err"] <= 1e-5, key
+    # the floors count what each call moves: K outputs; one more float32 column a step
+    for s in table.QUICK_EXTRA_SHAPES:
+        plain, k3, step = (rows[("gae", s, c)] for c in ("", table.K_CASE, table.STEP_CASE))
+        out_bytes = 2 * 4 * plain["steps"]  # advantages and value targets, float32
+        assert k3["bytes"] == plain["bytes"] + 2 * out_bytes
+        assert step["bytes"] == plain["bytes"] + 4 * plain["steps"]
+    assert (out / "table.md").read_text() == table.render(result)
+
+
+def test_device_script_refuses_an_unknown_step(tmp_path: Path) -> None:
+    proc = subprocess.run(["bash", "bench/device.sh", "tabel", str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 2
+    assert "unknown step: tabel" in proc.stderr and "suite" in proc.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_readme_tables_come_from_committed_result_files() -> None:
+    """Every generated README table equals what ``python -m bench.readme_table`` makes
+    from the result file its marker names, a file under bench/results in git."""
+    found = readme_table.blocks((ROOT / "README.md").read_text())
+    assert sorted(kind for kind, _, _ in found) == ["latency", "performance"]
+    for kind, path, body in found:
+        assert path.startswith("bench/results/") and (ROOT / path).is_file(), path
+        if shutil.which("git") and (ROOT / ".git").exists():
+            tracked = subprocess.run(["git", "ls-files", "--error-unmatch", path], cwd=ROOT,
+                                     capture_output=True)  # fmt: skip
+            assert tracked.returncode == 0, f"{path} is not committed"
+        assert body == readme_table.render(kind, path), (
+            f"README's {kind} table differs from {path}: python -m bench.readme_table {kind} {path}"
+        )
+
+
+def test_a_changed_figure_no_longer_matches(tmp_path: Path) -> None:
+    """The check above fails when the README and the file part: one figure changed."""
+    for kind, path, body in readme_table.blocks((ROOT / "README.md").read_text()):
+        res = json.loads((ROOT / path).read_text())
+        if kind == "performance":
+            next(r for r in res["rows"] if r["rltscan"].get("us"))["rltscan"]["us"] *= 1.5
+        else:
+            res["rows"][0]["prepared() again"] *= 1.5
+        changed = tmp_path / f"{kind}.json"
+        changed.write_text(json.dumps(res))
+        assert readme_table.render(kind, str(changed)).replace(str(changed), path) != body
+        assert readme_table.render(kind, path) == body
+
+
+def test_rewrite_replaces_only_the_block() -> None:
+    (kind, path, body), *_ = readme_table.blocks((ROOT / "README.md").read_text())
+    marker = f"<!-- generated by `python -m bench.readme_table {kind} elsewhere.json`: old -->\n"
+    text = f"before\n{marker}stale\n<!-- end of the generated {kind} table -->\nafter\n"
+    new = readme_table.rewrite(text, kind, path)
+    assert new.startswith("before\n<!-- generated by `python -m bench.readme_table ")
+    assert new.endswith(f"<!-- end of the generated {kind} table -->\nafter\n")
+    assert readme_table.blocks(new) == [(kind, path, body)]
+    assert readme_table.rewrite(new, kind, path) == new
+    with pytest.raises(SystemExit, match=f"has 0 {kind} blocks"):
+        readme_table.rewrite("no block here\n", kind, path)
+
+
+def test_tree_hash_names_the_code_measured(tmp_path: Path) -> None:
+    """The code record of a copy without git: the sources under rltscan/ and bench/, not
+    the results or other files."""
+    changing = ("bench/results/r/derive.py", "rltscan/n.txt", "bench/.baselines/rl/x.py")
+    for rel in ("rltscan/a.py", "bench/b.sh", *changing):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x = 1\n")
+    first = bench.tree_hash(tmp_path)
+    for rel in changing:
+        (tmp_path / rel).write_text("x = 2\n")
+    assert bench.tree_hash(tmp_path) == first
+    (tmp_path / "bench/b.sh").write_text("x = 2\n")
+    assert bench.tree_hash(tmp_path) != first
+    rec = bench.code_record(tmp_path)
+    assert rec["commit"] is None and rec["tree"] == bench.tree_hash(tmp_path)
