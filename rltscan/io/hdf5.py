@@ -538,15 +538,26 @@ def check_replaceable(parent: Any, name: str, where: Any, *, overwrite: bool) ->
     return True
 
 
-def storage_like(template: Any) -> dict[str, Any]:
-    """Compression settings copied from a source dataset (gzip in D4RL files)."""
+def storage_like(template: Any, shape: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """Storage of a new dataset of ``shape`` like ``template`` (the rewards dataset):
+    its compression filter and level (gzip in D4RL files), shuffle and checksum, and its
+    chunk shape where it fits ``shape`` (else h5py's choice). An uncompressed template
+    gives h5py's defaults (contiguous)."""
     if template is None or template.compression is None:
         return {}
+    chunks = template.chunks
+    fits = (
+        shape is not None
+        and chunks is not None
+        and len(chunks) == len(shape)
+        and all(0 < c <= s for c, s in zip(chunks, shape, strict=True))
+    )
     return {
         "compression": template.compression,
         "compression_opts": template.compression_opts,
         "shuffle": template.shuffle,
-        "chunks": True,
+        "fletcher32": template.fletcher32,
+        "chunks": tuple(chunks) if fits else True,
     }
 
 
@@ -591,7 +602,6 @@ def write_outputs(
             if episode_keys and like is None:
                 first = root[episode_keys[0]]
                 like = first[template] if template and template in first else None
-            storage = storage_like(like)
             attr_values = {k: attr_value(v) for k, v in attrs.items()}
             for name, value in outputs.items():
                 targets = (
@@ -606,7 +616,8 @@ def write_outputs(
                 for parent, arr in targets:
                     if check_replaceable(parent, name, dst, overwrite=overwrite):
                         del parent[name]
-                    ds = parent.create_dataset(name, data=np.ascontiguousarray(arr), **storage)
+                    data = np.ascontiguousarray(arr)
+                    ds = parent.create_dataset(name, data=data, **storage_like(like, data.shape))
                     for key, val in attr_values.items():
                         ds.attrs[key] = val
                     written += int(np.asarray(arr).nbytes)
