@@ -184,8 +184,10 @@ class HDF5Sink:
             for name, (mean, std) in self._standardize.items():  # the second pass
                 self._standardize_dataset(name, mean, std)
             self._fh.flush()
+            made = {ds.name: tuple(ds.shape) for ds in self._datasets.values()}
             self._fh.close()
             self._fh = None
+            hdf5.verify_written(self._tmp, made, self.dst)
         except BaseException as err:
             self._release()
             # through atomic_path's handler: the temp goes, a full disk says so in one line
