@@ -282,3 +282,25 @@ def test_an_episode_column_that_is_a_group_is_refused(tmp_path: Path) -> None:
         f.create_group("episode_3/rewards")
     with pytest.raises(InputFileError, match='"episode_3/rewards" is not a dataset'):
         api.run("gae", str(root), device="cpu")
+
+
+def test_datasets_whose_storage_overlaps_are_refused(tmp_path: Path) -> None:
+    """A flipped address in a layout message points "values" into "rewards"' bytes:
+    libhdf5 reads them as values, with exit 0."""
+    import struct
+
+    path = tmp_path / "moved.h5"
+    with h5py.File(path, "w") as f:
+        f["rewards"] = np.ones(64, np.float32)
+        f["values"] = np.full(64, 2.0, np.float32)
+        f["terminals"] = np.zeros(64, bool)
+        first, second = f["rewards"].id.get_offset(), f["values"].id.get_offset()
+    data = bytearray(path.read_bytes())
+    layout = b"\x03\x01" + struct.pack("<QQ", second, 256)  # version 3, contiguous
+    at = data.index(layout)
+    data[at + 2 : at + 10] = struct.pack("<Q", first + 4)
+    path.write_bytes(bytes(data))
+    with h5py.File(path, "r") as f:  # libhdf5 reads it without a word
+        assert f["values"][0] != 2.0
+    with pytest.raises(InputFileError, match="two datasets' storage shares bytes"):
+        api.run("gae", str(path), device="cpu", missing_bootstrap="zero")

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from rltscan.errors import DataError, OutputRefusedError
+from rltscan.errors import DataError, InputFileError, OutputRefusedError
 from rltscan.io.atomic import atomic_path
 from rltscan.io.columns import quoted
 from rltscan.io.source import Source
@@ -58,12 +58,16 @@ SMALL = 1 << 16  # elements: a non-per-step dataset up to this size goes into th
 # --------------------------------------------------------------------------- HDF5 → table
 
 
-def _walk(group: Any, prefix: str = "", *, skip_episodes: bool) -> dict[str, Any]:
-    """Every dataset below ``group`` by slash path (metadata/ included)."""
+def _walk(
+    group: Any, prefix: str = "", *, skip_episodes: bool, seen: set | None = None
+) -> dict[str, Any]:
+    """Every dataset below ``group`` by slash path (metadata/ included); a group reached
+    twice (a link loop) is walked once, and groups nest no deeper than the readers take."""
     import h5py
 
-    from rltscan.io.hdf5 import EPISODE_GROUP
+    from rltscan.io.hdf5 import EPISODE_GROUP, MAX_DEPTH
 
+    seen = {hash(group.id)} if seen is None else seen
     found: dict[str, Any] = {}
     for key in group:
         item = group.get(key)
@@ -75,7 +79,15 @@ def _walk(group: Any, prefix: str = "", *, skip_episodes: bool) -> dict[str, Any
         elif isinstance(item, h5py.Group):
             if skip_episodes and not prefix and EPISODE_GROUP.match(key):
                 continue
-            found.update(_walk(item, f"{name}/", skip_episodes=skip_episodes))
+            if hash(item.id) in seen:
+                continue
+            if name.count("/") >= MAX_DEPTH:
+                raise InputFileError(
+                    f'{group.file.filename}: groups nest deeper than {MAX_DEPTH} at "{name}"; '
+                    "the file is corrupt or its links loop"
+                )
+            seen.add(hash(item.id))
+            found.update(_walk(item, f"{name}/", skip_episodes=skip_episodes, seen=seen))
     return found
 
 
