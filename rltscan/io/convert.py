@@ -25,6 +25,10 @@ key-value metadata as root attributes. A table that was a ``[T, B]`` buffer (its
 ``rltscan.convert`` metadata says so) becomes that buffer again, ``layout`` attribute
 and per-env datasets included.
 
+Compression is carried where the target format has the codec (gzip between HDF5 and
+Parquet, with HDF5's level; zstd and lz4 between Parquet and Arrow), else the target's
+default (:mod:`rltscan.io.physical`): :func:`carried_codecs` says what each column had.
+
 A dataset or column that cannot be carried (a compound dtype, nulls, variable-length
 lists, a large array that is neither per step nor per env) refuses the conversion with
 the list of them (exit 4), before anything is written: nothing is dropped silently.
@@ -39,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from rltscan.errors import DataError, OutputRefusedError
+from rltscan.errors import DataError, InputFileError, OutputRefusedError
 from rltscan.io.atomic import atomic_path
 from rltscan.io.columns import quoted
 from rltscan.io.source import Source
@@ -55,12 +59,16 @@ SMALL = 1 << 16  # elements: a non-per-step dataset up to this size goes into th
 # --------------------------------------------------------------------------- HDF5 → table
 
 
-def _walk(group: Any, prefix: str = "", *, skip_episodes: bool) -> dict[str, Any]:
-    """Every dataset below ``group`` by slash path (metadata/ included)."""
+def _walk(
+    group: Any, prefix: str = "", *, skip_episodes: bool, seen: set | None = None
+) -> dict[str, Any]:
+    """Every dataset below ``group`` by slash path (metadata/ included); a group reached
+    twice (a link loop) is walked once, and groups nest no deeper than the readers take."""
     import h5py
 
-    from rltscan.io.hdf5 import EPISODE_GROUP
+    from rltscan.io.hdf5 import EPISODE_GROUP, MAX_DEPTH
 
+    seen = {hash(group.id)} if seen is None else seen
     found: dict[str, Any] = {}
     for key in group:
         item = group.get(key)
@@ -72,7 +80,15 @@ def _walk(group: Any, prefix: str = "", *, skip_episodes: bool) -> dict[str, Any
         elif isinstance(item, h5py.Group):
             if skip_episodes and not prefix and EPISODE_GROUP.match(key):
                 continue
-            found.update(_walk(item, f"{name}/", skip_episodes=skip_episodes))
+            if hash(item.id) in seen:
+                continue
+            if name.count("/") >= MAX_DEPTH:
+                raise InputFileError(
+                    f'{group.file.filename}: groups nest deeper than {MAX_DEPTH} at "{name}"; '
+                    "the file is corrupt or its links loop"
+                )
+            seen.add(hash(item.id))
+            found.update(_walk(item, f"{name}/", skip_episodes=skip_episodes, seen=seen))
     return found
 
 
@@ -175,6 +191,7 @@ def table_from_hdf5(source: Source) -> tuple[Any, dict[str, Any]]:
         meta: dict[str, Any] = {"source": "hdf5", "layout": layout, "group": source.group}
         per_seq: dict[str, Any] = {}
         other: dict[str, Any] = {}
+        codecs: dict[str, Codec] = {}
         bad: list[str] = []
         if layout != "flat":
             t = shape[0] if layout == "time-major" else shape[1]
@@ -195,6 +212,7 @@ def table_from_hdf5(source: Source) -> tuple[Any, dict[str, Any]]:
                 if layout != "flat":
                     arr = arr.reshape(-1, *arr.shape[2:])
                 columns[name] = arr
+                codecs[name] = _h5_codec(ds)
             elif layout != "flat" and dims in ((n_seq,), (n_seq, 1)):
                 per_seq[name] = _record(ds)
             elif int(np.prod(dims, dtype=np.int64)) <= SMALL:
@@ -213,7 +231,7 @@ def table_from_hdf5(source: Source) -> tuple[Any, dict[str, Any]]:
     meta["datasets"] = other
     table = pa.table({k: _arrow_column(v) for k, v in columns.items()})
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
-    return table, {"layout": layout}
+    return table, {"layout": layout, "codecs": codecs}
 
 
 def _episodes_table(source: Source, root: Any) -> tuple[Any, dict[str, Any]]:
@@ -228,6 +246,7 @@ def _episodes_table(source: Source, root: Any) -> tuple[Any, dict[str, Any]]:
     lengths: list[int] = []
     ids: list[int] = []
     ep_attrs: dict[str, Any] = {}
+    codecs: dict[str, Codec] = {}
     first = _walk(root[keys[0]], skip_episodes=False)
     ref = next((n for n in ROLES["rewards"].aliases if n in first), None)
     if ref is None:
@@ -255,8 +274,10 @@ def _episodes_table(source: Source, root: Any) -> tuple[Any, dict[str, Any]]:
                 continue
             arr = hdf5.read_raw(ds, source.where, f"{key}/{name}")
             parts.setdefault(name, []).append(arr[:t])
+            codecs.setdefault(name, _h5_codec(ds))  # the first episode's
             if dims[0] == t + 1:
                 nexts.setdefault(name, []).append(arr[1:])
+                codecs.setdefault(f"next_{name}", codecs[name])
     for name, got in nexts.items():
         if len(got) != len(keys):
             bad.append(f'"{name}": T+1 rows in some episodes and T in others')
@@ -278,7 +299,7 @@ def _episodes_table(source: Source, root: Any) -> tuple[Any, dict[str, Any]]:
     }
     table = pa.table({k: _arrow_column(v) for k, v in columns.items()})
     table = table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
-    return table, {"layout": "episodes"}
+    return table, {"layout": "episodes", "codecs": codecs}
 
 
 # Minari's Arrow/Parquet backends pad every column of an episode to T+1 rows; the last
@@ -336,6 +357,52 @@ def table_from_minari_columnar(source: Source) -> Any:
             "every episode needs the same columns"
         ) from None
     return table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
+
+
+Codec = tuple[str | None, int | None]  # (codec or None for uncompressed, level if known)
+
+
+def _h5_codec(ds: Any) -> Codec:
+    """An HDF5 dataset's compression filter ("gzip" with its level, "lzf", ...)."""
+    codec = ds.compression
+    return (codec, int(ds.compression_opts) if codec == "gzip" else None)
+
+
+def carried_codecs(source: Source, table: Any, plan: Mapping[str, Any] | None = None) -> dict:
+    """Each column of ``table`` (read from ``source``) with the codec it had there:
+    ``{name: (codec or None, level or None)}``; empty where the input says nothing
+    (a Minari columnar dataset: the target's defaults)."""
+    from rltscan.io.physical import IpcForm, ParquetForm, leaves
+
+    form = source.form
+    if source.format == "parquet" and isinstance(form, ParquetForm):
+        out = {}
+        for f in table.schema:
+            codec = form.codecs.get(leaves(f.name, f.type)[0], "none")
+            out[f.name] = (None if codec == "none" else codec, None)
+        return out
+    if source.format in ("arrow", "arrow-stream") and isinstance(form, IpcForm):
+        return {name: (form.codec, None) for name in table.column_names}
+    return dict((plan or {}).get("codecs") or {})
+
+
+def parquet_codecs(carried: Mapping[str, Codec]) -> dict[str, tuple[str, int | None]] | None:
+    """``carried`` as Parquet keeps it (None: the writer's defaults)."""
+    from rltscan.io.physical import parquet_codec_of
+
+    if not carried:
+        return None
+    return {
+        name: (parquet_codec_of(codec), level if codec == "gzip" else None)
+        for name, (codec, level) in carried.items()
+    }
+
+
+def ipc_form_of(carried: Mapping[str, Codec]) -> Any:
+    """``carried`` as Arrow IPC keeps it: one codec for the file (IpcForm)."""
+    from rltscan.io.physical import IpcForm, ipc_codec_of
+
+    return IpcForm(ipc_codec_of(codec or "none" for codec, _ in carried.values()))
 
 
 def _refuse(bad: list[str], where: str) -> None:
@@ -399,8 +466,13 @@ def write_hdf5(
     attrs: Mapping[str, Any],
     overwrite: bool,
     where: str,
+    codecs: Mapping[str, Codec] | None = None,
+    like: str | None = None,
 ) -> int:
-    """A flat HDF5 file (or the ``[T, B]`` buffer the table came from) with the outputs."""
+    """A flat HDF5 file (or the ``[T, B]`` buffer the table came from) with the outputs.
+
+    ``codecs`` (:func:`carried_codecs`) says which columns were gzip-compressed: those
+    datasets are gzip too (with the level where known), outputs like column ``like``."""
     import h5py
 
     from rltscan.io.parquet import check_names
@@ -440,12 +512,15 @@ def write_hdf5(
     if buffer:
         shaped = {n: _unrows(v, convert["layout"], t, b) for n, v in shaped.items()}
     written = 0
+    codecs = codecs or {}
     with atomic_path(sink) as tmp, h5py.File(tmp, "w") as fh:
         for name, arr in shaped.items():
+            codec = codecs.get(like or "") if name in outputs else codecs.get(name)
+            storage = _h5_storage(codec)
             if arr.dtype.kind == "O":
-                ds = fh.create_dataset(name, data=arr, dtype=h5py.string_dtype())
+                ds = fh.create_dataset(name, data=arr, dtype=h5py.string_dtype(), **storage)
             else:
-                ds = fh.create_dataset(name, data=np.ascontiguousarray(arr))
+                ds = fh.create_dataset(name, data=np.ascontiguousarray(arr), **storage)
             if name in outputs:
                 for key, value in attrs.items():
                     ds.attrs[key] = value
@@ -457,6 +532,18 @@ def write_hdf5(
         if buffer:
             _restore(fh, convert)
     return written
+
+
+def _h5_storage(codec: Codec | None) -> dict[str, Any]:
+    """``create_dataset`` options keeping ``codec`` where HDF5 has it (gzip), else none."""
+    from rltscan.io.physical import hdf5_codec_of
+
+    if codec is None or codec[0] is None or hdf5_codec_of(codec[0]) is None:
+        return {}
+    storage: dict[str, Any] = {"compression": "gzip", "chunks": True}
+    if codec[1] is not None and 0 <= codec[1] <= 9:
+        storage["compression_opts"] = codec[1]
+    return storage
 
 
 def _unrows(arr: np.ndarray, layout: str, t: int, b: int) -> np.ndarray:

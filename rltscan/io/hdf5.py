@@ -4,6 +4,19 @@ Layouts (docs/CONVENTIONS.md §7.1): per-episode groups (``episode_<id>``, ``dem
 ``traj_<id>``; Minari ``main_data.hdf5``), time-major ``[T, B]`` and batch-major
 ``[B, T]`` rollout buffers, and flat D4RL-style files (``N`` rows, under a group).
 
+Nothing in a file hangs a run. Before a file is first opened for reading, its whole
+structure (every group, link, attribute, dataset header and chunk index) is walked in a
+forked child (:func:`check_structure`): libhdf5 spins forever, holding the GIL and
+deaf to SIGTERM, on some corrupt headers (a global heap whose object sizes make no
+progress), and segfaults on others. A child that makes no progress for
+``RLTSCAN_HDF5_STALL_SECONDS`` (2 s, plus 1 s per 100 MB of file), crashes, meets more
+links than the file has bytes, or finds two datasets' storage sharing bytes is killed
+(or says so) and the run ends with exit 3 and one line saying "unreadable structure".
+A number type must be IEEE or full-width (:func:`check_number_type`): libhdf5 would
+convert a damaged one to other numbers.
+Our own walks are bounded too: link depth (:data:`MAX_DEPTH`), and a group reached
+twice (a soft link to an ancestor) is listed once.
+
 Write-back copies the file to a temporary name in the same directory, adds the
 new datasets to the copy, fsyncs it and ``os.replace``s it over the target. HDF5
 has no transactions: writing into the original in place (even under temporary
@@ -16,9 +29,15 @@ the complete new one.
 from __future__ import annotations
 
 import json
+import os
 import re
+import select
+import signal
+import time
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +59,10 @@ from rltscan.roles import ROLES, of_kind
 
 EPISODE_GROUP = re.compile(r"^(episode|demo|traj)_(\d+)$")
 SKIP_PREFIXES = ("metadata",)
+MAX_DEPTH = 64  # groups within groups: deeper is a link loop or a corrupt file
+STALL_ENV = "RLTSCAN_HDF5_STALL_SECONDS"
+STALL_SECONDS = 2.0  # the structure walk's budget without progress, plus 1 s per 100 MB
+_checked: set[tuple[int, int, int, int]] = set()  # files whose structure was walked
 
 
 def _h5py() -> Any:
@@ -49,8 +72,12 @@ def _h5py() -> Any:
 
 
 def open_file(path: Path, mode: str = "r") -> Any:
-    """``h5py.File`` with the failures turned into one-line InputFileErrors."""
+    """``h5py.File`` with the failures turned into one-line InputFileErrors. A file
+    opened for reading has its structure walked first (:func:`check_structure`); a file
+    opened for writing is a copy of one that was."""
     h5py = _h5py()
+    if mode == "r":
+        check_structure(Path(path))
     try:
         return h5py.File(path, mode)
     except OSError as err:
@@ -68,6 +95,190 @@ def open_file(path: Path, mode: str = "r") -> Any:
         raise InputFileError(
             f"{path} is not a readable HDF5 file ({_short(text)}); the file is corrupt"
         ) from None
+
+
+def stall_seconds(size: int) -> float:
+    """How long the structure walk of a file of ``size`` bytes may go without progress:
+    ``RLTSCAN_HDF5_STALL_SECONDS`` (default 2) plus 1 s per 100 MB."""
+    text = os.environ.get(STALL_ENV)
+    base = STALL_SECONDS
+    if text is not None:
+        try:
+            base = float(text)
+        except ValueError:
+            base = -1.0
+        if not base > 0 or base == float("inf"):
+            raise ParameterError(
+                f'{STALL_ENV}="{text}" is not a number of seconds; set it to a positive '
+                "number (the time an HDF5 file's structure walk may go without progress)"
+            )
+    return base + size / 100e6
+
+
+def check_structure(path: Path, where: str | None = None) -> None:
+    """Walk every group, link, attribute, dataset header and chunk index of ``path`` in
+    a forked child, once per file (device, inode, size, mtime) and process.
+
+    libhdf5 loops forever on some corrupt metadata, inside C and holding the GIL, where
+    no Python thread, signal handler or SIGTERM can stop it; and it crashes on others.
+    The child reports progress through a pipe; if none comes for :func:`stall_seconds`,
+    or the child dies of a signal, or it counts more links than the file has bytes,
+    the child is killed and this raises InputFileError (exit 3). Errors the walk meets
+    are not reported here: the reader meets them again and names them.
+    """
+    where = where or str(path)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # opening it says why
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key in _checked or not hasattr(os, "fork"):
+        return
+    budget = stall_seconds(st.st_size)
+    problem = _walk_in_child(path, st.st_size, budget)
+    if problem is not None:
+        raise InputFileError(
+            f"{where}: unreadable structure ({problem}); the file is corrupt, fetch or "
+            f"write it again (for a huge file on a slow disk, raise {STALL_ENV})"
+        )
+    _checked.add(key)
+
+
+_TOO_MANY = 3  # the child's exit statuses: more links than the file has bytes,
+_OVERLAP = 4  # two datasets' contiguous storage sharing bytes (a flipped address)
+
+
+def _walk_in_child(path: Path, size: int, budget: float) -> str | None:
+    """None if the walk finished; else what went wrong, for the message."""
+    _h5py()  # imported here: the child must not import (a lock held at fork time)
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():  # (3.12+ warns about forking with threads)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: walk, then leave without running any exit handler
+        status = 0
+        try:
+            os.close(read_end)
+            status = _walk_structure(path, write_end, size)
+        except BaseException:  # the reader reports errors, not the probe
+            status = 0
+        os._exit(status)
+    os.close(write_end)
+    try:
+        while True:
+            ready, _, _ = select.select([read_end], [], [], budget)
+            if not ready:
+                return f"its HDF5 metadata made no progress in {budget:.1f} s"
+            if not os.read(read_end, 4096):
+                break  # the child closed the pipe: it is done
+        _, status = os.waitpid(pid, 0)
+        pid = 0
+    finally:
+        os.close(read_end)
+        if pid:
+            with suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return f"libhdf5 crashed reading its metadata (signal {os.WTERMSIG(status)})"
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _TOO_MANY:
+        return "more links than the file has bytes"
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _OVERLAP:
+        return "two datasets' storage shares bytes"
+    return None
+
+
+def _walk_structure(path: Path, beat_fd: int, size: int) -> int:
+    """The child's walk (:func:`check_structure`), through h5py's low-level ids (the
+    high-level objects cost six times as much): every object reachable by a link (soft
+    and external links included) once, its attributes (the values of variable-length
+    ones: a global heap), a dataset's layout, chunk index and first variable-length
+    element. A byte goes to ``beat_fd`` every 50 ms of progress. Returns the exit
+    status. An object that fails to open is skipped (the reader names it)."""
+    h5py = _h5py()
+    h5a, h5d, h5g, h5o, h5t = h5py.h5a, h5py.h5d, h5py.h5g, h5py.h5o, h5py.h5t
+    last, count = [0.0], [0]
+    extents: set[tuple[Any, int, int]] = set()  # (file, offset, size): contiguous storage
+    seen: set[int] = set()
+
+    def beat() -> None:
+        count[0] += 1
+        now = time.monotonic()
+        if now - last[0] >= 0.05:
+            os.write(beat_fd, b".")
+            last[0] = now
+
+    def variable(kind: Any) -> bool:
+        cls = kind.get_class()
+        return cls == h5t.VLEN or (cls == h5t.STRING and kind.is_variable_str())
+
+    def attributes(oid: Any, holder: Any) -> None:
+        with suppress(*H5_ERRORS):
+            for i in range(h5o.get_info(oid).num_attrs):
+                beat()
+                with suppress(*H5_ERRORS):
+                    attr = h5a.open(oid, index=i)
+                    if variable(attr.get_type()):
+                        holder.attrs[attr.name]  # its value is in a global heap
+
+    def dataset(oid: Any) -> None:
+        dcpl = oid.get_create_plist()
+        layout = dcpl.get_layout()
+        if layout == h5d.CHUNKED:
+            oid.get_num_chunks()  # walks the chunk index
+        elif layout == h5d.CONTIGUOUS and not dcpl.get_external_count():
+            offset, stored = oid.get_offset(), int(oid.get_storage_size())
+            if offset is not None and stored:  # (an external link's target: its own file)
+                extents.add((oid.fileno, int(offset), stored))
+        if variable(oid.get_type()) and oid.shape and all(oid.shape):
+            h5py.Dataset(oid)[(0,) * len(oid.shape)]  # its global heap
+
+    def walk(oid: Any, depth: int) -> int:
+        ident = hash(oid)
+        if ident in seen:
+            return 0
+        seen.add(ident)
+        beat()
+        is_group = isinstance(oid, h5g.GroupID)
+        with suppress(*H5_ERRORS):
+            if isinstance(oid, h5d.DatasetID):
+                dataset(oid)
+                attributes(oid, h5py.Dataset(oid))
+            elif is_group:
+                attributes(oid, h5py.Group(oid))
+        if not is_group or depth >= MAX_DEPTH:
+            return 0
+        names: list[bytes] = []
+        with suppress(*H5_ERRORS):
+            for name in oid:
+                beat()
+                names.append(name)
+                if count[0] > size:
+                    return _TOO_MANY
+        for name in names:
+            try:
+                child = h5o.open(oid, name)  # follows soft and external links
+            except H5_ERRORS:
+                continue
+            status = walk(child, depth + 1)
+            if status:
+                return status
+        return 0
+
+    with h5py.File(path, "r") as fh:
+        status = walk(fh["/"].id, 0)
+    ends = sorted(extents)  # one dataset under two names is one extent
+    shared = any(f == g and a + n > b for (f, a, n), (g, b, _) in pairwise(ends))
+    return _OVERLAP if not status and shared else status
+
+
+def _identity(obj: Any) -> int:
+    """What makes two h5py handles one object (a soft link back to an ancestor): h5py
+    hashes an object id by its file and address."""
+    try:
+        return hash(obj.id)
+    except H5_ERRORS:
+        return id(obj)
 
 
 def _short(text: str) -> str:
@@ -114,9 +325,19 @@ def _close_quietly(fh: Any) -> None:
         fh.close()
 
 
-def _datasets(group: Any, prefix: str = "") -> dict[str, Any]:
-    """All datasets below ``group`` by slash path, following links, skipping metadata/."""
+def _datasets(
+    group: Any, prefix: str = "", *, where: str = "", depth: int = 0, seen: set | None = None
+) -> dict[str, Any]:
+    """All datasets below ``group`` by slash path, following links, skipping metadata/.
+
+    Bounded: groups nest at most :data:`MAX_DEPTH` deep and a group reached twice (a
+    soft link back to an ancestor) is listed once. A role's name (``terminations``)
+    that holds something other than a dataset or group (a committed datatype, as a
+    flipped object header makes it) is an InputFileError, never a column that is
+    silently not there.
+    """
     h5py = _h5py()
+    seen = {_identity(group)} if seen is None else seen
     found: dict[str, Any] = {}
     for key in group:
         if not prefix and key in SKIP_PREFIXES:
@@ -131,8 +352,26 @@ def _datasets(group: Any, prefix: str = "") -> dict[str, Any]:
         if isinstance(item, h5py.Dataset):
             found[name] = item
         elif isinstance(item, h5py.Group) and not EPISODE_GROUP.match(key):
-            found.update(_datasets(item, f"{name}/"))
+            ident = _identity(item)
+            if ident in seen:
+                continue
+            if depth >= MAX_DEPTH:
+                raise InputFileError(
+                    f"{where or group.file.filename}: groups nest deeper than {MAX_DEPTH} at "
+                    f'"{name}"; the file is corrupt or its links loop, pass --group PATH'
+                )
+            seen.add(ident)
+            found.update(_datasets(item, f"{name}/", where=where, depth=depth + 1, seen=seen))
+        elif not isinstance(item, h5py.Group) and name in _ROLE_NAMES:
+            kind = "a named datatype" if isinstance(item, h5py.Datatype) else "not a dataset"
+            raise InputFileError(
+                f'{where or group.file.filename}: "{name}" is {kind}, not a dataset; the file '
+                "is corrupt (fetch or write it again), or rename that object"
+            )
     return found
+
+
+_ROLE_NAMES = frozenset(name for role in ROLES.values() for name in role.aliases)
 
 
 def _is_link(group: Any, key: str) -> bool:
@@ -223,7 +462,7 @@ def _open(
     if not episodes and nested and _episode_groups(root["data"]):  # robomimic: data/demo_<i>
         root, gpath, where = root["data"], "/data", f"{name}:/data"
         episodes = _episode_groups(root)
-    datasets = _datasets(root)
+    datasets = _datasets(root, where=where)
     rewards_name = _rewards_name(datasets, rewards)
     notes: list[str] = []
 
@@ -407,7 +646,7 @@ def _episodes_source(
     if not episodes:
         raise DataError(f"{where} has no episode_<id> groups; pass --layout flat or --group PATH")
     keys = [key for _, key in episodes]
-    first = _datasets(root[keys[0]])
+    first = _datasets(root[keys[0]], where=where)
     columns = {k: _info(k, ds) for k, ds in first.items()}
 
     def read(column: str) -> list[np.ndarray]:
@@ -417,6 +656,11 @@ def _episodes_source(
                 group = root[key]
                 found = column in group
                 ds = group[column] if found else None
+            if ds is not None and not isinstance(ds, _h5py().Dataset):
+                raise InputFileError(
+                    f'{where}: "{key}/{column}" is not a dataset although "{keys[0]}/{column}" '
+                    "is one; the file is corrupt, fetch or write it again"
+                )
             if ds is None:
                 raise DataError(
                     f'{where}: episode group "{key}" has no dataset "{column}" although '
@@ -450,13 +694,52 @@ def _read(ds: Any, where: str, key: str, index: Any = ()) -> np.ndarray:
     with structure(where, f'dataset "{key}"'):
         dtype = ds.dtype
         check_dtype(dtype, where, key)
+        check_number_type(ds, where, key)
         return np.asarray(ds[index])
 
 
 def read_raw(ds: Any, where: str, key: str) -> np.ndarray:
     """A whole dataset, whatever its dtype (format conversion carries strings too)."""
     with structure(where, f'dataset "{key}"'):
+        check_number_type(ds, where, key)
         return np.asarray(ds[()])
+
+
+# IEEE 754 binary16/32/64 as HDF5 describes them: size -> ((sign, exponent position and
+# size, mantissa position and size), exponent bias)
+_IEEE = {2: ((15, 10, 5, 0, 10), 15), 4: ((31, 23, 8, 0, 23), 127), 8: ((63, 52, 11, 0, 52), 1023)}
+
+
+def check_number_type(ds: Any, where: str, key: str) -> None:
+    """A float dataset's type is IEEE binary16/32/64, an integer's uses all its bits.
+
+    libhdf5 converts any float layout to the native one, so a flipped byte in a type's
+    exponent bias or field positions would change every value with exit 0 (h5py even
+    reports such a 4-byte float as float64). No writer makes other layouts for RL data.
+    (A contiguous dataset's size is checked against its storage by libhdf5 itself.)
+    """
+    h5t = _h5py().h5t
+    kind = ds.id.get_type()
+    size = int(kind.get_size())
+    if kind.get_class() == h5t.FLOAT:
+        fields, bias = _IEEE.get(size, (None, None))
+        standard = (
+            tuple(kind.get_fields()) == fields
+            and kind.get_ebias() == bias
+            and kind.get_precision() == 8 * size
+            and kind.get_offset() == 0
+            and kind.get_norm() == h5t.NORM_IMPLIED
+        )
+    elif kind.get_class() == h5t.INTEGER:
+        standard = kind.get_precision() == 8 * size and kind.get_offset() == 0
+    else:
+        return
+    if not standard:
+        raise InputFileError(
+            f'{where}: dataset "{key}" has a {size}-byte number type that is not standard '
+            "(IEEE float or full-width integer: its header's bit layout is damaged); the "
+            "file is corrupt, fetch or write it again"
+        )
 
 
 def check_dtype(dtype: Any, where: str, key: str) -> None:
@@ -540,15 +823,26 @@ def check_replaceable(parent: Any, name: str, where: Any, *, overwrite: bool) ->
     return True
 
 
-def storage_like(template: Any) -> dict[str, Any]:
-    """Compression settings copied from a source dataset (gzip in D4RL files)."""
+def storage_like(template: Any, shape: tuple[int, ...] | None = None) -> dict[str, Any]:
+    """Storage of a new dataset of ``shape`` like ``template`` (the rewards dataset):
+    its compression filter and level (gzip in D4RL files), shuffle and checksum, and its
+    chunk shape where it fits ``shape`` (else h5py's choice). An uncompressed template
+    gives h5py's defaults (contiguous)."""
     if template is None or template.compression is None:
         return {}
+    chunks = template.chunks
+    fits = (
+        shape is not None
+        and chunks is not None
+        and len(chunks) == len(shape)
+        and all(0 < c <= s for c, s in zip(chunks, shape, strict=True))
+    )
     return {
         "compression": template.compression,
         "compression_opts": template.compression_opts,
         "shuffle": template.shuffle,
-        "chunks": True,
+        "fletcher32": template.fletcher32,
+        "chunks": tuple(chunks) if fits else True,
     }
 
 
@@ -584,6 +878,7 @@ def write_outputs(
     (the HDF5 file is closed before the temp file goes, so nothing crashes later).
     """
     written = 0
+    made: dict[str, tuple[int, ...]] = {}
     with atomic_path(dst, copy_from=src) as tmp:
         fh = open_file(tmp, "r+")
         try:
@@ -593,7 +888,6 @@ def write_outputs(
             if episode_keys and like is None:
                 first = root[episode_keys[0]]
                 like = first[template] if template and template in first else None
-            storage = storage_like(like)
             attr_values = {k: attr_value(v) for k, v in attrs.items()}
             for name, value in outputs.items():
                 targets = (
@@ -606,9 +900,13 @@ def write_outputs(
                         (_infos_group(parent, dst), as_info(arr)) for parent, arr in targets
                     ]
                 for parent, arr in targets:
-                    if check_replaceable(parent, name, dst, overwrite=overwrite):
-                        del parent[name]
-                    ds = parent.create_dataset(name, data=np.ascontiguousarray(arr), **storage)
+                    data = np.ascontiguousarray(arr)
+                    with _through(dst):
+                        if check_replaceable(parent, name, dst, overwrite=overwrite):
+                            del parent[name]
+                        storage = storage_like(like, data.shape)
+                        ds = parent.create_dataset(name, data=data, **storage)
+                        made[ds.name] = data.shape
                     for key, val in attr_values.items():
                         ds.attrs[key] = val
                     written += int(np.asarray(arr).nbytes)
@@ -617,7 +915,49 @@ def write_outputs(
             close_after_error(fh)
             raise
         fh.close()
+        verify_written(tmp, made, dst)
     return written
+
+
+def verify_written(path: Path, made: Mapping[str, tuple[int, ...]], dst: Path) -> None:
+    """Every output just written reads back by its path with its shape, before the file
+    replaces ``dst``: new links go into the file's own group indexes, and a damaged
+    index (a local heap whose size is wrong) takes them without error and then cannot
+    find them. Such a file is refused (exit 3), never committed with outputs that no
+    reader can open."""
+    h5py = _h5py()
+    name, why = "", ""
+    try:
+        with h5py.File(path, "r") as fh:
+            for name, shape in made.items():
+                ds = fh.get(name)
+                if not isinstance(ds, h5py.Dataset) or tuple(ds.shape) != tuple(shape):
+                    why = "not found"
+                    break
+    except H5_ERRORS as err:
+        why = _short(str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err))
+    if why:
+        raise InputFileError(
+            f'{dst}: output "{name}" does not read back from the written file ({why}); '
+            "the input's group indexes are corrupt, fetch or write it again"
+        )
+
+
+@contextmanager
+def _through(dst: Path) -> Iterator[None]:
+    """A copy's metadata that libhdf5 cannot write through (a damaged group index met
+    only when a new name is looked up) is an InputFileError; an OSError (a full disk)
+    goes on to :func:`rltscan.io.atomic.atomic_path`, which says so."""
+    try:
+        yield
+    except RltscanError:
+        raise
+    except (RuntimeError, KeyError, ValueError, TypeError) as err:
+        text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+        raise InputFileError(
+            f"{dst}: its HDF5 metadata cannot be written through ({_short(text)}); "
+            "the file is corrupt, fetch or write it again"
+        ) from None
 
 
 def _infos_group(episode: Any, where: Any) -> Any:

@@ -1,10 +1,12 @@
 """Parquet and Arrow IPC: read flat step tables, write them back with new columns appended.
 
 Reading touches only the columns asked for. Writing streams the input row group by
-row group (record batch by record batch for Arrow), so row order, row-group sizes,
-per-column compression and key-value metadata stay as they were; the new columns
-are appended (an ``--overwrite``-n output keeps its position). Files are replaced
-whole through :func:`rltscan.io.atomic.atomic_path`.
+row group (record batch by record batch for Arrow), so row order and row-group sizes
+stay as they were, and the writer is given the file's physical form
+(:mod:`rltscan.io.physical`: every column's codec, encodings and statistics, the
+schema, the key-value metadata, Arrow IPC compression); the new columns are appended
+(an ``--overwrite``-n output keeps its position). Files are replaced whole through
+:func:`rltscan.io.atomic.atomic_path`.
 """
 
 from __future__ import annotations
@@ -26,9 +28,21 @@ from rltscan.errors import DataError, InputFileError, OutputRefusedError, Rltsca
 from rltscan.io import hf
 from rltscan.io.atomic import atomic_path, is_full_disk
 from rltscan.io.columns import ColumnInfo
+from rltscan.io.physical import (
+    RECORD_KEY,
+    IpcForm,
+    ParquetForm,
+    converted_options,
+    ipc_form,
+    ipc_options,
+    leaves,
+    parquet_form,
+    parquet_options,
+    remember_origin,
+)
 from rltscan.io.source import Source
 
-META_KEY = b"rltscan"
+META_KEY = RECORD_KEY
 
 
 def _pa() -> tuple[Any, Any, Any]:
@@ -170,7 +184,9 @@ def arrow_of(values: np.ndarray) -> Any:
     return pa.Array.from_buffers(kind_of, len(values), [None, pa.py_buffer(values)])
 
 
-def _table_source(table: Any, fmt: str, where: str, path: Path | None, raw: Any) -> Source:
+def _table_source(
+    table: Any, fmt: str, where: str, path: Path | None, raw: Any, form: Any = None
+) -> Source:
     check_names(table.column_names, where)
     columns = {
         name: _column_info(name, field.type, table.num_rows)
@@ -191,6 +207,8 @@ def _table_source(table: Any, fmt: str, where: str, path: Path | None, raw: Any)
         read=read,
         attrs=attrs,
         raw=raw,
+        form=form,
+        notes=list(getattr(form, "notes", ())),
     )
 
 
@@ -206,6 +224,7 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
         meta = schema.metadata or {}
         attrs = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in meta.items()}
         reader = RowGroupReader(pf, where)
+        form = parquet_form(pf, where)
     check_names(names, where)
 
     def read(name: str) -> np.ndarray:
@@ -222,8 +241,10 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
         read=read,
         attrs=attrs,
         raw=pf,
+        form=form,
         read_range=reader.read,
         steps=rows,
+        notes=list(form.notes),
     )
 
 
@@ -289,7 +310,9 @@ class RowGroupReader:
 def _parquet_file(path_or_buffer: Any, where: str) -> Any:
     _, pq, _ = _pa()
     try:
-        return pq.ParquetFile(path_or_buffer)
+        pf = pq.ParquetFile(path_or_buffer)
+        remember_origin(pf, path_or_buffer)  # its page headers tell the data page version
+        return pf
     except RltscanError:
         raise
     except _errors() as err:
@@ -321,27 +344,33 @@ def open_ipc(path: Path, fmt: str, display: str | None = None) -> Source:
         reader = ipc.open_file(source) if fmt == "arrow" else ipc.open_stream(source)
         table = reader.read_all()
         table.validate(full=True)
+        form = ipc_form(source, stream=fmt != "arrow")
     except RltscanError:
         raise
     except _errors() as err:
         raise InputFileError(
             f"{where} is not a readable {kind} ({_first_line(err)}); the file is corrupt"
         ) from None
-    return _table_source(table, fmt, where, path, raw=table)
+    return _table_source(table, fmt, where, path, raw=table, form=form)
 
 
 def open_bytes(data: bytes, fmt: str, where: str = "stdin") -> Source:
     """Parquet or Arrow (file or stream) from an in-memory buffer (stdin)."""
     pa, _, ipc = _pa()
     buf = pa.py_buffer(data)
+    raw: Any = None
     try:
-        if fmt == "parquet":
-            table = _parquet_file(pa.BufferReader(buf), where).read()
+        if fmt == "parquet":  # the file object (not its table): written back in its form
+            raw = _parquet_file(pa.BufferReader(buf), where)
+            table = raw.read()
+            form: Any = parquet_form(raw, where)
         elif fmt == "arrow":
             table = ipc.open_file(buf).read_all()
         else:
             table = ipc.open_stream(buf).read_all()
         table.validate(full=True)
+        if fmt != "parquet":
+            form = ipc_form(buf, stream=fmt != "arrow")
     except RltscanError:
         raise
     except _errors() as err:
@@ -349,7 +378,7 @@ def open_bytes(data: bytes, fmt: str, where: str = "stdin") -> Source:
             f"{where} is not readable {fmt} data ({_first_line(err)}); the stream is truncated "
             "or corrupt"
         ) from None
-    return _table_source(table, fmt, where, None, raw=table)
+    return _table_source(table, fmt, where, None, raw=table if raw is None else raw, form=form)
 
 
 # --------------------------------------------------------------------------- writing
@@ -432,18 +461,16 @@ def recorded_outputs(metadata: Mapping[bytes, bytes] | None) -> list[str]:
         return []
 
 
-def _codecs(pf: Any) -> tuple[dict[str, str], str]:
-    """Per-column compression of the first row group, and the most common codec."""
-    if pf.metadata.num_row_groups == 0:
-        return {}, "snappy"
-    rg = pf.metadata.row_group(0)
-    codecs = {}
-    for i in range(rg.num_columns):
-        col = rg.column(i)
-        codec = col.compression.lower()  # the writer calls UNCOMPRESSED "none"
-        codecs[col.path_in_schema] = "none" if codec == "uncompressed" else codec
-    common = max(set(codecs.values()), key=list(codecs.values()).count) if codecs else "snappy"
-    return codecs, common
+def like_column(metadata: Mapping[str, Any]) -> str | None:
+    """The column whose codec new outputs get: the rewards (or ``x``) the run read, from
+    the ``rltscan`` metadata entry being written (:func:`rltscan.io.writeback.parquet_entry`)."""
+    for record in (metadata.get("outputs") or {}).values():
+        columns = record.get("source_columns") if isinstance(record, Mapping) else None
+        for role in ("rewards", "x"):
+            name = (columns or {}).get(role)
+            if isinstance(name, str):
+                return name
+    return None
 
 
 def write_parquet(
@@ -455,11 +482,22 @@ def write_parquet(
     overwrite: bool,
     where: str,
     atomic: bool = True,
+    form: ParquetForm | None = None,
+    codecs: Mapping[str, tuple[str, int | None]] | None = None,
 ) -> int:
-    """Rewrite Parquet ``src`` (path or pyarrow Table) into ``sink`` with ``outputs`` added."""
+    """Rewrite Parquet ``src`` into ``sink`` with ``outputs`` added; the bytes of output
+    data written.
+
+    ``src`` is a ParquetFile or a path (written back in its own physical form, row group
+    by row group), or a pyarrow Table: one read from a Parquet file is written in that
+    file's ``form``; one converted from another format gets ``codecs`` (column name ->
+    ``(codec, level)``, :mod:`rltscan.io.physical`).
+    """
     pa, pq, _ = _pa()
     if isinstance(src, pa.Table):
-        return _write_table_parquet(src, sink, outputs, metadata, overwrite, where, atomic)
+        return _write_table_parquet(
+            src, sink, outputs, metadata, overwrite, where, atomic, form=form, codecs=codecs
+        )
     pf = src if isinstance(src, pq.ParquetFile) else _parquet_file(src, where)
     schema = pf.schema_arrow
     _check_existing(schema.names, outputs, overwrite, where, schema.metadata)
@@ -467,27 +505,49 @@ def write_parquet(
     fields = {f.name: f for f in schema}
     for name, values in outputs.items():
         fields[name] = pa.field(name, pa.from_numpy_dtype(_dtype(values)))
+    with _structure(where, "its Parquet footer cannot be read"):
+        form = parquet_form(pf, where)
+        options = parquet_options(form, list(outputs), like_column(metadata))
     new_schema = pa.schema(
         [fields[n] for n in order],
-        metadata=hf.declared(merged_metadata(schema.metadata, metadata), _dtype_names(outputs)),
+        metadata=hf.declared(
+            merged_metadata(schema.metadata, _with_levels(metadata, options)),
+            _dtype_names(outputs),
+        ),
     )
-    codecs, common = _codecs(pf)
-    compression = {n: codecs.get(n, common) for n in order}
-    version = (
-        pf.metadata.format_version if pf.metadata.format_version in ("1.0", "2.4", "2.6") else "2.6"
-    )
-
-    dictionary = _dictionary_columns(pf)
 
     def emit(target: Any) -> None:
-        with pq.ParquetWriter(
-            target, new_schema, compression=compression, version=version, use_dictionary=dictionary
-        ) as w:
+        with _parquet_writer(target, new_schema, options, form) as w:
             for batch, start in _prefetched(pf, where):
                 table = _with_outputs(batch, outputs, start, order).cast(new_schema)
                 w.write_table(table, row_group_size=max(batch.num_rows, 1))
 
     return _emit(emit, sink, outputs, atomic)
+
+
+def _with_levels(metadata: Mapping[str, Any], options: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The ``rltscan`` entry with the compression levels written where they are not
+    pyarrow's defaults (:mod:`rltscan.io.physical`: no footer records a level)."""
+    levels = options.get("compression_level")
+    return {**metadata, "compression_level": dict(sorted(levels.items()))} if levels else metadata
+
+
+@contextmanager
+def _parquet_writer(
+    target: Any, schema: Any, options: Mapping[str, Any], form: ParquetForm | None
+) -> Iterator[Any]:
+    """A ``ParquetWriter`` that also keeps the footer's key-value entries that are not
+    in the Arrow schema (``form.footer_only``), and, without a stored Arrow schema (a
+    file that had none), writes the schema's metadata into the footer on its own
+    (pyarrow writes it only with the schema), so no entry is lost."""
+    _, pq, _ = _pa()
+    with pq.ParquetWriter(target, schema, **options) as writer:
+        yield writer
+        extra = dict(form.footer_only) if form is not None else {}
+        if not options.get("store_schema", True) and schema.metadata:
+            extra.update(schema.metadata)
+        if extra:
+            writer.add_key_value_metadata(extra)
 
 
 def _prefetched(pf: Any, where: str) -> Any:
@@ -508,25 +568,6 @@ def _prefetched(pf: Any, where: str) -> Any:
             if i + 1 < pf.num_row_groups:
                 ahead = pool.submit(pf.read_row_group, i + 1)
             yield batch, int(starts[i])
-
-
-def _dictionary_columns(pf: Any) -> list[str]:
-    """Columns whose dictionary encoding pays in the source file (few distinct values,
-    dictionary not overflowed). Random floats fall back from a dictionary after 1 MiB
-    and cost three times the write time for nothing; new float outputs get none."""
-    if pf.metadata.num_row_groups == 0:
-        return []
-    rg = pf.metadata.row_group(0)
-    keep = []
-    for i in range(rg.num_columns):
-        col = rg.column(i)
-        if not col.has_dictionary_page or col.dictionary_page_offset is None:
-            continue
-        size = col.data_page_offset - col.dictionary_page_offset
-        width = {"INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8}.get(col.physical_type, 16)
-        if size < 0.9 * 2**20 and size / width < 0.1 * max(col.num_values, 1):
-            keep.append(col.path_in_schema)
-    return keep
 
 
 def _table_with_outputs(
@@ -551,12 +592,33 @@ def _write_table_parquet(
     overwrite: bool,
     where: str,
     atomic: bool = True,
+    *,
+    form: ParquetForm | None,
+    codecs: Mapping[str, tuple[str, int | None]] | None,
 ) -> int:
-    _, pq, _ = _pa()
     out = _table_with_outputs(table, outputs, metadata, overwrite, where)
+    like = like_column(metadata)
+    rows: list[int] = []
+    options: dict[str, Any] = {}
+    if form is not None:
+        new = [p for f in out.schema for p in leaves(f.name, f.type) if p not in form.codecs]
+        options = parquet_options(form, new, like)
+        if sum(form.rows) == out.num_rows:
+            rows = list(form.rows)
+    elif codecs is not None:
+        options = converted_options(out.schema, codecs, like)
+    entry = _with_levels(metadata, options)
+    if entry is not metadata:
+        out = out.replace_schema_metadata(merged_metadata(table.schema.metadata, entry))
 
     def emit(target: Any) -> None:
-        pq.write_table(out, target)
+        with _parquet_writer(target, out.schema, options, form) as w:
+            if not rows:  # pyarrow's row groups
+                w.write_table(out)
+            start = 0
+            for size in rows:
+                w.write_table(out.slice(start, size), row_group_size=max(size, 1))
+                start += size
 
     return _emit(emit, sink, outputs, atomic)
 
@@ -571,15 +633,18 @@ def write_arrow(
     where: str,
     stream: bool,
     atomic: bool = True,
+    form: IpcForm | None = None,
 ) -> int:
-    """Arrow IPC (file, or stream with ``stream=True``), record batches preserved."""
+    """Arrow IPC (file, or stream with ``stream=True``), record batches preserved, the
+    body compression and metadata version of ``form`` (the file it came from)."""
     _, _, ipc = _pa()
     out = _table_with_outputs(table, outputs, metadata, overwrite, where)
     sizes = [b.num_rows for b in table.to_batches()] or [out.num_rows]
+    options = ipc_options(form)
 
     def emit(target: Any) -> None:
         opener = ipc.new_stream if stream else ipc.new_file
-        with opener(target, out.schema) as writer:
+        with opener(target, out.schema, options=options) as writer:
             start = 0
             for size in sizes:
                 writer.write_table(out.slice(start, size))

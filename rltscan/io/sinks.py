@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from rltscan.errors import InputFileError, OutputRefusedError, RltscanError
-from rltscan.io import hdf5, parquet
+from rltscan.io import hdf5, parquet, physical
 from rltscan.io.atomic import (
     TMP_MARK,
     atomic_path,
@@ -126,8 +126,8 @@ class HDF5Sink:
             if hdf5.check_replaceable(root, name, self.dst, overwrite=self.overwrite):
                 del root[name]
             like = root.get(self.template) if self.template else None
-            storage = hdf5.storage_like(like)
             full = (*self.shape, *arr.shape[len(self.shape) :])
+            storage = hdf5.storage_like(like, full)
             ds = root.create_dataset(name, shape=full, dtype=arr.dtype, **storage)
         except RltscanError:
             raise
@@ -184,8 +184,10 @@ class HDF5Sink:
             for name, (mean, std) in self._standardize.items():  # the second pass
                 self._standardize_dataset(name, mean, std)
             self._fh.flush()
+            made = {ds.name: tuple(ds.shape) for ds in self._datasets.values()}
             self._fh.close()
             self._fh = None
+            hdf5.verify_written(self._tmp, made, self.dst)
         except BaseException as err:
             self._release()
             # through atomic_path's handler: the temp goes, a full disk says so in one line
@@ -330,6 +332,7 @@ class ParquetSink:
                     metadata=self.metadata,
                     overwrite=self.overwrite,
                     where=self.where,
+                    form=physical.parquet_form(self.pf, self.where),
                 )
             return parquet.write_parquet(
                 self.pf,

@@ -43,6 +43,9 @@ class Source:
     attrs: dict[str, object] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
     raw: object = None  # the format's own handle (pyarrow Table, h5py File); io-internal
+    # How the file was written (codecs, encodings, ...: rltscan.io.physical), kept by a
+    # rewrite; io-internal, None where the format's writer needs nothing (HDF5 is copied)
+    form: object = None
     # ``read_range(name, start, stop)``: steps [start, stop) of a per-step column, read
     # from the file without the rest (time axis by layout). None where the format can
     # only be read whole (episodes, stdin, Arrow); the streaming engine needs it.

@@ -232,6 +232,7 @@ def write(
             overwrite=overwrite,
             where=source.where,
             stream=source.format == "arrow-stream",
+            form=source.form,
         )
     return _write_table(source, prepared, target.path, target.format, outputs, metadata, overwrite)
 
@@ -401,6 +402,7 @@ def _write_table(
     from rltscan.io import convert
 
     entry = parquet_entry(list(outputs), metadata)
+    plan: dict[str, Any] = {}
     if source.format in ("parquet", "arrow", "arrow-stream"):
         table = source.raw
         if source.format == "parquet" and fmt != "parquet":
@@ -408,13 +410,16 @@ def _write_table(
         flat_outputs = {n: np.asarray(v).reshape(-1) for n, v in outputs.items()}
         if fmt == "hdf5":
             assert isinstance(sink, Path)
+            table = parquet.as_table(table)
             return convert.write_hdf5(
-                parquet.as_table(table),
+                table,
                 sink,
                 outputs=flat_outputs,
                 attrs=hdf5_attrs(metadata),
                 overwrite=overwrite,
                 where=source.where,
+                codecs=convert.carried_codecs(source, table),
+                like=parquet.like_column(entry),
             )
     elif source.format == "minari" and source.backend != "hdf5":
         table = convert.table_from_minari_columnar(source)
@@ -427,7 +432,9 @@ def _write_table(
     else:
         table, plan = convert.table_from_hdf5(source)
         flat_outputs = {n: convert.output_rows(v, plan["layout"]) for n, v in outputs.items()}
+    same = source.format == fmt or {source.format, fmt} <= {"arrow", "arrow-stream"}
     if fmt == "parquet":
+        carried = {} if same else convert.carried_codecs(source, table, plan)
         return parquet.write_parquet(
             table,
             sink,
@@ -435,7 +442,9 @@ def _write_table(
             metadata=entry,
             overwrite=overwrite,
             where=source.where,
+            codecs=convert.parquet_codecs(carried),
         )
+    form = source.form if same else convert.ipc_form_of(convert.carried_codecs(source, table, plan))
     return parquet.write_arrow(
         table,
         sink,
@@ -443,5 +452,6 @@ def _write_table(
         metadata=entry,
         overwrite=overwrite,
         where=source.where,
+        form=form,
         stream=fmt == "arrow-stream" or not isinstance(sink, Path),
     )
