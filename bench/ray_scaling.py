@@ -56,7 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import rltscan  # noqa: E402
-from rltscan import bench, ray_engine  # noqa: E402
+from rltscan import bench  # noqa: E402
+from rltscan.engines.ray import engine as ray_engine  # noqa: E402
 
 PARAMS = {"params": {"gamma": 0.99, "lam": 0.95}, "missing_bootstrap": "zero"}
 OUTPUTS = ("advantages", "value_targets")
@@ -224,7 +225,7 @@ def disk_probe(directory: Path, writers: list[int], mb: int) -> list[dict]:
 
 
 def _warm_task(seconds: float) -> int:
-    import rltscan.shards  # noqa: F401  (torch, pyarrow, rltscan: what a shard task imports)
+    import rltscan.engines.shards.run  # noqa: F401  (torch, pyarrow, rltscan: what a shard task imports)
 
     time.sleep(seconds)
     return os.getpid()

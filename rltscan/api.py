@@ -2,9 +2,9 @@
 
 ``run`` builds one :class:`~rltscan.options.RunOptions`, opens the input, decides
 the plan (:mod:`rltscan.plan`) and hands it to the engine for that input: the whole
-file at once (here), the streaming engine (:mod:`rltscan.api_stream`, HDF5 arrays and
+file at once (here), the streaming engine (:mod:`rltscan.engines.stream.run`, HDF5 arrays and
 Parquet files written back to their own format) or the sharded engines
-(:mod:`rltscan.shards`). Python users get the same behaviour, errors and
+(:mod:`rltscan.engines.shards`). Python users get the same behaviour, errors and
 :class:`~rltscan.report.RunReport` as the CLI. Torch loads only where a run computes.
 """
 
@@ -105,12 +105,12 @@ def run(
 
     HDF5 arrays and Parquet files written back to their own format are streamed:
     read, computed and written ``chunk_steps`` steps at a time with the recurrence
-    carried across (:mod:`rltscan.stream`), so memory does not grow with the file.
+    carried across (:mod:`rltscan.engines.stream`), so memory does not grow with the file.
     ``block_steps`` is the size of one estimator call; for a given ``block_steps``
     the results are bit-identical whatever ``chunk_steps`` is.
 
     A directory or glob of Parquet files (or, with ``engine``, a Minari Parquet
-    dataset; a LeRobot dataset) is a sharded dataset (:mod:`rltscan.shards`):
+    dataset; a LeRobot dataset) is a sharded dataset (:mod:`rltscan.engines.shards`):
     ``engine="local"`` (the default) runs its shards in this process, ``engine="ray"``
     on Ray Data (``ray_address``, ``workers``); both give identical outputs, written
     to each shard in place or to the directory ``output``. ``order_by`` orders the
@@ -168,9 +168,9 @@ def execute(
 
     reset_committed()
     if is_sharded(opts.input, opts.engine):
-        from rltscan import shards
+        from rltscan.engines.shards.run import run_sharded
 
-        return shards.run_sharded(opts, Clock(PlannedDevice("cpu"), progress))
+        return run_sharded(opts, Clock(PlannedDevice("cpu"), progress))
     if opts.engine == "ray" or any(
         x is not None for x in (opts.workers, opts.ray_address, opts.order_by)
     ):
@@ -186,9 +186,9 @@ def execute(
     try:
         target = wb.plan_target(source, opts.output, opts.to)
         if wb.streamable(source, target) and not rows_may_be_excluded(source, reading):
-            from rltscan import api_stream
+            from rltscan.engines.stream.run import run_streamed
 
-            return api_stream.run_streamed(opts, source, target, clock, dev)
+            return run_streamed(opts, source, target, clock, dev)
         return _run_whole(opts, source, target, clock, dev, stdout)
     finally:
         source.close()

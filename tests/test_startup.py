@@ -95,7 +95,8 @@ def test_help_and_version_import_no_torch(args: list[str]) -> None:
 def test_defaults_shown_by_help_are_the_api_defaults() -> None:
     """``rltscan.defaults`` (read by --help without numpy) is what ``rltscan.run``,
     ``RunOptions`` and the streaming engine use."""
-    from rltscan import api, defaults, stream
+    from rltscan import api, defaults
+    from rltscan.engines.stream import windows as stream
     from rltscan.options import RunOptions
 
     run = inspect.signature(api.run).parameters
@@ -260,7 +261,8 @@ def test_plain_values_are_typers() -> None:
         "import rltscan.io, rltscan.io.hdf5, rltscan.io.parquet, rltscan.io.layout, "
         "rltscan.io.writeback, rltscan.io.sinks, rltscan.io.convert, rltscan.io.minari, "
         "rltscan.io.shards",
-        "import rltscan.api, rltscan.api_stream, rltscan.stream, rltscan.report, rltscan.cli",
+        "import rltscan.api, rltscan.engines.stream.run, rltscan.engines.stream.windows, "
+        "rltscan.report, rltscan.cli",
         "from rltscan.estimators import DECLARATIONS; DECLARATIONS['gae'].defaults()",
     ],
 )

@@ -22,14 +22,14 @@ neighbouring *row* that is data, not state. The protocol:
 3. **Carries** (driver): a sequential scan over the ``(A, B)`` pairs in scan
    order, in float64, gives every shard its ``y_in``.
 4. **Pass 2** (in parallel): each shard runs the single-file streaming walk
-   (:func:`rltscan.stream.run_windows`) with its carry (``y_in`` cast to the
+   (:func:`rltscan.engines.stream.windows.run_windows`) with its carry (``y_in`` cast to the
    compute dtype) and stages its outputs; they are moved into place only when
    every shard succeeded (:class:`rltscan.io.shards.Staging`).
 
 Minari Parquet datasets hold one episode per shard, so no carry crosses a shard
 and pass 1 is skipped. Both engines run the same task function
 (:func:`run_task`): ``local`` serially in this process, ``ray`` as Ray Data
-tasks (:mod:`rltscan.ray_engine`), so their outputs are identical bit for bit.
+tasks (:mod:`rltscan.engines.ray.engine`), so their outputs are identical bit for bit.
 Against one concatenated file they agree to float rounding: the carry comes from
 the float64 aggregate instead of the float32 chain, and blocks start at each
 shard's first step.
@@ -49,8 +49,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rltscan import stats, stream
+from rltscan import stats
 from rltscan.devices import resolve_device
+from rltscan.engines.stream import windows
 from rltscan.errors import DataError, OutputRefusedError, ParameterError, RltscanError
 from rltscan.estimators._common import Carry
 from rltscan.io import shards as io_shards
@@ -183,7 +184,7 @@ def neighbour(job: Job, opened: _Opened) -> Carry | None:
         n = int(opened.before.steps or 0)
         view, window = io_shards.shard_view(opened.before, opened.src), (n - 1, n)
     prepared = prepare(view, window=window, **job.options())
-    kwargs = {k: v for k, v in prepared.kwargs.items() if k not in stream.PER_ROW}
+    kwargs = {k: v for k, v in prepared.kwargs.items() if k not in windows.PER_ROW}
     kind = job.spec.name
     zero = torch.zeros(1, dtype=torch.float64)
     placeholder = Carry(kind, zero, zero, zero, torch.zeros(1, dtype=torch.bool))
@@ -237,7 +238,7 @@ def _walk(
     write: Callable[[int, int, dict[str, np.ndarray]], None],
     carry: Any,
     on_prepared: Callable[[int, Prepared], None] | None = None,
-) -> tuple[stream.Totals, int]:
+) -> tuple[windows.Totals, int]:
     """The single-file streaming walk over one shard; returns the totals and its steps.
     ``on_prepared(start, prepared)`` sees every window's inputs (the statistics)."""
     options = job.options()
@@ -259,7 +260,7 @@ def _walk(
             on_prepared(start, prepared)
         return prepared
 
-    plan = stream.make_plan(
+    plan = windows.make_plan(
         steps,
         1,
         reverse=job.reverse,
@@ -267,14 +268,14 @@ def _walk(
         block_steps=job.opts.block_steps,
     )
     with bootstrap_hint():
-        totals = stream.run_windows(
+        totals = windows.run_windows(
             plan, prepare_window, compute, write, device=_device(job), time_dim=-1, carry=carry
         )
     if totals.id_runs:  # ids must form runs; across shards only at the edges (see docs)
         from rltscan.io.layout import find_column
 
         name = find_column(opened.src, "episode_id", job.reading.columns) or "episode_id"
-        stream.check_id_runs(totals.id_runs, name, opened.src.where)
+        windows.check_id_runs(totals.id_runs, name, opened.src.where)
     return totals, steps
 
 
@@ -282,7 +283,7 @@ def _strip(block: Mapping[str, Any], carry: Any) -> dict[str, Any]:
     """A block that continues across a shard edge takes no window-end bootstrap or init."""
     if carry is None:
         return dict(block)
-    return {k: v for k, v in block.items() if k not in stream.PER_ROW}
+    return {k: v for k, v in block.items() if k not in windows.PER_ROW}
 
 
 def _wide(value: Any) -> Any:
@@ -497,7 +498,7 @@ def _counter(clock: Clock, job: Job, ks: list[int]) -> Callable[[dict[str, Any]]
 
 def _engine(name: str, *, ray_address: str | None, workers: int | None, device: str) -> Any:
     if name == "ray":
-        from rltscan.ray_engine import RayEngine
+        from rltscan.engines.ray.engine import RayEngine
 
         return RayEngine(address=ray_address, workers=workers, device=device, task=run_task)
     return LocalEngine()
@@ -722,7 +723,7 @@ def _probe(job: Job) -> tuple[Prepared, Source]:
 
 def _output_dtypes(job: Job, probe: Prepared) -> dict[str, str]:
     """The dtype of each output (what the estimator returns for these inputs)."""
-    kwargs = {k: v for k, v in probe.kwargs.items() if k not in stream.PER_ROW}
+    kwargs = {k: v for k, v in probe.kwargs.items() if k not in windows.PER_ROW}
     result = _estimate(job, kwargs, job.call(probe.time_dim), None, validate=False)
     out = {
         job.opts.prefix + n: str(np.asarray(v).dtype)

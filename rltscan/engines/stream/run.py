@@ -15,7 +15,8 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from rltscan import stats, stream
+from rltscan import stats
+from rltscan.engines.stream import windows
 from rltscan.errors import DataError, MissingBootstrapError, OutputRefusedError
 from rltscan.io import writeback as wb
 from rltscan.io.layout import prepare
@@ -61,7 +62,7 @@ def run_streamed(
 
     ref = next(v for v in probe.kwargs.values() if hasattr(v, "ndim") and v.ndim > 0)
     rows = 1 if ref.ndim == 1 or source.layout == "flat" else int(ref.size)
-    windows = stream.make_plan(
+    grid = windows.make_plan(
         steps,
         rows,
         reverse=spec.reverse,
@@ -71,10 +72,10 @@ def run_streamed(
     full_shape = (steps,) if source.layout == "flat" else _full_shape(source, steps, rows)
     notes = list(probe.notes)
     chunk_steps = opts.chunk_steps
-    if chunk_steps is not None and windows.chunk * windows.rows > max(chunk_steps, windows.rows):
+    if chunk_steps is not None and grid.chunk * grid.rows > max(chunk_steps, grid.rows):
         notes.append(
             f"--chunk-steps {chunk_steps:,} is below one estimator call; raised to "
-            f"{windows.chunk * windows.rows:,} (lower --block-steps too for smaller windows)"
+            f"{grid.chunk * grid.rows:,} (lower --block-steps too for smaller windows)"
         )
 
     # statistics as the windows go: episodes from the inputs read (reader thread, any
@@ -125,8 +126,8 @@ def run_streamed(
         try:
             with bootstrap_hint(plan, source):
                 try:
-                    totals = stream.run_windows(
-                        windows,
+                    totals = windows.run_windows(
+                        grid,
                         prepare_window,
                         compute,
                         sink.write,
@@ -137,7 +138,7 @@ def run_streamed(
                 except MissingBootstrapError as err:  # the first such step, not the last
                     raise first_missing_bootstrap(err, source, options, steps) from None
             if totals.id_runs and "episode_id" in probe.roles:
-                stream.check_id_runs(totals.id_runs, probe.roles["episode_id"], source.where)
+                windows.check_id_runs(totals.id_runs, probe.roles["episode_id"], source.where)
         finally:
             if progress is not None:
                 progress("stream", False)
@@ -166,8 +167,8 @@ def run_streamed(
         for name in plan.names
     ]
     info = StreamInfo(
-        chunk_steps=windows.chunk * windows.rows,
-        block_steps=windows.block * windows.rows,
+        chunk_steps=grid.chunk * grid.rows,
+        block_steps=grid.block * grid.rows,
         windows=totals.windows,
         peak_rss_bytes=_peak_rss(),
         peak_device_bytes=totals.peak_device_bytes if dev.type == "cuda" else None,
@@ -201,7 +202,7 @@ def _plan_streamed(
     counts: dict[str, int] = {}
     runs: list[tuple[int, Any]] = []
     episodes = 0
-    window = stream.DEFAULT_CHUNK_STEPS  # steps of the time axis per window (flags only)
+    window = windows.DEFAULT_CHUNK_STEPS  # steps of the time axis per window (flags only)
     with clock.stage("plan (flags)") as box:
         for start in range(0, steps, window):
             stop = min(start + window, steps)
@@ -213,7 +214,7 @@ def _plan_streamed(
                 runs.append((start, part.id_runs))
             box["bytes"] += part.bytes_read
         if runs and "episode_id" in part.roles:
-            stream.check_id_runs(runs, part.roles["episode_id"], source.where)
+            windows.check_id_runs(runs, part.roles["episode_id"], source.where)
     total = steps * max(part.sequences, 1) if source.layout != "flat" else steps
     planned = dataclasses.replace(part, steps=total, counts=counts, episodes=episodes)
     return dry_run_report(plan, source, clock, dev, planned)

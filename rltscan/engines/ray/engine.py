@@ -1,9 +1,9 @@
-"""``--engine ray``: the shard tasks of :mod:`rltscan.shards` as Ray Data tasks.
+"""``--engine ray``: the shard tasks of :mod:`rltscan.engines.shards.run` as Ray Data tasks.
 
 The only module that imports ray (lazily, so ``import rltscan`` and the
 single-machine path never do). Each pass is one Ray Data pipeline,
 ``from_items(one row per shard).map(run_task)``, one block (hence one task) per
-shard; the task is :func:`rltscan.shards.run_task`, the function the local engine
+shard; the task is :func:`rltscan.engines.shards.run.run_task`, the function the local engine
 calls, so the outputs are the same bit for bit. Every task asks Ray for one CPU;
 when the cluster has GPUs (unless ``--device cpu``) it also asks for a share of a
 GPU, ``GPUs / concurrent tasks`` (at most 1), so that several tasks share one GPU:
@@ -76,7 +76,7 @@ class RayEngine:
         device: str,
         task: Callable[..., dict[str, Any]],
     ) -> None:
-        self.task = task  # rltscan.shards.run_task: passed in, so this module needs no shards
+        self.task = task  # the shard task: passed in, so this module imports no engine
         try:
             import ray
             import ray.data
@@ -127,8 +127,8 @@ class RayEngine:
         items: list[dict[str, Any]],
         on_done: Callable[[dict[str, Any]], None] | None = None,
     ) -> list[dict[str, Any]]:
-        """Run the task (:func:`rltscan.shards.run_task`) on every item, one Ray task each;
-        ``on_done(row)`` as each one's result arrives."""
+        """Run the task (:func:`rltscan.engines.shards.run.run_task`) on every item, one
+        Ray task each; ``on_done(row)`` as each one's result arrives."""
         ray = self.ray
         if not items:
             return []
