@@ -300,6 +300,34 @@ def refuse_clash(source: Any, target: wb.Target, names: list[str]) -> None:
         )
 
 
+def normalization(
+    plan: Plan, outputs: Mapping[str, Any]
+) -> tuple[dict[str, tuple[float, float]], list[str]]:
+    """``--normalize``: each advantage column's dataset-wide ``(mean, std)`` (population,
+    finite entries) from the run's output statistics (``rltscan.stats.OutputStats`` by
+    column), and the report's notes; refused where a column has no spread. Every engine
+    takes its scales from here."""
+    advantages = set(plan.spec.normalizable)
+    scales: dict[str, tuple[float, float]] = {}
+    notes = []
+    for name in plan.names:
+        if plan.output_of.get(name) not in advantages:
+            continue
+        moments = outputs[name].moments
+        mean, std = moments.mean, moments.std
+        if not moments.count or std is None or not std > 0:
+            raise DataError(
+                f"{name} has no spread to normalise by (std {std}); "
+                "drop --normalize or check the inputs"
+            )
+        scales[name] = (float(mean), float(std))
+        notes.append(
+            f"--normalize: {name} written as (x − {mean:.6g}) / {std:.6g}, its mean and std over "
+            "the whole dataset (the statistics above are before normalising)"
+        )
+    return scales, notes
+
+
 def output_names(spec: Any, prepared: Any) -> list[str]:
     """The outputs this call will produce (Retrace's advantages only with v_pi)."""
     names = list(spec.outputs)

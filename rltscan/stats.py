@@ -208,14 +208,19 @@ class OutputStats:
         return cls(Moments.from_state(s["moments"]), Histogram.from_state(s["histogram"]))
 
 
-def merge_outputs(
-    a: Mapping[str, OutputStats], b: Mapping[str, OutputStats]
-) -> dict[str, OutputStats]:
-    """Two runs' (windows', shards') statistics, output by output (keyed by column name)."""
-    out = dict(a)
-    for name, s in b.items():
-        out[name] = out[name].merge(s) if name in out else s
-    return out
+def from_parts(parts: Iterable[Mapping[str, Mapping[str, Any]]]) -> dict[str, OutputStats]:
+    """The statistics of outputs computed in pieces (one file's walk, a dataset's shards)
+    from each piece's :meth:`OutputAccumulator.parts`, given in scan order: the blocks'
+    moments are folded in that one order, so a file run whole, in windows or in shards
+    on the same block grid gives the same bits (tests/test_one_executor.py)."""
+    blocks: dict[str, list[Moments]] = {}
+    histograms: dict[str, Histogram] = {}
+    for part in parts:
+        for name, p in part.items():
+            blocks.setdefault(name, []).extend(Moments.from_state(r) for r in p["blocks"])
+            h = Histogram.from_state(p["histogram"])
+            histograms[name] = histograms[name].merge(h) if name in histograms else h
+    return {name: OutputStats(merge_all(rows), histograms[name]) for name, rows in blocks.items()}
 
 
 class OutputAccumulator:
@@ -253,17 +258,22 @@ class OutputAccumulator:
             hist = self._buckets[name] = torch.zeros(BUCKETS, dtype=torch.int64, device=x.device)
         hist.index_add_(0, idx, fin.to(torch.int64))  # non-finite entries add 0
 
-    def result(self) -> dict[str, OutputStats]:
-        """The statistics so far, per output (one copy to the host)."""
+    def parts(self) -> dict[str, dict[str, Any]]:
+        """Per output, each block's moments in the order added and the bucket counts, as
+        plain JSON (one copy to the host): what :func:`from_parts` folds."""
         import torch
 
-        out: dict[str, OutputStats] = {}
-        for name, rows in self._moments.items():
-            table = torch.stack(rows).cpu().numpy()
-            moments = merge_all(Moments.from_state(list(r)) for r in table)
-            hist = Histogram.from_dense(self._buckets[name].cpu().numpy())
-            out[name] = OutputStats(moments, hist)
-        return out
+        return {
+            name: {
+                "blocks": torch.stack(rows).cpu().numpy().tolist(),
+                "histogram": Histogram.from_dense(self._buckets[name].cpu().numpy()).state(),
+            }
+            for name, rows in self._moments.items()
+        }
+
+    def result(self) -> dict[str, OutputStats]:
+        """The statistics so far, per output."""
+        return from_parts([self.parts()])
 
 
 def block_moments(x: Any, *, select: bool) -> Any:

@@ -72,12 +72,15 @@ def test_merge_of_any_cut_equals_numpy_float64(seed: int) -> None:
     # the bucket counts are exact: the same histogram whatever the cut
     assert all(r.histogram == results[0].histogram for r in results)
     assert sum(results[0].histogram.counts.values()) == want["count"]
-    # shards: merged from their JSON state, in any order
-    parts = [stats.OutputStats.of(x[a:b]) for a, b in _cuts(n, rng, 5)]
-    merged = stats.merge_all(
-        stats.OutputStats.from_state(json.loads(json.dumps(p.state()))).moments for p in parts[::-1]
-    )
-    _assert_moments(merged.to_json(), want)
+    # shards: merged from their JSON parts
+    parts = []
+    for a, b in _cuts(n, rng, 5)[::-1]:
+        acc = stats.OutputAccumulator()
+        acc.add({"y": torch.from_numpy(x[a:b])})
+        parts.append(json.loads(json.dumps(acc.parts())))
+    merged = stats.from_parts(parts)["y"]
+    _assert_moments(merged.moments.to_json(), want)
+    assert merged.histogram == results[0].histogram
 
 
 def test_select_path_equals_compacting_path() -> None:

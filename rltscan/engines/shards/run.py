@@ -14,25 +14,28 @@ neighbouring *row* that is data, not state. The protocol:
    turns that row into a :class:`~rltscan.estimators.Carry` by calling the
    estimator on it, so the fields are exactly the ones chunks hand each other.
 2. **Pass 1** (one task per shard, in parallel): with the neighbour row fixed, the
-   carry out of the shard is affine in the carry in: ``y_out = A * y_in + B``.
-   The task walks the shard once, in float64, solving each block twice (carry
-   ``y_in = 0`` gives ``B``; ``y_in = 1`` gives ``A + B``). A cut anywhere in the
-   shard makes ``A`` exactly 0. The shard at the true end of the data in scan
-   order has no carry in; the shard last in scan order is not needed at all.
+   carry out of the shard is affine in the carry in: ``y_out = A * y_in + B`` (per
+   sequence and setting). The task walks the shard once, solving each block in
+   float64 twice (carry ``y_in = 0`` gives ``B``; ``y_in = 1`` gives ``A + B``) and
+   once in the compute dtype (``y_in = 0``). A cut anywhere in the shard makes ``A``
+   exactly 0, and ``B`` is then the compute-dtype chain's carry: the bits one file's
+   walk holds there. The shard at the true end of the data in scan order has no carry
+   in; the shard last in scan order is not needed at all.
 3. **Carries** (driver): a sequential scan over the ``(A, B)`` pairs in scan
    order, in float64, gives every shard its ``y_in``.
 4. **Pass 2** (in parallel): each shard runs the single-file streaming walk
-   (:func:`rltscan.engines.stream.windows.run_windows`) with its carry (``y_in`` cast to the
-   compute dtype) and stages its outputs; they are moved into place only when
-   every shard succeeded (:class:`rltscan.io.shards.Staging`).
+   (:func:`rltscan.engines.stream.windows.run_windows`) with its carry (``y_in`` cast
+   to the compute dtype) and stages its outputs; they are moved into place only when
+   every shard succeeded (:class:`rltscan.io.shards.Staging`). With ``--normalize`` it
+   runs once more before, writing nothing, for the dataset-wide statistics.
 
 Minari Parquet datasets hold one episode per shard, so no carry crosses a shard
 and pass 1 is skipped. Both engines run the same task function
 (:func:`run_task`): ``local`` serially in this process, ``ray`` as Ray Data
 tasks (:mod:`rltscan.engines.ray.engine`), so their outputs are identical bit for bit.
-Against one concatenated file they agree to float rounding: the carry comes from
-the float64 aggregate instead of the float32 chain, and blocks start at each
-shard's first step.
+Against one file they are identical where the shard edges are on its block grid and
+every carried shard holds a cut (docs/SHARDS.md); otherwise they agree to float
+rounding.
 """
 
 from __future__ import annotations
@@ -54,13 +57,22 @@ from rltscan.devices import resolve_device
 from rltscan.engines.stream import windows
 from rltscan.errors import DataError, OutputRefusedError, ParameterError, RltscanError
 from rltscan.estimators._common import Carry
+from rltscan.estimators.functions import SettingsCarry
 from rltscan.io import shards as io_shards
 from rltscan.io import writeback as wb
 from rltscan.io.layout import Prepared, Reading, prepare
 from rltscan.io.sinks import NullSink, ParquetSink
 from rltscan.io.source import Source
 from rltscan.options import RunOptions
-from rltscan.plan import Clock, backend_name, bootstrap_hint, make_plan, prepare_options, report
+from rltscan.plan import (
+    Clock,
+    backend_name,
+    bootstrap_hint,
+    make_plan,
+    normalization,
+    prepare_options,
+    report,
+)
 from rltscan.report import OutputInfo, RunReport, Stage
 
 ENGINES = ("local", "ray")
@@ -112,12 +124,17 @@ class Job:
 
 def run_task(job: Job, item: Mapping[str, Any]) -> dict[str, Any]:
     """The one function both engines run per shard: ``item`` is ``{"pass": 1 | 2, "k": k,
-    "y": [float] | None}``; the result is ``{"k": k, "result": JSON}``. Errors a user can
-    fix come back as data (``{"error": ...}``) so that every engine reports them alike."""
+    "y": [float] | None, "scales": {column: [mean, std]} | None, "write": bool}``; the
+    result is ``{"k": k, "result": JSON}``. Errors a user can fix come back as data
+    (``{"error": ...}``) so that every engine reports them alike."""
     k = int(item["k"])
     shard = job.dataset.shards[k]
     try:
-        payload = aggregate(job, k) if item["pass"] == 1 else outputs(job, k, item.get("y"))
+        if item["pass"] == 1:
+            payload = aggregate(job, k)
+        else:
+            scales = {n: (m, s) for n, (m, s) in (item.get("scales") or {}).items()}
+            payload = outputs(job, k, item.get("y"), scales=scales, write=item.get("write", True))
     except RltscanError as err:
         if not str(err).startswith(shard.rel):  # name the shard unless the error does
             err = err.replace(where=shard.rel if not err.where else f"{shard.rel}: {err.where}")
@@ -169,9 +186,10 @@ def _estimate(job: Job, kwargs: Mapping[str, Any], call: Mapping[str, Any], carr
         return job.spec.function(**kwargs, **call, carry=carry, **kw)
 
 
-def neighbour(job: Job, opened: _Opened) -> Carry | None:
-    """The neighbouring row in scan order as a carry (its ``y`` is a placeholder), or
-    None when this shard is the true end of the data in scan order."""
+def neighbour(job: Job, opened: _Opened) -> Any:
+    """The neighbouring row in scan order as a carry (its ``y`` is a placeholder; a
+    :class:`SettingsCarry` with several settings), or None when this shard is the true
+    end of the data in scan order."""
     if job.reverse:
         if opened.after is None:
             return None
@@ -187,18 +205,33 @@ def neighbour(job: Job, opened: _Opened) -> Carry | None:
     kwargs = {k: v for k, v in prepared.kwargs.items() if k not in windows.PER_ROW}
     kind = job.spec.name
     zero = torch.zeros(1, dtype=torch.float64)
-    placeholder = Carry(kind, zero, zero, zero, torch.zeros(1, dtype=torch.bool))
+    placeholder: Any = Carry(kind, zero, zero, zero, torch.zeros(1, dtype=torch.bool))
+    settings = job.opts.settings
+    if settings is not None:  # one carry per setting
+        placeholder = SettingsCarry((placeholder,) * len(settings), settings)
     result = _estimate(job, kwargs, job.call(prepared.time_dim), placeholder, validate=False)
     carry = result.carry
     assert carry is not None
     return carry
 
 
-def _with_y(carry: Carry, y: torch.Tensor) -> Carry:
+def _y(carry: Any) -> torch.Tensor:
+    """A carry's recurrence values: ``[R]``, or ``[K, R]`` with K settings."""
+    if isinstance(carry, SettingsCarry):
+        return torch.stack([c.y for c in carry.carries])
+    return carry.y
+
+
+def _with_y(carry: Any, y: torch.Tensor) -> Any:
+    """``carry`` with its recurrence values replaced (``y`` shaped as :func:`_y`'s)."""
+    if isinstance(carry, SettingsCarry):
+        parts = tuple(_with_y(c, y[k]) for k, c in enumerate(carry.carries))
+        return dataclasses.replace(carry, carries=parts)
+
     def wide(t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.to(torch.float64) if t.is_floating_point() else t
 
-    if y.dtype == torch.float64:  # pass 1: every float field in float64
+    if y.dtype == torch.float64:  # pass 1's affine pair: every float field in float64
         return dataclasses.replace(
             carry,
             y=y,
@@ -293,7 +326,12 @@ def _wide(value: Any) -> Any:
 
 
 def aggregate(job: Job, k: int) -> dict[str, Any]:
-    """Pass 1: the shard's affine map ``y_out = A * y_in + B`` (float64, per sequence)."""
+    """Pass 1: the shard's affine map ``y_out = A * y_in + B`` (per sequence and setting).
+
+    Two chains in float64 (carry in 0 and 1) give ``A`` and ``B``; a third in the
+    compute dtype (carry in 0) gives ``B`` where ``A`` is exactly 0 (a cut in the shard:
+    the chains merge there, and from then on only this one runs). Past a cut that chain
+    holds the bits the single-file walk holds, so such a shard's carry out is exact."""
     t0 = time.perf_counter()
     opened = _open(job, k)
     if opened.steps == 0:  # an empty shard is the identity (the driver skips it)
@@ -301,31 +339,35 @@ def aggregate(job: Job, k: int) -> dict[str, Any]:
     template = neighbour(job, opened)
     end = template is None
     call = job.call()
-    if end:
-        carries: tuple[Any, Any] = (None, None)
-    else:
-        assert template is not None
-        rows = template.rows
-        carries = (
-            _with_y(template, torch.zeros(rows, dtype=torch.float64)),
-            _with_y(template, torch.ones(rows, dtype=torch.float64)),
+    state: tuple[Any, Any, Any] = (None, None, None)
+    if template is not None:
+        y = _y(template)
+        state = (
+            _with_y(template, torch.zeros_like(y)),
+            _with_y(template, torch.zeros_like(y, dtype=torch.float64)),
+            _with_y(template, torch.ones_like(y, dtype=torch.float64)),
         )
 
     def compute(block: Mapping[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
-        c0, c1 = carry
+        native, c0, c1 = carry
+        n = _estimate(job, _strip(block, native), call, native).carry
+        if c0 is None:
+            return {}, (n, None, None)
         wide = {k: _wide(v) for k, v in _strip(block, c0).items()}
-        n0 = _estimate(job, wide, call, c0).carry
-        if end or c1 is c0:
-            return {}, (n0, None if end else n0)
+        n0 = _estimate(job, wide, call, c0, validate=False).carry
         n1 = _estimate(job, wide, call, c1, validate=False).carry
         # After a cut the two chains hold the same bits (the carry in is multiplied by
-        # an exact 0); from then on they stay equal, so the second solve can stop.
-        return {}, (n0, n0 if torch.equal(n0.y, n1.y) else n1)
+        # an exact 0): A is 0 from then on, and the native chain alone goes on.
+        return {}, (n, None, None) if torch.equal(_y(n0), _y(n1)) else (n, n0, n1)
 
-    totals, steps = _walk(job, opened, compute, lambda *_: None, carries)
-    y0, y1 = totals.carry
-    b = y0.y.to(torch.float64).cpu().numpy()
-    a = np.zeros_like(b) if end else y1.y.to(torch.float64).cpu().numpy() - b
+    totals, steps = _walk(job, opened, compute, lambda *_: None, state)
+    native, c0, c1 = totals.carry
+    if c0 is None:
+        b = _y(native).to(torch.float64).cpu().numpy()
+        a = np.zeros_like(b)
+    else:
+        b = _y(c0).cpu().numpy()
+        a = _y(c1).cpu().numpy() - b
     return {
         "steps": steps,
         "end": end,
@@ -335,13 +377,22 @@ def aggregate(job: Job, k: int) -> dict[str, Any]:
     }
 
 
-def outputs(job: Job, k: int, y: list[float] | None) -> dict[str, Any]:
-    """Pass 2: the shard's outputs with its carry in, staged under ``job.stage_dir``."""
+def outputs(
+    job: Job,
+    k: int,
+    y: list[float] | None,
+    *,
+    scales: Mapping[str, tuple[float, float]] | None = None,
+    write: bool = True,
+) -> dict[str, Any]:
+    """Pass 2: the shard's outputs with its carry in, staged under ``job.stage_dir``;
+    ``scales`` standardise columns (``--normalize``); ``write=False`` only measures them
+    (the statistics that ``--normalize`` needs before anything is written)."""
     t0 = time.perf_counter()
     shard = job.dataset.shards[k]
     opened = _open(job, k)
     _check_existing(job, opened.src, shard.rel)
-    staged = None if job.stage_dir is None else Path(job.stage_dir) / shard.rel
+    staged = None if job.stage_dir is None or not write else Path(job.stage_dir) / shard.rel
     if staged is not None:
         staged.parent.mkdir(parents=True, exist_ok=True)
     if opened.steps == 0:
@@ -366,7 +417,7 @@ def outputs(job: Job, k: int, y: list[float] | None) -> dict[str, Any]:
         if (template is None) != (y is None):  # the driver and the task disagree: a bug
             raise RuntimeError(f"{shard.rel}: carry {y!r} but neighbour {template!r}")
         if template is not None and y is not None:
-            carry = _with_y(template, torch.tensor(y, dtype=torch.float64).to(template.y.dtype))
+            carry = _with_y(template, torch.tensor(y, dtype=torch.float64).to(_y(template).dtype))
     sink: Any = NullSink()
     if staged is not None:
         sink = ParquetSink(
@@ -397,6 +448,8 @@ def outputs(job: Job, k: int, y: list[float] | None) -> dict[str, Any]:
             # Minari's padding row: every column has T+1 rows; outputs get NaN there
             pad = {n: np.full(1, np.nan, dtype=np.dtype(job.dtypes[n])) for n in job.names}
             sink.write(steps, steps + 1, pad)
+        for name, (mean, std) in (scales or {}).items():
+            sink.standardize(name, mean, std)
         sink.commit()
     except BaseException:
         sink.abort()
@@ -409,8 +462,8 @@ def outputs(job: Job, k: int, y: list[float] | None) -> dict[str, Any]:
         "bytes": totals.bytes,
         "windows": totals.windows,
         "seconds": time.perf_counter() - t0,
-        # statistics of this shard, merged by the driver in shard order (plain JSON)
-        "outputs_stats": {n: s.state() for n, s in accumulator.result().items()},
+        # statistics of this shard, folded by the driver in scan order (plain JSON)
+        "outputs_stats": accumulator.parts(),
         "episodes_stats": None if (joined := episodes.joined()) is None else joined.state(),
     }
 
@@ -510,15 +563,6 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
     chosen engine, executing the same plan as the single-file engines."""
     engine = opts.engine or "local"
     wall0 = time.perf_counter()
-    if opts.normalize:
-        raise ParameterError(
-            "--normalize is not supported on sharded datasets yet; drop --normalize"
-        )
-    if opts.settings is not None:
-        raise ParameterError(
-            "several --gamma/--lam settings in one pass are not supported on sharded datasets "
-            "yet; run one setting per call (with --prefix)"
-        )
     output, workers = opts.output, opts.workers
     if engine != "ray" and (workers is not None or opts.ray_address is not None):
         raise ParameterError("--workers and --ray-address apply to --engine ray; add --engine ray")
@@ -611,6 +655,15 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
         with clock.stage("carries"):
             carries = carries_in(job, aggregates) if job.crosses else {}
         items = [{"pass": 2, "k": k, "y": carries.get(k)} for k in job.scan_order()]
+        if opts.normalize:  # the dataset-wide statistics first: the outputs, not written
+            measure = [{**item, "write": False} for item in items]
+            with clock.stage("pass 2 (statistics for --normalize)") as box:
+                counter = _counter(clock, job, job.scan_order())
+                measured = _results(measure, runner.map(job, measure, counter))
+                box["steps"] = sum(d["steps"] for d in measured.values())
+            scales, normalized = normalization(plan, _output_stats(job, measured))
+            notes += normalized
+            items = [{**item, "scales": scales} for item in items]
         with clock.stage("pass 2 (outputs)") as box:
             done = _results(items, runner.map(job, items, _counter(clock, job, job.scan_order())))
             box["steps"] = sum(d["steps"] for d in done.values())
@@ -648,7 +701,7 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
             )
     where = str(staging.final) if staging.final is not None else dataset.where
     device = _NamedDevice(dev_name)
-    statistics = merged_statistics([done[k] for k in sorted(done)])
+    statistics = merged_statistics(job, done)
     return report(
         plan,
         view,
@@ -670,18 +723,23 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
     )
 
 
-def merged_statistics(results: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """The report's statistics from the pass-2 results of every shard, in shard (time)
-    order: outputs merged in any order, episodes joined across the shard edges."""
-    outputs: dict[str, stats.OutputStats] = {}
+def _output_stats(job: Job, results: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """The outputs' statistics from every shard's pass-2 result, folded block by block in
+    scan order (as one file's walk folds them: the same bits)."""
+    return stats.from_parts(results[k]["outputs_stats"] for k in job.scan_order())
+
+
+def merged_statistics(job: Job, results: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """The report's statistics from the pass-2 results of every shard: the outputs as
+    :func:`_output_stats` folds them, episodes joined across the shard edges in time
+    order."""
     joined: stats.Episodes | None = None
-    for r in results:
-        part = {n: stats.OutputStats.from_state(s) for n, s in r["outputs_stats"].items()}
-        outputs = stats.merge_outputs(outputs, part)
-        if r["episodes_stats"] is not None:
-            ep = stats.Episodes.from_state(r["episodes_stats"])
+    for k in sorted(results):
+        state = results[k]["episodes_stats"]
+        if state is not None:
+            ep = stats.Episodes.from_state(state)
             joined = ep if joined is None else joined.then(ep)
-    return stats.summary(outputs, joined)
+    return stats.summary(_output_stats(job, results), joined)
 
 
 @dataclass(frozen=True)

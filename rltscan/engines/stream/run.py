@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rltscan import stats
 from rltscan.engines.stream import windows
-from rltscan.errors import DataError, MissingBootstrapError, OutputRefusedError
+from rltscan.errors import MissingBootstrapError, OutputRefusedError
 from rltscan.io import writeback as wb
 from rltscan.io.layout import prepare
 from rltscan.io.sinks import HDF5Sink, ParquetSink
@@ -31,6 +31,7 @@ from rltscan.plan import (
     first_missing_bootstrap,
     location,
     make_plan,
+    normalization,
     prepare_options,
     report,
 )
@@ -154,7 +155,10 @@ def run_streamed(
             clock.stages.append(Stage("copy", sink.copy_seconds, sink.copy_bytes))
         clock.stages.append(Stage("stream (wall)", walk, 0, totals.steps))
         if opts.normalize:
-            notes += _normalize(plan, sink, accumulator.result())
+            scales, normalized = normalization(plan, accumulator.result())
+            for name, (mean, std) in scales.items():
+                sink.standardize(name, mean, std)
+            notes += normalized
         with clock.stage("commit", steps=totals.steps) as box:
             box["bytes"] = sink.commit()
     except BaseException as err:
@@ -222,30 +226,6 @@ def _plan_streamed(
 
 def _full_shape(source: Any, steps: int, rows: int) -> tuple[int, ...]:
     return (steps, rows) if source.layout == "time-major" else (rows, steps)
-
-
-def _normalize(plan: Plan, sink: Any, outputs: dict[str, Any]) -> list[str]:
-    """``--normalize``: each advantage column standardised by its own dataset-wide mean
-    and std (population, finite entries), applied by the sink at commit: a second pass
-    over the written outputs only. Returns the report's notes."""
-    advantages = set(plan.spec.normalizable)
-    notes = []
-    for name in plan.names:
-        if plan.output_of.get(name) not in advantages:
-            continue
-        moments = outputs[name].moments
-        mean, std = moments.mean, moments.std
-        if mean is None or std is None or not std > 0:
-            raise DataError(
-                f"{name} has no spread to normalise by (std {std}); "
-                "drop --normalize or check the inputs"
-            )
-        sink.standardize(name, float(mean), float(std))
-        notes.append(
-            f"--normalize: {name} written as (x − {mean:.6g}) / {std:.6g}, its mean and std over "
-            "the whole dataset (the statistics above are before normalising)"
-        )
-    return notes
 
 
 def _sink(source: Any, plan: Plan, full_shape: tuple[int, ...], probe: Any) -> Any:
