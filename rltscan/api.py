@@ -1,19 +1,17 @@
 """``run()`` and ``inspect()``: the file-level API that the CLI is a thin layer over.
 
 ``run`` builds one :class:`~rltscan.options.RunOptions`, opens the input, decides
-the plan (:mod:`rltscan.plan`) and hands it to the engine for that input: the whole
-file at once (here), the streaming engine (:mod:`rltscan.engines.stream.run`, HDF5 arrays and
-Parquet files written back to their own format) or the sharded engines
-(:mod:`rltscan.engines.shards`). Python users get the same behaviour, errors and
+the plan (:mod:`rltscan.plan`) and hands it to the engine for that input, all one walk
+(:mod:`rltscan.engines`): a file streamed in windows (HDF5 arrays and Parquet files
+written back to their own format), read whole as one window (every other input and
+target) or a sharded dataset, shard by shard. Python users get the same behaviour, errors and
 :class:`~rltscan.report.RunReport` as the CLI. Torch loads only where a run computes.
 """
 
 from __future__ import annotations
 
-import sys
-import warnings
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -37,20 +35,10 @@ from rltscan.plan import (
     Clock,
     Progress,
     assumption_notes,
-    backend_name,
-    bootstrap_hint,
-    dry_run_report,
-    location,
-    make_plan,
     prepare_options,
-    report,
 )
-from rltscan.report import OutputInfo, RunReport
+from rltscan.report import RunReport
 from rltscan.roles import ROLES
-
-if TYPE_CHECKING:  # torch loads where a run computes; planning, inspect and --help need none
-    import torch
-
 
 __all__ = ["check_params", "execute", "inspect", "resolve_device", "run"]
 
@@ -185,11 +173,11 @@ def execute(
         source = _open_deciding(opts, stdin)
     try:
         target = wb.plan_target(source, opts.output, opts.to)
-        if wb.streamable(source, target) and not rows_may_be_excluded(source, reading):
-            from rltscan.engines.stream.run import run_streamed
+        from rltscan.engines.stream.run import run_streamed, run_whole
 
+        if wb.streamable(source, target) and not rows_may_be_excluded(source, reading):
             return run_streamed(opts, source, target, clock, dev)
-        return _run_whole(opts, source, target, clock, dev, stdout)
+        return run_whole(opts, source, target, clock, dev, stdout)
     finally:
         source.close()
 
@@ -265,114 +253,6 @@ def _provisional(
         except RltscanError:
             continue
     return None, decision
-
-
-def _run_whole(
-    opts: RunOptions,
-    source: Any,
-    target: wb.Target,
-    clock: Clock,
-    dev: Any,
-    stdout: BinaryIO | None,
-) -> RunReport:
-    """The whole-file engine: one read, one estimator call, one write (formats that
-    cannot be read by ranges, stdin/stdout, conversions between formats)."""
-    if opts.normalize and not opts.dry_run:
-        raise ParameterError(
-            f"--normalize runs on files written back by windows (HDF5, Parquet); "
-            f"{source.where} takes one read and one write: not supported yet, drop --normalize"
-        )
-    if target.kind == "stdout" and stdout is None and not opts.dry_run:
-        stdout = sys.stdout.buffer
-    with clock.stage("plan" if opts.dry_run else "read") as box:
-        prepared = prepare(source, **prepare_options(opts), flags_only=opts.dry_run)
-        box["bytes"], box["steps"] = prepared.bytes_read, prepared.steps
-    plan = make_plan(opts, source, target, prepared)
-    if opts.dry_run:
-        return dry_run_report(plan, source, clock, dev, prepared)
-    spec = plan.spec
-    clock.advance(0, prepared.steps)
-    call: dict[str, Any] = {**prepared.kwargs, **plan.call}
-    in_bytes = sum(v.nbytes for v in prepared.kwargs.values() if isinstance(v, np.ndarray))
-
-    with clock.stage("to device", bytes=in_bytes, steps=prepared.steps):
-        tensors = _to_device(call, dev)
-    with bootstrap_hint(plan, source, prepared):
-        if dev.type == "cuda":
-            with clock.stage("warm-up", steps=prepared.steps):
-                spec.function(**tensors)
-        else:
-            clock.skip("warm-up")
-        with clock.stage("scan", steps=prepared.steps) as box:
-            result = spec.function(**tensors)
-            produced = {opts.prefix + k: v for k, v in dict(result).items() if v is not None}
-            out_bytes = sum(int(v.numel() * v.element_size()) for v in produced.values())
-            box["bytes"] = in_bytes + out_bytes
-    clock.advance(prepared.steps, prepared.steps)
-    with clock.stage("statistics", bytes=out_bytes, steps=prepared.steps):
-        accumulator = stats.OutputAccumulator()
-        accumulator.add(produced)
-        summary = stats.summary(
-            accumulator.result(), stats.episodes_from(prepared, opts.reading.columns)
-        )
-    with clock.stage("from device", bytes=out_bytes, steps=prepared.steps):
-        # on the stored rows: rows that are not transitions (RLDS final observations) NaN
-        arrays = {k: prepared.restore(v.detach().cpu().numpy()) for k, v in produced.items()}
-
-    with clock.stage("write", steps=prepared.steps) as box:
-        box["bytes"] = wb.write(
-            source,
-            prepared,
-            target,
-            arrays,
-            metadata=plan.metadata,
-            overwrite=opts.overwrite,
-            stdout=stdout,
-        )
-    outputs = [
-        OutputInfo(name, _shape(a, prepared), str(a.dtype), location(source, target, name))
-        for name, a in arrays.items()
-    ]
-    return report(
-        plan,
-        source,
-        clock,
-        device=dev,
-        backend=getattr(result, "backend", None) or backend_name(opts.backend, dev),
-        dtype=prepared.dtype,
-        steps=prepared.steps,
-        episodes=prepared.episodes,
-        sequences=prepared.sequences,
-        outputs=outputs,
-        counts=prepared.counts,
-        notes=prepared.notes,
-        written=True,
-        statistics=summary,
-    )
-
-
-def _to_device(kwargs: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
-    """numpy → torch on ``device``: zero-copy on CPU, pinned + non_blocking to CUDA."""
-    import torch
-
-    out: dict[str, Any] = {}
-    for key, value in kwargs.items():
-        if not isinstance(value, np.ndarray):
-            out[key] = value
-            continue
-        with warnings.catch_warnings():  # Arrow buffers are read-only; nothing writes them
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            tensor = torch.from_numpy(np.ascontiguousarray(value))
-        if device.type == "cuda":
-            tensor = tensor.pin_memory().to(device, non_blocking=True)
-        out[key] = tensor
-    return out
-
-
-def _shape(array: np.ndarray, prepared: Any) -> tuple[int, ...]:
-    if prepared.lengths:
-        return (len(prepared.lengths), -1)  # one (T_i,) dataset per episode
-    return tuple(int(d) for d in array.shape)
 
 
 # --------------------------------------------------------------------------- inspect

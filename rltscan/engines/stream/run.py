@@ -13,11 +13,13 @@ import resource
 import sys
 import time
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import numpy as np
 
 from rltscan import stats
 from rltscan.engines.stream import windows
-from rltscan.errors import MissingBootstrapError, OutputRefusedError
+from rltscan.errors import MissingBootstrapError, OutputRefusedError, ParameterError
 from rltscan.io import writeback as wb
 from rltscan.io.layout import prepare
 from rltscan.io.sinks import HDF5Sink, ParquetSink
@@ -196,6 +198,126 @@ def run_streamed(
         format=source.format,
         statistics=stats.summary(accumulator.result(), episodes.joined()),
     )
+
+
+def run_whole(
+    opts: RunOptions,
+    source: Any,
+    target: wb.Target,
+    clock: Clock,
+    dev: Any,
+    stdout: BinaryIO | None,
+) -> RunReport:
+    """A file read whole (formats that cannot be read by ranges, stdin/stdout,
+    conversions between formats): the same walk as a streamed file, with one window
+    (one read, one write) and the same block grid, so its outputs are the bits a
+    streamed run of the same data gives."""
+    if opts.normalize and not opts.dry_run:
+        raise ParameterError(
+            f"--normalize runs on files written back by windows (HDF5, Parquet; sharded "
+            f"datasets); {source.where} takes one read and one write: not supported yet, "
+            "drop --normalize"
+        )
+    if target.kind == "stdout" and stdout is None and not opts.dry_run:
+        stdout = sys.stdout.buffer
+    with clock.stage("plan" if opts.dry_run else "read") as box:
+        prepared = prepare(source, **prepare_options(opts), flags_only=opts.dry_run)
+        box["bytes"], box["steps"] = prepared.bytes_read, prepared.steps
+    plan = make_plan(opts, source, target, prepared)
+    if opts.dry_run:
+        return dry_run_report(plan, source, clock, dev, prepared)
+    spec, prefix, call = plan.spec, opts.prefix, plan.call
+    ref = next(v for v in prepared.kwargs.values() if hasattr(v, "ndim") and v.ndim > 0)
+    axis = -1 if (prepared.time_dim == -1 and ref.ndim >= 2) else 0
+    length = int(ref.shape[axis])  # the time axis
+    rows = max(int(ref.size) // max(length, 1), 1)
+    grid = windows.make_plan(
+        length,
+        rows,
+        reverse=spec.reverse,
+        chunk_steps=length * rows,  # one window
+        block_steps=opts.block_steps,
+    )
+    accumulator = stats.OutputAccumulator()
+    backends: list[str] = []
+    written: dict[str, np.ndarray] = {}
+
+    def compute(block: dict[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
+        with warnings.catch_warnings():  # Arrow buffers are read-only; nothing writes them
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            result = spec.function(**block, **call, carry=carry)
+        outputs = {prefix + k: v for k, v in dict(result).items() if v is not None}
+        accumulator.add(outputs)
+        backends.append(getattr(result, "backend", None) or "")
+        return outputs, result.carry
+
+    def keep(start: int, stop: int, arrays: dict[str, np.ndarray]) -> None:
+        written.update(arrays)
+
+    progress = clock.progress
+    if progress is not None:
+        progress("scan", True)
+    clock.advance(0, prepared.steps)
+    try:
+        with bootstrap_hint(plan, source, prepared):
+            totals = windows.run_windows(
+                grid,
+                lambda start, stop: prepared,
+                compute,
+                keep,
+                device=dev,
+                time_dim=prepared.time_dim,
+            )
+    finally:
+        if progress is not None:
+            progress("scan", False)
+    clock.advance(prepared.steps, prepared.steps)
+    for stage in ("to device", "scan", "from device"):  # the read and write are the clock's
+        if stage in totals.busy:
+            nbytes = totals.bytes.get(stage, 0)
+            clock.stages.append(Stage(stage, totals.busy[stage], nbytes, prepared.steps))
+        else:
+            clock.skip(stage)
+    # on the stored rows: rows that are not transitions (RLDS final observations) NaN
+    arrays = {k: prepared.restore(v) for k, v in written.items()}
+    with clock.stage("write", steps=prepared.steps) as box:
+        box["bytes"] = wb.write(
+            source,
+            prepared,
+            target,
+            arrays,
+            metadata=plan.metadata,
+            overwrite=opts.overwrite,
+            stdout=stdout,
+        )
+    outputs = [
+        OutputInfo(name, _whole_shape(a, prepared), str(a.dtype), location(source, target, name))
+        for name, a in arrays.items()
+    ]
+    return report(
+        plan,
+        source,
+        clock,
+        device=dev,
+        backend=next((b for b in backends if b), None) or backend_name(opts.backend, dev),
+        dtype=prepared.dtype,
+        steps=prepared.steps,
+        episodes=prepared.episodes,
+        sequences=prepared.sequences,
+        outputs=outputs,
+        counts=prepared.counts,
+        notes=prepared.notes,
+        written=True,
+        statistics=stats.summary(
+            accumulator.result(), stats.episodes_from(prepared, opts.reading.columns)
+        ),
+    )
+
+
+def _whole_shape(array: np.ndarray, prepared: Any) -> tuple[int, ...]:
+    if prepared.lengths:
+        return (len(prepared.lengths), -1)  # one (T_i,) dataset per episode
+    return tuple(int(d) for d in array.shape)
 
 
 def _plan_streamed(
