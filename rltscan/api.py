@@ -20,7 +20,6 @@ from rltscan.devices import PlannedDevice, planned_device, resolve_device
 from rltscan.errors import AmbiguousInputError, ParameterError, RltscanError
 from rltscan.io import open_input
 from rltscan.io import writeback as wb
-from rltscan.io.atomic import reset_committed
 from rltscan.io.layout import (
     Decision,
     IsLastRow,
@@ -154,7 +153,6 @@ def execute(
     """Run checked options on the engine their input needs (see :func:`run`)."""
     from rltscan.io.shards import is_sharded
 
-    reset_committed()
     if is_sharded(opts.input, opts.engine):
         from rltscan.engines.shards.run import run_sharded
 

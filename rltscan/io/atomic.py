@@ -11,12 +11,14 @@ is not a regular file (device, FIFO, socket) or that has other hard links (unles
 input registered with :func:`expect` must still be the same file (device, inode,
 size, mtime) when it is copied and right before the rename; the replaced file's
 owner, group and extended attributes are kept where the process may set them;
-:func:`lock` serialises writers of one file.
+:func:`lock` serialises writers of one file. What a run registers and commits is
+its :class:`WriteRun`, never a module global.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import fcntl
 import os
@@ -26,6 +28,7 @@ import stat
 import tempfile
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,28 +36,54 @@ from rltscan import interrupts
 from rltscan.errors import InputFileError, OutputRefusedError
 
 TMP_MARK = ".rltscan-"
-_committed: list[Path] = []  # files replaced by this process since the last reset
-_expected: dict[str, Identity] = {}  # inputs of this run: real path -> identity at open
-_policy = {"break_links": False}
+
+
+@dataclass
+class WriteRun:
+    """The write path's state of one run: the inputs' identities registered with
+    :func:`expect`, the targets replaced so far (:func:`committed`) and ``--break-links``.
+
+    :func:`begin_run` makes one per ``rltscan.run`` and makes it current for the
+    calling thread's context (a :class:`contextvars.ContextVar`, not a module global):
+    two runs in two threads each see their own, and the engine's worker threads run in
+    a copy of their run's context, so they see its run. It stays current after the run
+    (the CLI's interrupt message reads what it committed) until the next begins."""
+
+    break_links: bool = False
+    committed: list[Path] = field(default_factory=list)
+    expected: dict[str, Identity] = field(default_factory=dict)
+
+    def finish(self) -> None:
+        """The run is over: forget its inputs and its --break-links (keep what it wrote)."""
+        self.expected.clear()
+        self.break_links = False
+
+
+_RUN: contextvars.ContextVar[WriteRun] = contextvars.ContextVar("rltscan_write_run")
+
+
+def begin_run(*, break_links: bool = False) -> WriteRun:
+    """A new :class:`WriteRun`, current in this context from now on."""
+    run = WriteRun(break_links=break_links)
+    _RUN.set(run)
+    return run
+
+
+def current() -> WriteRun:
+    """This context's :class:`WriteRun` (an empty one where no run began: a Ray worker,
+    a direct call of a writer)."""
+    run = _RUN.get(None)
+    return run if run is not None else begin_run()
 
 
 def committed() -> list[Path]:
-    """Targets replaced since :func:`reset_committed` (to report an interrupt honestly)."""
-    return list(_committed)
-
-
-def reset_committed() -> None:
-    _committed.clear()
+    """Targets replaced by the current run (to report an interrupt honestly)."""
+    return list(current().committed)
 
 
 def mark_committed(path: Path) -> None:
     """Record a target replaced by another writer of this run (a sharded commit)."""
-    _committed.append(path)
-
-
-def forget_all() -> None:
-    """Forget every input identity registered for this run (its start and its end)."""
-    _expected.clear()
+    current().committed.append(path)
 
 
 @contextlib.contextmanager
@@ -173,7 +202,7 @@ def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0)
                 raise KeyboardInterrupt
             check_unchanged(dst)
             os.replace(tmp, dst)
-            _committed.append(dst)
+            mark_committed(dst)
         fsync_dir(dst.parent)
     except OSError as err:
         _remove(tmp)
@@ -213,16 +242,11 @@ def real(path: Path) -> Path:
 
 def expect(path: Path, ident: Identity) -> None:
     """Register an input of this run: it must still be ``ident`` when copied or replaced."""
-    _expected[str(real(path))] = ident
+    current().expected[str(real(path))] = ident
 
 
 def forget(path: Path) -> None:
-    _expected.pop(str(real(path)), None)
-
-
-def set_break_links(allow: bool) -> None:
-    """``--break-links``: a hard-linked file may be replaced (its other names keep the old)."""
-    _policy["break_links"] = bool(allow)
+    current().expected.pop(str(real(path)), None)
 
 
 def kind_of(mode: int) -> str:
@@ -261,7 +285,7 @@ def replaceable(dst: Path, *, shown: Path | None = None) -> Path:
                 f"{shown} is {kind_of(st.st_mode)}; rltscan never replaces one with a file, "
                 "pass -o PATH to a regular file (or -o - for stdout)"
             )
-        if st.st_nlink > 1 and not _policy["break_links"]:
+        if st.st_nlink > 1 and not current().break_links:
             raise OutputRefusedError(
                 f"{shown} has {st.st_nlink} hard links and replacing it would give only this "
                 "name the outputs; pass --break-links to accept that, or -o PATH"
@@ -283,7 +307,7 @@ def replaceable(dst: Path, *, shown: Path | None = None) -> Path:
 
 def check_unchanged(path: Path) -> None:
     """Refuse (exit 3) when a registered input is no longer the file this run read."""
-    want = _expected.get(str(real(path)))
+    want = current().expected.get(str(real(path)))
     if want is None:
         return
     try:
@@ -300,7 +324,7 @@ def check_unchanged(path: Path) -> None:
 def copy_verified(src: Path, dst: Path) -> None:
     """Byte-copy ``src`` to ``dst``, from the very file registered for ``src`` (if any)."""
     with open(src, "rb") as fin:
-        want = _expected.get(str(real(src)))
+        want = current().expected.get(str(real(src)))
         if want is not None and identity(os.fstat(fin.fileno())) != want:
             raise InputFileError(
                 f"{src} changed while rltscan ran (replaced or modified by another program); "

@@ -16,6 +16,7 @@ target is the old file (or absent), whatever happens to the process.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import shutil
 import tempfile
@@ -73,8 +74,11 @@ class HDF5Sink:
         self._copied = threading.Event()
         self._cancelled = threading.Event()
         self._src = src
-        self._copier = threading.Thread(
-            target=self._copy, args=(src,), name="rltscan-copy", daemon=True
+        self._copier = threading.Thread(  # in this run's context: its WriteRun
+            target=contextvars.copy_context().run,
+            args=(self._copy, src),
+            name="rltscan-copy",
+            daemon=True,
         )
         self.bytes = 0
         self.copy_seconds = 0.0

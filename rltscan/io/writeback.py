@@ -286,8 +286,7 @@ def guard(
             f'--prefix "{prefix}" contains "/"; output names may not contain "/" '
             "(they would be written outside the group), pass a prefix without it"
         )
-    atomic.set_break_links(break_links)
-    atomic.forget_all()
+    run = atomic.begin_run(break_links=break_links)
     held: atomic.Lock | None = None
     try:
         if input != "-" and not dry_run:
@@ -296,8 +295,7 @@ def guard(
     finally:
         if held is not None:
             held.release()
-        atomic.forget_all()
-        atomic.set_break_links(False)
+        run.finish()
 
 
 def guarded(run: Callable[..., Any]) -> Callable[..., Any]:

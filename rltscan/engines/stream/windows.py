@@ -27,6 +27,7 @@ them, so the pinned memory follows the windows in flight, not the file.
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 import time
@@ -105,16 +106,19 @@ class Totals:
 
 
 class _Worker(threading.Thread):
-    """A daemon thread; an exception is kept and re-raised by the caller's thread."""
+    """A daemon thread in a copy of the caller's context (its run's
+    :class:`~rltscan.io.atomic.WriteRun`); an exception is kept and re-raised by the
+    caller's thread."""
 
     def __init__(self, target: Callable[[], None], name: str) -> None:
         super().__init__(name=name, daemon=True)
         self._fn = target
+        self._context = contextvars.copy_context()
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
-            self._fn()
+            self._context.run(self._fn)
         except BaseException as err:  # handed to the caller's thread
             self.error = err
 
