@@ -625,3 +625,74 @@ def test_ctrl_c_in_the_first_second_is_honoured(table: Path, delay: float) -> No
     assert proc.returncode == 130, err
     assert "interrupted" in one_line(err)
     assert out == b"", "an interrupted run wrote a partial table to stdout"
+
+
+# --------------------------------------------------------------------------- batched durability
+
+
+def test_staged_shards_are_synced_once_in_one_batch_before_the_journal(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Shard tasks stage their files without fsync; the commit syncs every staged shard
+    exactly once, before the journal that decides it (docs/SHARDS.md "Durability"), and
+    the outputs are the bytes an -o OUT_DIR run (its own batch) writes."""
+    root = tmp_path / "shards"
+    _shards(root)
+    events: list[tuple[str, str]] = []
+    real_fsync, real_journal = os.fsync, io_shards.write_journal
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def write_journal(stage: Path, moves: list) -> None:
+        events.append(("journal", str(stage)))
+        real_journal(stage, moves)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(io_shards, "write_journal", write_journal)
+    kw = {"device": "cpu", "ends_are": "terminal"}
+    api.run("gae", str(root), **kw)
+    journal = next(k for k, (what, _) in enumerate(events) if what == "journal")
+    stage = events[journal][1]
+    staged = [p for what, p in events if what == "fsync" and Path(p).suffix == ".parquet"]
+    assert sorted(staged) == sorted(f"{stage}/part-{i}.parquet" for i in range(4))
+    assert all(what == "fsync" for what, _ in events[:journal])
+    assert {p for _, p in events[:journal]} >= set(staged)  # all of them before the journal
+    out = tmp_path / "out"
+    api.run("gae", str(root), output=str(out), overwrite=True, **kw)
+    for p in sorted(root.glob("*.parquet")):
+        got, want = parquet_columns(out / p.name), parquet_columns(p)
+        assert fingerprint(got) == fingerprint(want)
+
+
+KILL_IN_THE_BATCHED_SYNC = """
+import os, signal, sys
+import rltscan.io.shards as s
+def fsync_all(paths, **kw):
+    os.fsync(os.open(paths[0], os.O_RDONLY))  # one staged file synced, then the kill
+    os.kill(os.getpid(), signal.SIGKILL)
+s.fsync_all = fsync_all
+from rltscan.cli import main
+sys.argv = ["rltscan", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_kill_during_the_batched_sync_leaves_the_dataset_as_it_was(tmp_path: Path) -> None:
+    root = tmp_path / "shards"
+    _shards(root)
+    before = {p.name: fingerprint(parquet_columns(p)) for p in root.glob("*.parquet")}
+    args = ["gae", str(root), "--ends-are", "terminal", "--device", "cpu", "-q"]
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_IN_THE_BATCHED_SYNC, *args],
+        capture_output=True,
+        env=ENV,
+        timeout=300,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert {p.name: fingerprint(parquet_columns(p)) for p in root.glob("*.parquet")} == before
+    assert list(root.glob(".rltscan-stage-*"))  # the staged files, never decided
+    assert io_shards.recover(root) == []  # no journal: rolled back
+    assert not list(root.glob(".rltscan-*"))
+    assert {p.name: fingerprint(parquet_columns(p)) for p in root.glob("*.parquet")} == before

@@ -144,6 +144,20 @@ def fsync_dir(path: Path) -> None:
         _fsync_path(path)
 
 
+def fsync_all(paths: list[Path], *, threads: int = 16) -> None:
+    """Make every file in ``paths`` durable, as one batch: their fsyncs are issued
+    together from a pool of threads (the device queues them at once instead of one
+    writer after another), then their directories are synced once each."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not paths:
+        return
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(paths)))) as pool:
+        list(pool.map(_fsync_path, paths))  # an OSError is raised here
+    for parent in sorted({p.parent for p in paths}):
+        fsync_dir(parent)
+
+
 def check_space(dst: Path, needed: int) -> None:
     """Refuse early when the target's filesystem cannot hold ``needed`` more bytes."""
     free = shutil.disk_usage(dst.parent).free

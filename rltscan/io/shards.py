@@ -32,7 +32,7 @@ import numpy as np
 
 from rltscan.errors import DataError, InputFileError, OutputRefusedError, ParameterError
 from rltscan.io import lerobot, parquet
-from rltscan.io.atomic import TMP_MARK, deferred_signals, fsync_dir
+from rltscan.io.atomic import TMP_MARK, deferred_signals, fsync_all, fsync_dir
 from rltscan.io.columns import ColumnInfo
 from rltscan.io.formats import DIRECTORIES
 from rltscan.io.source import Source
@@ -296,11 +296,18 @@ def write_empty(
     metadata: dict,
     overwrite: bool,
 ) -> int:
-    """An empty shard rewritten with empty output columns (so every shard has them)."""
+    """An empty shard rewritten with empty output columns (so every shard has them),
+    staged at ``dst`` (made durable by :meth:`Staging.commit`, with the others)."""
     src = open_shard(shard)
     empty = {name: np.zeros(0, dtype) for name, dtype in outputs.items()}
     return parquet.write_parquet(
-        src.raw, dst, outputs=empty, metadata=metadata, overwrite=overwrite, where=shard.rel
+        src.raw,
+        dst,
+        outputs=empty,
+        metadata=metadata,
+        overwrite=overwrite,
+        where=shard.rel,
+        atomic=False,
     )
 
 
@@ -316,6 +323,8 @@ class Staging:
     next to it, renamed to ``OUT_DIR`` at the end (after the directory input's other
     files are copied in). ``abort`` removes the staging directory; a killed job can
     leave it behind (hidden, ignored by shard discovery) but never a partial output.
+    Staged files are written without fsync; ``commit`` syncs them all in one batch
+    before the journal or the rename (docs/SHARDS.md "Durability").
     """
 
     def __init__(self, dataset: Dataset, out_dir: str | None, *, overwrite: bool) -> None:
@@ -367,6 +376,9 @@ class Staging:
         """
         missing = [s.rel for s in self.dataset.shards if not self.path(s).is_file()]
         assert not missing, f"unstaged shards: {missing[:3]}"  # the engine staged them all
+        # the shard tasks write their staged files without fsync: they are made durable
+        # here, in one batch, before the journal (in place) or the rename (-o OUT_DIR)
+        fsync_all([self.path(s) for s in self.dataset.shards])
         for shard in self.dataset.shards:  # temp files are 0600; keep the shard's own mode
             with contextlib.suppress(OSError):
                 shutil.copymode(shard.path, self.path(shard))

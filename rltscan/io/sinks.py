@@ -294,10 +294,14 @@ class ParquetSink:
         overwrite: bool,
         where: str,
         minari_infos: bool = False,
+        durable: bool = True,
     ) -> None:
         self.pf, self.dst, self.steps = pf, dst, steps
         self.metadata, self.overwrite, self.where = metadata, overwrite, where
         self.minari_infos = minari_infos  # a Minari episode: outputs also as infos
+        # False: written straight to ``dst`` without fsync (a staged shard: the staging
+        # commit makes every staged file durable in one batch, before any rename)
+        self.durable = durable
         self.columns: dict[str, SpillColumn] = {}
         directory = Path(dst).absolute().parent
         if not directory.is_dir():
@@ -336,6 +340,7 @@ class ParquetSink:
                     metadata=self.metadata,
                     overwrite=self.overwrite,
                     where=self.where,
+                    atomic=self.durable,
                     form=physical.parquet_form(self.pf, self.where),
                 )
             return parquet.write_parquet(
@@ -345,6 +350,7 @@ class ParquetSink:
                 metadata=self.metadata,
                 overwrite=self.overwrite,
                 where=self.where,
+                atomic=self.durable,
             )
         finally:
             self.abort()

@@ -428,6 +428,7 @@ def outputs(
             overwrite=job.opts.overwrite,
             where=shard.rel,
             minari_infos=job.dataset.kind == "minari",
+            durable=False,  # the staging commit syncs every staged shard in one batch
         )
     call = job.call()
     episodes = stats.EpisodeCollector()
