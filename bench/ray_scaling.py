@@ -225,7 +225,7 @@ def disk_probe(directory: Path, writers: list[int], mb: int) -> list[dict]:
 
 
 def _warm_task(seconds: float) -> int:
-    import rltscan.engines.shards.run  # noqa: F401  (torch, pyarrow, rltscan: what a shard task imports)
+    import rltscan.engines.shards.task  # noqa: F401  (torch, pyarrow, rltscan: what a shard task imports)
 
     time.sleep(seconds)
     return os.getpid()

@@ -1,8 +1,8 @@
 """``--engine ray`` on a local Ray cluster started here (issue 6, items 1-4).
 
-The Ray engine runs the same shard tasks as the local engine (``rltscan.engines.shards.run.
-run_task``) as Ray Data tasks, with the same carries, so every output file is the
-same bytes: checked for a backward (GAE) and a forward (eligibility traces)
+The Ray engine runs the same shard tasks as the local engine
+(``rltscan.engines.shards.task.run_task``) as Ray Data tasks, with the same carries, so
+every output file is the same bytes: checked for a backward (GAE) and a forward (eligibility traces)
 estimator, in place and with ``-o OUT_DIR``, on shards with episodes crossing every
 edge. A shard that fails in the middle of the job leaves every input byte as it was
 and no output visible.

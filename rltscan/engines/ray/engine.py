@@ -1,10 +1,10 @@
-"""``--engine ray``: the shard tasks of :mod:`rltscan.engines.shards.run` as Ray Data tasks.
+"""``--engine ray``: the shard tasks of :mod:`rltscan.engines.shards.task` as Ray Data tasks.
 
 The only module that imports ray (lazily, so ``import rltscan`` and the
 single-machine path never do). Each pass is one Ray Data pipeline,
 ``from_items(one row per shard).map(run_task)``, one block (hence one task) per
-shard; the task is :func:`rltscan.engines.shards.run.run_task`, the function the local engine
-calls, so the outputs are the same bit for bit. Every task asks Ray for one CPU;
+shard; the task is :func:`rltscan.engines.shards.task.run_task`, the function the local
+engine calls, so the outputs are the same bit for bit. Every task asks Ray for one CPU;
 when the cluster has GPUs (unless ``--device cpu``) it also asks for a share of a
 GPU, ``GPUs / concurrent tasks`` (at most 1), so that several tasks share one GPU:
 on a node of 16 CPUs and one GPU, ``--workers 16`` runs 16 tasks at 1/16 GPU each
@@ -127,7 +127,7 @@ class RayEngine:
         items: list[dict[str, Any]],
         on_done: Callable[[dict[str, Any]], None] | None = None,
     ) -> list[dict[str, Any]]:
-        """Run the task (:func:`rltscan.engines.shards.run.run_task`) on every item, one
+        """Run the task (:func:`rltscan.engines.shards.task.run_task`) on every item, one
         Ray task each; ``on_done(row)`` as each one's result arrives."""
         ray = self.ray
         if not items:
