@@ -60,6 +60,20 @@ def test_ray_equals_local_bit_for_bit(tmp_path: Path, command: str, to_dir: bool
         assert not any("advantages" in pq.read_schema(p).names for p in remote.iterdir())
 
 
+def test_ray_equals_local_for_several_settings_and_normalize(tmp_path: Path) -> None:
+    """The same shard task on both engines: several settings (one carry per setting)
+    and --normalize (a measuring pass, then the scales) give the same bytes and notes."""
+    local, remote = shards(tmp_path, "local"), shards(tmp_path, "ray")
+    options = dict(device="cpu", chunk_steps=16, block_steps=8, normalize=True, **kwargs("gae"))
+    options["params"] = {"gamma": (0.9, 0.97), "lam": 0.9}
+    a = rltscan.run("gae", str(local), engine="local", **options)
+    b = rltscan.run("gae", str(remote), engine="ray", workers=2, **options)
+    assert snapshot(remote) == snapshot(local)
+    assert "advantages_g0.97_l0.9" in pq.read_schema(remote / "part-0.parquet").names
+    assert [n for n in a.notes if "engine" not in n] == [n for n in b.notes if "engine" not in n]
+    assert any(n.startswith("--normalize: advantages_g0.9_l0.9") for n in b.notes)
+
+
 def test_ray_minari_skips_pass_1_and_matches_local(tmp_path: Path) -> None:
     from tests.test_shards import _minari_parquet
 

@@ -281,6 +281,12 @@ class SpillColumn:
             self.fd = -1
 
 
+def record_normalized(metadata: Mapping[str, Any], name: str, mean: float, std: float) -> None:
+    """Say in a Parquet file's rltscan metadata that ``name`` is written standardised."""
+    for record in metadata.get("outputs", {}).values():
+        record.setdefault("normalized", {})[name] = {"mean": mean, "std": std}
+
+
 class ParquetSink:
     """Outputs spilled window by window; ``commit`` rewrites the Parquet table with them."""
 
@@ -313,8 +319,7 @@ class ParquetSink:
     def standardize(self, name: str, mean: float, std: float) -> None:
         """At commit, write output ``name`` as ``(x − mean) / std`` (``--normalize``)."""
         self.columns[name].standardize = (mean, std)
-        for record in self.metadata.get("outputs", {}).values():
-            record.setdefault("normalized", {})[name] = {"mean": mean, "std": std}
+        record_normalized(self.metadata, name, mean, std)
 
     def write(self, start: int, stop: int, arrays: Mapping[str, np.ndarray]) -> None:
         for name, arr in arrays.items():

@@ -40,6 +40,7 @@ rounding.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import time
@@ -60,7 +61,7 @@ from rltscan.estimators._common import Carry
 from rltscan.estimators.functions import SettingsCarry
 from rltscan.io import shards as io_shards
 from rltscan.io.layout import Prepared, Reading, prepare
-from rltscan.io.sinks import NullSink, ParquetSink
+from rltscan.io.sinks import NullSink, ParquetSink, record_normalized
 from rltscan.io.source import Source
 from rltscan.options import RunOptions
 from rltscan.plan import (
@@ -380,6 +381,9 @@ def outputs(
     shard = job.dataset.shards[k]
     opened = _open(job, k)
     _check_existing(job, opened.src, shard.rel)
+    entry = copy.deepcopy(job.entry)  # this shard's metadata (the tasks share the job)
+    for name, (mean, std) in (scales or {}).items():
+        record_normalized(entry, name, mean, std)
     staged = None if job.stage_dir is None or not write else Path(job.stage_dir) / shard.rel
     if staged is not None:
         staged.parent.mkdir(parents=True, exist_ok=True)
@@ -387,7 +391,7 @@ def outputs(
         if staged is not None:
             dtypes = {n: np.dtype(d) for n, d in job.dtypes.items()}
             io_shards.write_empty(
-                shard, staged, outputs=dtypes, metadata=job.entry, overwrite=job.opts.overwrite
+                shard, staged, outputs=dtypes, metadata=entry, overwrite=job.opts.overwrite
             )
         return {
             "steps": 0,
@@ -412,7 +416,7 @@ def outputs(
             opened.src.raw,
             staged,
             steps=opened.steps,
-            metadata=job.entry,
+            metadata=entry,
             overwrite=job.opts.overwrite,
             where=shard.rel,
             minari_infos=job.dataset.kind == "minari",
@@ -438,7 +442,7 @@ def outputs(
             pad = {n: np.full(1, np.nan, dtype=np.dtype(job.dtypes[n])) for n in job.names}
             sink.write(steps, steps + 1, pad)
         for name, (mean, std) in (scales or {}).items():
-            sink.standardize(name, mean, std)
+            sink.standardize(name, mean, std)  # (recorded in its entry above already)
         sink.commit()
     except BaseException:
         sink.abort()
