@@ -422,15 +422,8 @@ def outputs(
             minari_infos=job.dataset.kind == "minari",
             durable=False,  # the staging commit syncs every staged shard in one batch
         )
-    call = job.call()
     episodes = stats.EpisodeCollector()
-    accumulator = stats.OutputAccumulator()
-
-    def compute(block: Mapping[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
-        result = _estimate(job, _strip(block, carry), call, carry)
-        produced = {job.opts.prefix + n: v for n, v in dict(result).items() if v is not None}
-        accumulator.add(produced)
-        return produced, result.carry
+    compute = windows.BlockCall(job.spec.function, job.call(), job.opts.prefix)
 
     def seen(start: int, prepared: Prepared) -> None:
         episodes.add_prepared(start, prepared, job.reading.columns)
@@ -456,6 +449,6 @@ def outputs(
         "windows": totals.windows,
         "seconds": time.perf_counter() - t0,
         # statistics of this shard, folded by the driver in scan order (plain JSON)
-        "outputs_stats": accumulator.parts(),
+        "outputs_stats": compute.accumulator.parts(),
         "episodes_stats": None if (joined := episodes.joined()) is None else joined.state(),
     }

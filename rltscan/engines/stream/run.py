@@ -12,7 +12,6 @@ import dataclasses
 import resource
 import sys
 import time
-import warnings
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
@@ -61,7 +60,7 @@ def run_streamed(
     options = {**plan.prepare_options(), "reading": decided}
     if opts.dry_run:
         return _plan_streamed(plan, source, clock, dev, options, steps)
-    spec, prefix = plan.spec, opts.prefix
+    spec = plan.spec
 
     ref = next(v for v in probe.kwargs.values() if hasattr(v, "ndim") and v.ndim > 0)
     rows = 1 if ref.ndim == 1 or source.layout == "flat" else int(ref.size)
@@ -84,25 +83,13 @@ def run_streamed(
     # statistics as the windows go: episodes from the inputs read (reader thread, any
     # window order), the outputs' moments and buckets on the device where they are made
     episodes = stats.EpisodeCollector()
-    accumulator = stats.OutputAccumulator()
 
     def prepare_window(start: int, stop: int) -> Any:
         prepared = prepare(source, window=(start, stop), **options)
         episodes.add_prepared(start, prepared, opts.reading.columns)
         return prepared
 
-    dtypes: dict[str, str] = {}
-    call = plan.call
-
-    def compute(block: dict[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
-        with warnings.catch_warnings():  # Arrow buffers are read-only; nothing writes them
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            result = spec.function(**block, **call, carry=carry)
-        outputs = {prefix + k: v for k, v in dict(result).items() if v is not None}
-        if not dtypes:
-            dtypes.update({k: str(v.dtype).removeprefix("torch.") for k, v in outputs.items()})
-        accumulator.add(outputs)
-        return outputs, result.carry
+    compute = windows.BlockCall(spec.function, plan.call, opts.prefix)
 
     if dev.type == "cuda":
         import torch
@@ -157,7 +144,7 @@ def run_streamed(
             clock.stages.append(Stage("copy", sink.copy_seconds, sink.copy_bytes))
         clock.stages.append(Stage("stream (wall)", walk, 0, totals.steps))
         if opts.normalize:
-            scales, normalized = normalization(plan, accumulator.result())
+            scales, normalized = normalization(plan, compute.accumulator.result())
             for name, (mean, std) in scales.items():
                 sink.standardize(name, mean, std)
             notes += normalized
@@ -169,7 +156,9 @@ def run_streamed(
         raise
 
     outputs = [
-        OutputInfo(name, tuple(full_shape), dtypes.get(name, ""), location(source, target, name))
+        OutputInfo(
+            name, tuple(full_shape), compute.dtypes.get(name, ""), location(source, target, name)
+        )
         for name in plan.names
     ]
     info = StreamInfo(
@@ -196,7 +185,7 @@ def run_streamed(
         wall_seconds=time.perf_counter() - wall0 + clock.seconds("detect"),
         streaming=info,
         format=source.format,
-        statistics=stats.summary(accumulator.result(), episodes.joined()),
+        statistics=stats.summary(compute.accumulator.result(), episodes.joined()),
     )
 
 
@@ -226,7 +215,7 @@ def run_whole(
     plan = make_plan(opts, source, target, prepared)
     if opts.dry_run:
         return dry_run_report(plan, source, clock, dev, prepared)
-    spec, prefix, call = plan.spec, opts.prefix, plan.call
+    spec = plan.spec
     ref = next(v for v in prepared.kwargs.values() if hasattr(v, "ndim") and v.ndim > 0)
     axis = -1 if (prepared.time_dim == -1 and ref.ndim >= 2) else 0
     length = int(ref.shape[axis])  # the time axis
@@ -238,18 +227,8 @@ def run_whole(
         chunk_steps=length * rows,  # one window
         block_steps=opts.block_steps,
     )
-    accumulator = stats.OutputAccumulator()
-    backends: list[str] = []
+    compute = windows.BlockCall(spec.function, plan.call, opts.prefix)
     written: dict[str, np.ndarray] = {}
-
-    def compute(block: dict[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
-        with warnings.catch_warnings():  # Arrow buffers are read-only; nothing writes them
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            result = spec.function(**block, **call, carry=carry)
-        outputs = {prefix + k: v for k, v in dict(result).items() if v is not None}
-        accumulator.add(outputs)
-        backends.append(getattr(result, "backend", None) or "")
-        return outputs, result.carry
 
     def keep(start: int, stop: int, arrays: dict[str, np.ndarray]) -> None:
         written.update(arrays)
@@ -299,7 +278,7 @@ def run_whole(
         source,
         clock,
         device=dev,
-        backend=next((b for b in backends if b), None) or backend_name(opts.backend, dev),
+        backend=compute.backend or backend_name(opts.backend, dev),
         dtype=prepared.dtype,
         steps=prepared.steps,
         episodes=prepared.episodes,
@@ -309,7 +288,7 @@ def run_whole(
         notes=prepared.notes,
         written=True,
         statistics=stats.summary(
-            accumulator.result(), stats.episodes_from(prepared, opts.reading.columns)
+            compute.accumulator.result(), stats.episodes_from(prepared, opts.reading.columns)
         ),
     )
 

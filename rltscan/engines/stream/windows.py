@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rltscan import defaults
+from rltscan import defaults, stats
 from rltscan.errors import DataError, RltscanError
 
 DEFAULT_CHUNK_STEPS = defaults.CHUNK_STEPS  # steps (time × sequences) per window
@@ -103,6 +103,35 @@ class Totals:
     def add(self, stage: str, seconds: float, nbytes: int = 0) -> None:
         self.busy[stage] = self.busy.get(stage, 0.0) + seconds
         self.bytes[stage] = self.bytes.get(stage, 0) + nbytes
+
+
+class BlockCall:
+    """``compute`` for :func:`run_windows` as every engine makes it: one estimator call
+    per block, its outputs named with the prefix, their statistics accumulated where
+    they are made (:class:`rltscan.stats.OutputAccumulator`, in scan order), their
+    dtypes and the backend that ran kept for the report. A block entered with a carry
+    takes no data-end bootstrap or initial value (a shard's first block in scan order;
+    inside one file the walk has dropped them already)."""
+
+    def __init__(self, function: Callable[..., Any], call: Mapping[str, Any], prefix: str):
+        self.function, self.call, self.prefix = function, dict(call), prefix
+        self.accumulator = stats.OutputAccumulator()
+        self.dtypes: dict[str, str] = {}
+        self.backend: str | None = None
+
+    def __call__(self, block: Mapping[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
+        if carry is not None:
+            block = {k: v for k, v in block.items() if k not in PER_ROW}
+        with warnings.catch_warnings():  # Arrow buffers are read-only; nothing writes them
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            result = self.function(**block, **self.call, carry=carry)
+        outputs = {self.prefix + k: v for k, v in dict(result).items() if v is not None}
+        if not self.dtypes:
+            self.dtypes = {k: str(v.dtype).removeprefix("torch.") for k, v in outputs.items()}
+        if self.backend is None:
+            self.backend = getattr(result, "backend", None)
+        self.accumulator.add(outputs)
+        return outputs, result.carry
 
 
 class _Worker(threading.Thread):
