@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import math
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,6 @@ from rltscan.estimators.declaration import (
     READ_ALL,
     READ_BOOT,
     READ_NOT_TERMINATED,
-    setting_columns,
 )
 from rltscan.scan import resolve_backend
 
@@ -255,83 +254,6 @@ def clipped_ratio(p: Problem, clip: float) -> Tensor:
     """``min(clip, pi/mu)`` computed as ``exp(min(log pi - log mu, log clip))`` (§2.6)."""
     log_ratio = p.col("logp_target") - p.col("logp_behavior")
     return torch.exp(torch.clamp(log_ratio, max=math.log(clip)))
-
-
-# ---------------------------------------------------------------------------
-# Results
-
-
-class _MappingMixin(Mapping):
-    """Lets a frozen result dataclass act as ``{name: array}`` (fields left None are absent).
-
-    With several settings (``gamma=[0.9, 0.99]``) each output field holds the settings
-    stacked on a leading axis, and the mapping's names are the written columns, one per
-    setting: ``advantages_g0.9_l0.95`` -> that setting's array (``estimators.declaration
-    .setting_columns``); the field names still give the stacked arrays.
-    """
-
-    def _outputs(self) -> list[str]:
-        return [
-            f.name
-            for f in dataclasses.fields(self)
-            if f.metadata.get("output", True) and getattr(self, f.name) is not None
-        ]
-
-    def _columns(self) -> dict[str, tuple[str, int]]:
-        settings = getattr(self, "settings", None)
-        return {c: (o, k) for c, o, k in setting_columns(self._outputs(), settings)}
-
-    def _present(self) -> list[str]:
-        return list(self._columns())
-
-    def __getitem__(self, key: str) -> Any:
-        where = self._columns().get(key)
-        if where is None:
-            if key in self._outputs():  # the stacked array of every setting
-                return getattr(self, key)
-            raise KeyError(key)
-        output, k = where
-        value = getattr(self, output)
-        return value if k < 0 else value[k]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._present())
-
-    def __len__(self) -> int:
-        return len(self._present())
-
-
-@dataclasses.dataclass(frozen=True, repr=False, eq=False)
-class Result(_MappingMixin):
-    """Base of every estimator's result: a mapping of output name -> array.
-
-    ``carry`` (not an output) is the state to hand to the next chunk in scan order
-    when a long sequence is processed in pieces (see ``Carry``).
-    """
-
-    # Computed on first access only: a call that is not chunked never pays for it.
-    _carry_fn: Any = dataclasses.field(
-        default=None, kw_only=True, repr=False, metadata={"output": False}
-    )
-    # Several settings in one pass: the (γ, λ) of each entry of the leading axis.
-    settings: tuple[dict[str, float], ...] | None = dataclasses.field(
-        default=None, kw_only=True, repr=False, metadata={"output": False}
-    )
-
-    @property
-    def carry(self) -> Carry | None:
-        """The state to pass as ``carry=`` with the next chunk in scan order."""
-        cached = self.__dict__.get("_carry")
-        if cached is None and self._carry_fn is not None:
-            cached = self._carry_fn()
-            object.__setattr__(self, "_carry", cached)
-        return cached
-
-    def __repr__(self) -> str:
-        parts = [
-            f"{k}={tuple(v.shape)} {str(v.dtype).replace('torch.', '')}" for k, v in self.items()
-        ]
-        return f"{type(self).__name__}({', '.join(parts)})"
 
 
 # ---------------------------------------------------------------------------
@@ -874,11 +796,15 @@ def _kernel_outputs(p: Problem, mod: Any) -> tuple[str, ...]:
     return tuple(o for o in outputs if optional.get(o) is None or optional[o] in p.cols)
 
 
-def warn_not_contractive(gamma: float, lam: float, c_clip: float, who: str) -> None:
+def warn_not_contractive(
+    gamma: float, lam: float, c_clip: float, who: str, *, stacklevel: int = 3
+) -> None:
+    """Warn when γ·λ·c̄ > 1 (the traces may grow without bound); ``stacklevel`` names
+    the frame the warning points at (the caller of the public function)."""
     if gamma * lam * c_clip > 1.0:
         warnings.warn(
             f"{who}: gamma * lam * c_clip = {gamma * lam * c_clip:g} > 1, the recurrence is not "
             "contractive and traces can grow without bound; lower c_clip or lam",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )

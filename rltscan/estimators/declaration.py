@@ -136,8 +136,7 @@ class Declaration:
     parameters: tuple[Param, ...]
     missing_bootstrap: str | None  # the default of ``missing_bootstrap``; None: no such option
     help: str  # one line, the CLI command's help
-    # --- the public function, generated from the fields above (estimators/functions.py)
-    doc: str = ""  # its docstring
+    # --- the public function (estimators/functions.py; rltscan.ops reads these)
     positional: int = 1  # how many leading arguments are positional (the rest keyword-only)
     # its arguments (arrays and parameters) in order; None: the inputs less ``init``, then
     # ``extra_arguments``, the parameters, and ``init`` last

@@ -35,11 +35,6 @@ DECLARATION = Declaration(
     parameters=(gamma_param(),),
     missing_bootstrap="zero",  # returns are often computed without a critic (D5)
     help="Discounted reward-to-go: writes returns.",
-    doc="""Discounted reward-to-go (``returns``), docs/CONVENTIONS.md §3.3.
-
-    Bootstrap values are read only at truncations and the window end; without
-    any, they count as 0 (``missing_bootstrap="zero"``, the default here).
-    """,
     # values are accepted like the other bootstrapping estimators' but never read: nv is
     # only needed at truncations and the window end
     arguments=(

@@ -30,11 +30,6 @@ DECLARATION = Declaration(
     missing_bootstrap=None,
     bootstraps=False,
     help="Accumulating eligibility traces of --x (default: the rewards).",
-    doc="""Accumulating eligibility traces (``eligibility_traces``), docs/CONVENTIONS.md §3.6.
-
-    ``x`` has the flags' shape, optionally with trailing feature axes (``[T, D]``);
-    ``init`` (scalar, ``[D]``, per sequence, or both) is the trace before step 0.
-    """,
     features=True,
 )
 REVERSE = DECLARATION.reverse

@@ -44,13 +44,6 @@ DECLARATION = Declaration(
     parameters=(gamma_param(), lam_param(0.95)),
     missing_bootstrap="error",
     help="Generalized advantage estimation: writes advantages and value_targets.",
-    doc="""Generalized advantage estimation: ``advantages`` and ``value_targets``.
-
-    ``terminated_t``/``truncated_t`` mark the END of step t (Gymnasium). The value of
-    the true successor state comes from exactly one of ``next_values`` (per step),
-    ``bootstrap_values`` (read only where a cut is not a termination) or
-    ``last_value`` (one per sequence, for the window end). See docs/CONVENTIONS.md §3.1.
-    """,
     positional=2,
     result="GAEResult",
     normalizable=("advantages",),

@@ -29,11 +29,6 @@ DECLARATION = Declaration(
     missing_bootstrap=None,
     bootstraps=False,
     help="Episodic prefix sums of --x (default: the rewards).",
-    doc="""Episodic inclusive prefix sums (``prefix_sums``), docs/CONVENTIONS.md §3.7.
-
-    Episodes restart after ``terminated``/``truncated`` steps, or at explicit
-    ``is_first`` markers (which then replace the derived starts).
-    """,
     features=True,
 )
 REVERSE = DECLARATION.reverse

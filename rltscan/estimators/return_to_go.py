@@ -38,12 +38,6 @@ DECLARATION = Declaration(
     missing_bootstrap=None,
     bootstraps=False,
     help="Undiscounted return-to-go (Decision Transformer), / --scale: writes returns_to_go.",
-    doc="""Undiscounted return-to-go (``returns_to_go``), divided by ``scale``.
-
-    The sum of the rewards from step t to the end of its episode (``terminated``,
-    ``truncated`` or the end of the data); nothing is bootstrapped. Decision Transformer
-    (Chen et al. 2021) conditions on it, scaled (``scale=1000`` for MuJoCo).
-    """,
 )
 REVERSE = DECLARATION.reverse
 OUTPUTS = DECLARATION.outputs

@@ -46,11 +46,6 @@ DECLARATION = Declaration(
     parameters=(gamma_param(), lam_param(0.95)),
     missing_bootstrap="error",
     help="TD(λ) returns: writes lambda_returns.",
-    doc="""TD(λ) returns (``lambda_returns``), docs/CONVENTIONS.md §3.2.
-
-    Needs ``next_values``, or ``values`` plus a bootstrap form; ``values`` is only
-    read as V(s_{t+1}) inside episodes.
-    """,
     positional=2,
     reads=(("values", READ_AFTER_UNCUT),),
     result="TDLambdaResult",

@@ -65,7 +65,6 @@ DECLARATION = Declaration(
     ),
     missing_bootstrap="error",
     help="V-trace (IMPALA): writes vs and pg_advantages.",
-    doc=("V-trace value targets ``vs`` and ``pg_advantages`` (IMPALA), docs/CONVENTIONS.md §3.4."),
     positional=2,
     contraction_warning=True,
     carry_base="values",
