@@ -868,11 +868,9 @@ def read_error(word: Tensor | None) -> bool:
 # ---------------------------------------------------------------------------
 # One launch: a plan (everything but addresses) and the call of the compiled kernel
 
-# Kernel argument positions: the tensors, then the runtime integers and floats.
-_N_PTRS = 19
+# Kernel argument positions: the 19 tensors, then the runtime integers and floats.
 _WS_SLOT = 14  # the look-back words
-ERR_SLOT = 15  # the error word (a bound call keeps it fixed)
-SET_SLOT = 16  # the settings' (γ, λ) table (NSET > 1)
+ERR_SLOT = 15  # the error word (a bound call keeps it fixed); 16: the settings' (γ, λ) table
 _STEP_SLOTS = ("disc", "lamt")  # slots 17, 18: per-step γ_t and λ_t (HAS_DISC, HAS_LAMT)
 _IN_SLOTS = ("c0", "c1", "c2", "c3", "c4", "c5", "term", "trunc")
 _CARRY_ROWS = ("next_value", "next_log_ratio", "prev_done")
