@@ -52,7 +52,7 @@ import torch
 from rltscan import stats, stream
 from rltscan.devices import resolve_device
 from rltscan.errors import DataError, OutputRefusedError, ParameterError, RltscanError
-from rltscan.estimators._common import Carry
+from rltscan.estimators import Carry
 from rltscan.io import shards as io_shards
 from rltscan.io import writeback as wb
 from rltscan.io.layout import Prepared, Reading, prepare

@@ -110,7 +110,7 @@ def check_params(values: Mapping[str, float | None], *, options: bool = False) -
             raise ParameterError(f"{label} {refused[0]}", refused[1])
 
 
-_SUBMODULES = ("_common", "declaration", "functions")
+_SUBMODULES = ("declaration", "functions")
 
 
 def __getattr__(name: str) -> Any:

@@ -34,16 +34,10 @@ from rltscan.estimators._arguments import (
     is_tensordict,
     tensor_parameters,
 )
-from rltscan.estimators._common import (
-    NV_BOOT,
-    NV_LAST,
-    NV_NEXT,
-    NV_NONE,
-    ArrayLike,
-    Carry,
+from rltscan.estimators._carry import Carry
+from rltscan.estimators._checks import check_params, warn_not_contractive
+from rltscan.estimators._frame import (
     Frame,
-    Problem,
-    check_params,
     check_shape,
     compute_device,
     compute_dtype,
@@ -51,11 +45,11 @@ from rltscan.estimators._common import (
     float_column,
     per_row,
     said,
-    solve,
     time_axis,
-    warn_not_contractive,
 )
+from rltscan.estimators._problem import NV_BOOT, NV_LAST, NV_NEXT, NV_NONE, ArrayLike, Problem
 from rltscan.estimators._result import RESULTS, Result
+from rltscan.estimators._solve import solve
 from rltscan.estimators.declaration import (
     BOOTSTRAP_INPUTS,
     FLAG_INPUTS,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rltscan.estimators.declaration import setting_columns
 
 if TYPE_CHECKING:
-    from rltscan.estimators._common import Carry
+    from rltscan.estimators._carry import Carry
 
 
 class _MappingMixin(Mapping):

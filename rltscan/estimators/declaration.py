@@ -28,7 +28,7 @@ PER_STEP_OF = {"discount": "gamma", "lam_per_step": "lam"}
 PER_ROW_INPUTS = ("last_value", "init")
 
 # When an entry of a float input is read (docs/CONVENTIONS.md §5: only read entries are
-# checked). The estimators' ``reads`` name these; ``_common.read_mask`` implements them.
+# checked). The estimators' ``reads`` name these; ``_checks.read_mask`` implements them.
 READ_ALL = "all"
 READ_NOT_TERMINATED = "not_terminated"  # nv-like: ignored after a terminal step
 READ_BOOT = "boot"  # bootstrap_values: only where boot_t

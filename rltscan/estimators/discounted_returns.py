@@ -22,7 +22,7 @@ from rltscan.estimators.declaration import (
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
 
-    from rltscan.estimators._common import Problem
+    from rltscan.estimators._problem import Problem
 
 DECLARATION = Declaration(
     name="returns",
@@ -55,7 +55,7 @@ OUTPUTS = DECLARATION.outputs
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._common import (
+    from rltscan.estimators._problem import (
         boot_mask,
         cut_mask,
         discount,

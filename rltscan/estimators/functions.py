@@ -38,7 +38,7 @@ from rltscan.errors import DataError, ParameterError
 from rltscan.estimators import DECLARATIONS
 from rltscan.estimators import _bound as bound
 from rltscan.estimators._arguments import ENDS_ARGUMENTS
-from rltscan.estimators._common import ArrayLike, Carry, Problem
+from rltscan.estimators._carry import Carry
 from rltscan.estimators._driver import (
     MODULES,
     SettingsCarry,
@@ -46,6 +46,7 @@ from rltscan.estimators._driver import (
     bound_call,
     front_end,
 )
+from rltscan.estimators._problem import ArrayLike, Problem
 from rltscan.estimators._result import (
     RESULTS,
     GAEResult,

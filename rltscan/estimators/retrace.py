@@ -39,7 +39,7 @@ from rltscan.estimators.declaration import (
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
 
-    from rltscan.estimators._common import Problem
+    from rltscan.estimators._problem import Problem
 
 DECLARATION = Declaration(
     name="retrace",
@@ -109,7 +109,7 @@ def _expected_next_q(probs: Any, q: Any, validate: bool, terminated: Any) -> Any
     import torch
 
     from rltscan.errors import DataError, ParameterError
-    from rltscan.estimators._common import as_tensor
+    from rltscan.estimators._frame import as_tensor
 
     if probs is None or q is None:
         raise ParameterError(
@@ -164,7 +164,7 @@ def _ratio(p: Problem, log_ratio: Tensor | None, like: Tensor) -> Tensor:
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._common import cut_mask, discount, next_of, shift_next, trace_decay
+    from rltscan.estimators._problem import cut_mask, discount, next_of, shift_next, trace_decay
 
     gamma, lam = discount(p), trace_decay(p)
     r, q = p.col("rewards"), p.col("q_values")

@@ -20,7 +20,7 @@ from rltscan.estimators.declaration import Declaration, Param
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
 
-    from rltscan.estimators._common import Problem
+    from rltscan.estimators._problem import Problem
 
 DECLARATION = Declaration(
     name="return_to_go",
@@ -44,7 +44,7 @@ OUTPUTS = DECLARATION.outputs
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
-    from rltscan.estimators._common import cut_mask, select
+    from rltscan.estimators._problem import cut_mask, select
 
     a = select(cut_mask(p), 0.0, 1.0, p)
     return a, p.col("rewards") / p.params["scale"]
