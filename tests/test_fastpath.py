@@ -137,7 +137,7 @@ def test_oracle_is_importable():
 
 # ---------------------------------------------------------------------------
 # The bound launch itself, built from a call on the interpreter (CPU): the key, the
-# slots, the generated firing code. On CUDA the same Bound fires through the compiled
+# slots, its Firing. On CUDA the same Bound fires through the compiled
 # kernel's launcher (tests/test_gpu.py).
 
 
@@ -226,7 +226,7 @@ def test_a_bound_launch_computes_fresh_data_like_the_whole_path(
 
 
 def test_the_launcher_path_hands_on_the_pointers_launch_fire_reads(monkeypatch, rng):
-    """The generated code for the compiled launcher (CUDA only), run on the CPU: a
+    """The firing through the compiled launcher (CUDA only), run on the CPU: a
     stand-in launcher records the integer pointers and check id it is handed and
     declines, so ``Launch.fire`` runs with the tensors; both must name the same memory,
     per call and for the fixed form."""

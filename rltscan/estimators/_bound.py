@@ -1,7 +1,7 @@
 """Calls bound to a shape: an estimator called again on tensors of the same shapes,
 dtypes, strides and device, with the same parameters, costs one kernel launch.
 
-The first call of a shape runs the whole front end (``functions._run``: checks,
+The first call of a shape runs the whole front end (``_driver._run``: checks,
 normalisation, the ``Problem``) and the fused kernel. When every kernel argument is
 either one of the caller's tensors as given (no copy or conversion was needed) or
 an output, the launch is kept as a :class:`Bound`, keyed by :func:`call_key`; later
