@@ -323,13 +323,6 @@ def parquet_codecs(carried: Mapping[str, Codec]) -> dict[str, tuple[str, int | N
     }
 
 
-def ipc_form_of(carried: Mapping[str, Codec]) -> Any:
-    """``carried`` as Arrow IPC keeps it: one codec for the file (IpcForm)."""
-    from rltscan.io.physical import IpcForm, ipc_codec_of
-
-    return IpcForm(ipc_codec_of(codec or "none" for codec, _ in carried.values()))
-
-
 def _refuse(bad: list[str], where: str) -> None:
     if bad:
         shown = "; ".join(bad[:8]) + ("; ..." if len(bad) > 8 else "")

@@ -20,8 +20,8 @@ from rltscan.io.formats.protocol import OpenOptions, Record, Row, Sniffed, Table
 if TYPE_CHECKING:
     import numpy as np
 
+    from rltscan.io.formats.arrow.physical import IpcForm
     from rltscan.io.layout import Prepared
-    from rltscan.io.physical import IpcForm
     from rltscan.io.source import Source
 
 FILE, STREAM = "arrow", "arrow-stream"
@@ -48,7 +48,7 @@ def open_ipc(path: Path, word: str, display: str | None = None) -> Source:
 
     from rltscan.errors import InputFileError, RltscanError
     from rltscan.io import parquet
-    from rltscan.io.physical import ipc_form
+    from rltscan.io.formats.arrow.physical import ipc_form
 
     where = display or str(path)
     try:
@@ -99,7 +99,7 @@ def write_arrow(
     import pyarrow.ipc as ipc
 
     from rltscan.io import parquet
-    from rltscan.io.physical import ipc_options
+    from rltscan.io.formats.arrow.physical import ipc_options
 
     out = parquet.table_with_outputs(table, outputs, metadata, overwrite, where)
     sizes = [b.num_rows for b in table.to_batches()] or [out.num_rows]
@@ -143,7 +143,7 @@ class Arrow(Row):
 
         from rltscan.errors import InputFileError, RltscanError
         from rltscan.io import parquet
-        from rltscan.io.physical import ipc_form
+        from rltscan.io.formats.arrow.physical import ipc_form
 
         flat_only(options.layout, word, where)
         buf = pa.py_buffer(data)
@@ -192,7 +192,7 @@ class Arrow(Row):
     def to_table(self, source: Source, *, same: bool) -> Tabled:
         """The table itself, with its one body codec where it goes to another format
         (see :meth:`Format.to_table`)."""
-        from rltscan.io.physical import IpcForm
+        from rltscan.io.formats.arrow.physical import IpcForm
 
         form = source.form
         if same or not isinstance(form, IpcForm):
@@ -212,7 +212,7 @@ class Arrow(Row):
     ) -> int:
         """IPC (a stream to stdout) with the input's form when it was IPC too, else its
         carried codec (see :meth:`Format.from_table`)."""
-        from rltscan.io import convert
+        from rltscan.io.formats.arrow.physical import form_of
 
         same = source.format in self.words
         return write_arrow(
@@ -222,7 +222,7 @@ class Arrow(Row):
             metadata=record.entry,
             overwrite=overwrite,
             where=source.where,
-            form=source.form if same else convert.ipc_form_of(tabled.codecs),  # type: ignore[arg-type]
+            form=source.form if same else form_of(tabled.codecs),  # type: ignore[arg-type]
             stream=word == STREAM or not isinstance(sink, Path),
         )
 
