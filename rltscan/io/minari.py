@@ -14,6 +14,11 @@ Minari's infos have ``T+1`` entries: entry 0 is the info of ``reset()`` and entr
 ``t+1`` the info returned by the ``step`` that produced ``rewards[t]``; an output of
 step ``t`` is therefore entry ``t+1``, and entry 0 is NaN (:func:`as_info`). So
 ``episode.infos["advantages"][1:]`` lines up with ``episode.rewards``.
+
+Owns: what every writer of a Minari dataset shares (the infos struct column, the
+``dataset_size`` update, the episode directories), the streaming and sharded engines
+included. Detecting a dataset, reading it and writing back through its backend's row is
+the Minari registry row, :mod:`rltscan.io.formats.minari`.
 """
 
 from __future__ import annotations

@@ -69,7 +69,11 @@ def _column_info(name: str, arrow_type: Any, rows: int) -> ColumnInfo:
 def pyarrow_errors() -> tuple[type[BaseException], ...]:
     """What pyarrow raises on a damaged file: OSError and ArrowException (ArrowInvalid,
     ArrowNotImplementedError, ...), and from Python code under it ValueError, KeyError,
-    UnicodeDecodeError (non-UTF-8 names in a footer) and the like."""
+    UnicodeDecodeError (non-UTF-8 names in a footer) and the like.
+
+    Returns:
+        The exception classes, for an ``except`` clause.
+    """
     pa, _ = _pa()
     return (
         OSError,
@@ -88,7 +92,12 @@ def pyarrow_errors() -> tuple[type[BaseException], ...]:
 
 @contextmanager
 def structure(where: str, what: str) -> Iterator[None]:
-    """Turn pyarrow's failures while reading a file into one-line InputFileErrors (exit 3)."""
+    """Turn pyarrow's failures while reading a file into one-line InputFileErrors (exit 3).
+
+    Args:
+        where: how the message names the file.
+        what: what could not be read (``'column "x" cannot be read'``).
+    """
     try:
         yield
     except RltscanError:
@@ -187,6 +196,19 @@ def arrow_of(values: np.ndarray) -> Any:
 def table_source(
     table: Any, fmt: str, where: str, path: Path | None, raw: Any, form: Any = None
 ) -> Source:
+    """A pyarrow Table read whole as a flat source (Arrow IPC, stdin).
+
+    Args:
+        table: the table.
+        fmt: the format word the source carries.
+        where: how messages name it.
+        path: the file (None for stdin).
+        raw: the format's own handle, kept for the rewrite.
+        form: its physical form, kept by the rewrite (its notes are reported).
+
+    Returns:
+        The source; columns are read from the table on demand.
+    """
     check_names(table.column_names, where)
     columns = {
         name: _column_info(name, field.type, table.num_rows)
@@ -323,6 +345,15 @@ def _parquet_file(path_or_buffer: Any, where: str) -> Any:
 
 
 def first_line(err: BaseException) -> str:
+    """The first line of an exception's text for a one-line message (at most 120
+    characters; the exception's class name where the text says nothing).
+
+    Args:
+        err: the exception.
+
+    Returns:
+        The line.
+    """
     text = str(err).strip().splitlines()
     line = text[0][:120] if text else ""
     return line if line.strip("'\" ") else err.__class__.__name__
@@ -550,7 +581,18 @@ def table_with_outputs(
     overwrite: bool,
     where: str,
 ) -> Any:
-    """The input table with the outputs appended and the rltscan metadata merged in."""
+    """The input table with the outputs appended and the rltscan metadata merged in.
+
+    Args:
+        table: the input table.
+        outputs: output name -> one value per row.
+        metadata: the ``rltscan`` key-value metadata entry.
+        overwrite: ``--overwrite`` (replaces only columns rltscan wrote).
+        where: how messages name the input.
+
+    Returns:
+        The new table (an existing output keeps its position).
+    """
     _check_existing(table.column_names, outputs, overwrite, where, table.schema.metadata)
     out = _with_outputs(table, outputs, 0, _order(table.column_names, outputs))
     meta = merged_metadata(table.schema.metadata, metadata)
@@ -599,7 +641,17 @@ def _write_table_parquet(
 def emit_into(
     emit: Any, sink: Path | BinaryIO, outputs: Mapping[str, np.ndarray], atomic: bool
 ) -> int:
-    """Run ``emit`` into a path (atomically unless ``atomic=False``) or a binary stream."""
+    """Run ``emit`` into a path (atomically unless ``atomic=False``) or a binary stream.
+
+    Args:
+        emit: writes the file to the target it is given (a path string or a buffer).
+        sink: a path, or a binary stream (stdout: every byte or one OutputRefusedError).
+        outputs: the outputs written (their bytes are counted).
+        atomic: replace a path through a temp file.
+
+    Returns:
+        The bytes of output data written.
+    """
     written = sum(int(v.nbytes) if hasattr(v, "nbytes") else 0 for v in outputs.values())
     if isinstance(sink, Path) and not atomic:
         emit(str(sink))

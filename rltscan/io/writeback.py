@@ -1,5 +1,8 @@
 """Where results go: into the input (default), a new file (``-o PATH``) or stdout (``-o -``).
 
+What depends on the format is asked of its registry row (:mod:`rltscan.io.formats`):
+which suffix and ``--to`` word name a format, what already exists, who writes back.
+
 Every path that replaces a file goes through ``atomic.atomic_path``: the target
 is either the old file or the complete new one.
 """
@@ -87,7 +90,7 @@ def streamable(source: Source, target: Target) -> bool:
     if source.read_range is None or not source.steps or target.kind == "stdout":
         return False  # (an empty file goes the whole-file way, which names the problem)
     same = target.kind == "inplace" or target.format == source.format
-    return same and formats.named(source.format).streams and source.backend is None
+    return same and formats.named(source.format).streams
 
 
 def existing(source: Source, target: Target, names: list[str]) -> list[str]:
@@ -150,7 +153,22 @@ def write(
     overwrite: bool,
     stdout: BinaryIO | None = None,
 ) -> int:
-    """Write ``outputs`` (shaped like the estimator inputs) to ``target``; bytes written."""
+    """Write ``outputs`` (shaped like the estimator inputs) to ``target``: the input's
+    registry row writes what it writes itself (in place, HDF5 copies), anything else goes
+    through a table (:func:`_write_table`).
+
+    Args:
+        source: the opened input.
+        prepared: the estimator inputs (template column, episode splits).
+        target: from :func:`plan_target`.
+        outputs: output name -> array.
+        metadata: the run's provenance record.
+        overwrite: ``--overwrite``.
+        stdout: the stream a ``stdout`` target writes to.
+
+    Returns:
+        The bytes of output data written.
+    """
     names = list(outputs)
     if target.kind == "stdout":
         assert stdout is not None
@@ -174,6 +192,7 @@ def write(
 
 
 def _record(names: list[str], metadata: Mapping[str, Any]) -> formats.Record:
+    """The provenance record as a table's metadata entry and as HDF5 attributes."""
     return formats.Record(metadata, parquet_entry(names, metadata), hdf5_attrs(metadata))
 
 
