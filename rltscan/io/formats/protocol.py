@@ -240,11 +240,9 @@ class Format(Protocol):
 
 
 @runtime_checkable
-class TableFile(Protocol):
+class TableFile(Format, Protocol):
     """A row whose file is one table (Parquet, Arrow IPC): what Minari's columnar
-    backends compose on, one part file per episode."""
-
-    suffixes: tuple[tuple[str, str], ...]  # the first is the part files' suffix
+    backends compose on, one part file per episode (its suffix: the row's first)."""
 
     def read_table(self, path: Path, where: str) -> Any:
         """The whole table of the file at ``path`` (messages name it ``where``)."""
@@ -273,6 +271,8 @@ class Row:
     """What most rows share: no layout beyond the magic bytes, no stdin (a seekable file
     is needed), no ``-o`` refusal of their own, outputs through a table."""
 
+    title: str  # see Format
+
     def sniff(self, path: Path, head: bytes | None) -> Sniffed | None:
         """None: the row's ``magic`` says all (see :meth:`Format.sniff`)."""
         return None
@@ -281,9 +281,8 @@ class Row:
         """Refused: the format needs a seekable file (see :meth:`Format.open_bytes`)."""
         from rltscan.errors import InputFileError
 
-        title = getattr(self, "title", word)
         raise InputFileError(
-            f"{where} holds {title}, which needs a seekable file; "
+            f"{where} holds {self.title}, which needs a seekable file; "
             "save it and pass the path instead of '-'"
         )
 

@@ -186,7 +186,7 @@ class Arrow(Row):
             overwrite=overwrite,
             where=source.where,
             stream=source.format == STREAM,
-            form=source.form,  # type: ignore[arg-type]
+            form=source.form,
         )
 
     def to_table(self, source: Source, *, same: bool) -> Tabled:
@@ -222,7 +222,7 @@ class Arrow(Row):
             metadata=record.entry,
             overwrite=overwrite,
             where=source.where,
-            form=source.form if same else form_of(tabled.codecs),  # type: ignore[arg-type]
+            form=source.form if same else form_of(tabled.codecs),
             stream=word == STREAM or not isinstance(sink, Path),
         )
 
