@@ -18,10 +18,12 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
 
+from rltscan.io import open_input
 from rltscan.io.formats import FORMATS, SUFFIXES, TO, Format, named, sniff_bytes, to_word
 from rltscan.io.formats.arrow.physical import ipc_form
-from rltscan.io.formats.protocol import TableFile
-from tests.io_helpers import PARQUET, ROOT
+from rltscan.io.formats.protocol import Streamed, TableFile
+from rltscan.io.writeback import provenance
+from tests.io_helpers import FLAT, PARQUET, ROOT, copy_sample
 
 PACKAGE = ROOT / "rltscan"
 FORMATS_DIR = PACKAGE / "io" / "formats"
@@ -201,3 +203,36 @@ def test_arrow_round_trips_through_the_cli(tmp_path: Path) -> None:
         f"error: {path} is arrow (one row per step); --layout episodes applies to HDF5 only, "
         "drop it or pass --layout flat\n"
     )
+
+
+def test_the_streamed_rows_have_window_sinks() -> None:
+    assert [row.name for row in FORMATS if isinstance(row, Streamed)] == [
+        row.name for row in FORMATS if row.streams
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sample", "rewards"), [(FLAT, "rewards"), (PARQUET, "reward")], ids=["hdf5", "parquet"]
+)
+def test_a_row_sink_writes_back_window_by_window(
+    sample: Path, rewards: str, tmp_path: Path
+) -> None:
+    path = copy_sample(sample, tmp_path)
+    source = open_input(str(path))
+    try:
+        shape = tuple(source.columns[rewards].shape)
+        values = np.arange(shape[0], dtype=np.float32)
+        record = provenance(["adv"], {"rltscan_version": "0", "params": {}})
+        sink = named(source.format).sink(
+            source, path, shape=shape, record=record, template=rewards, overwrite=False
+        )
+        for start in range(0, shape[0], 400):  # three windows and a bit
+            sink.write(start, min(start + 400, shape[0]), {"adv": values[start : start + 400]})
+        sink.commit()
+    finally:
+        source.close()
+    again = open_input(str(path))
+    try:
+        assert np.array_equal(np.asarray(again.read("adv")), values)
+    finally:
+        again.close()

@@ -172,7 +172,7 @@ def write(
     names = list(outputs)
     if target.kind == "stdout":
         assert stdout is not None
-        record = _record(names, metadata)
+        record = provenance(names, metadata)
         return _write_table(source, stdout, target.format, outputs, record, overwrite)
     assert target.path is not None
     if target.kind == "file" and target.path.exists():
@@ -182,7 +182,7 @@ def write(
             )
         if source.path is not None and _same_file(target.path, source.path):
             target = Target("inplace", source.path, source.format)
-    record = _record(names, metadata)
+    record = provenance(names, metadata)
     written = formats.named(source.format).write_back(
         source, prepared, target, outputs, record=record, overwrite=overwrite
     )
@@ -191,8 +191,16 @@ def write(
     return _write_table(source, target.path, target.format, outputs, record, overwrite)
 
 
-def _record(names: list[str], metadata: Mapping[str, Any]) -> formats.Record:
-    """The provenance record as a table's metadata entry and as HDF5 attributes."""
+def provenance(names: list[str], metadata: Mapping[str, Any]) -> formats.Record:
+    """The provenance record as a table's metadata entry and as HDF5 attributes.
+
+    Args:
+        names: the output names.
+        metadata: the run's provenance record.
+
+    Returns:
+        What a format row's writer or sink takes.
+    """
     return formats.Record(metadata, parquet_entry(names, metadata), hdf5_attrs(metadata))
 
 

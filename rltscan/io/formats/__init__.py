@@ -16,7 +16,15 @@ package compares format names.
 
 from __future__ import annotations
 
-from rltscan.io.formats.protocol import Format, OpenOptions, Record, Sniffed, Tabled
+from rltscan.io.formats.protocol import (
+    Format,
+    OpenOptions,
+    Record,
+    Sniffed,
+    Streamed,
+    Tabled,
+    TableFile,
+)
 from rltscan.io.formats.registry import (
     DIRECTORIES,
     FORMATS,
@@ -37,6 +45,8 @@ __all__ = [
     "OpenOptions",
     "Record",
     "Sniffed",
+    "Streamed",
+    "TableFile",
     "Tabled",
     "named",
     "sniff_bytes",

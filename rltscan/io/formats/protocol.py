@@ -240,6 +240,38 @@ class Format(Protocol):
 
 
 @runtime_checkable
+class Streamed(Format, Protocol):
+    """A row the streaming engine walks (``streams``): read by ranges (``Source.window``)
+    and written back window by window into a sink."""
+
+    def sink(
+        self,
+        source: Source,
+        dst: Path,
+        *,
+        shape: tuple[int, ...],
+        record: Record,
+        template: str | None,
+        overwrite: bool,
+    ) -> Any:
+        """The window sink that writes outputs back into this format.
+
+        Args:
+            source: the input (of this format).
+            dst: the file written (the input itself in place, or ``-o PATH``).
+            shape: the whole output's shape (the time axis as the source's layout has it).
+            record: the run's provenance record.
+            template: the column whose storage new outputs copy (HDF5), or None.
+            overwrite: ``--overwrite``.
+
+        Returns:
+            An :mod:`rltscan.io.sinks` sink (``write(start, stop, arrays)``, ``commit``,
+            ``abort``).
+        """
+        ...
+
+
+@runtime_checkable
 class TableFile(Format, Protocol):
     """A row whose file is one table (Parquet, Arrow IPC): what Minari's columnar
     backends compose on, one part file per episode (its suffix: the row's first)."""
@@ -269,7 +301,7 @@ class TableFile(Format, Protocol):
 
 class Row:
     """What most rows share: no layout beyond the magic bytes, no stdin (a seekable file
-    is needed), no ``-o`` refusal of their own, outputs through a table."""
+    is needed), no ``-o`` refusal of their own, never a conversion target."""
 
     title: str  # see Format
 
@@ -288,19 +320,6 @@ class Row:
 
     def check_output(self, source: Source, word: str, path: Path) -> None:
         """Nothing to refuse (see :meth:`Format.check_output`)."""
-
-    def write_back(
-        self,
-        source: Source,
-        prepared: Prepared,
-        target: Any,
-        outputs: Mapping[str, np.ndarray],
-        *,
-        record: Record,
-        overwrite: bool,
-    ) -> int | None:
-        """None: outputs go through a table (see :meth:`Format.write_back`)."""
-        return None
 
     def from_table(
         self,

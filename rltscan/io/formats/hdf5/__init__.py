@@ -145,6 +145,31 @@ class Hdf5(Row):
             source, prepared, target, outputs, record=record, overwrite=overwrite, infos=False
         )
 
+    def sink(
+        self,
+        source: Source,
+        dst: Path,
+        *,
+        shape: tuple[int, ...],
+        record: Record,
+        template: str | None,
+        overwrite: bool,
+    ) -> Any:
+        """A copy of the file filled window by window (see :meth:`Streamed.sink`)."""
+        from rltscan.io.sinks import HDF5Sink
+
+        assert source.path is not None
+        return HDF5Sink(
+            source.path,
+            dst,
+            group=source.group,
+            shape=shape,
+            time_axis=1 if source.layout == "batch-major" else 0,
+            attrs=record.attrs,
+            template=template,
+            overwrite=overwrite,
+        )
+
     def to_table(self, source: Source, *, same: bool) -> Tabled:
         """See :meth:`Format.to_table` and :func:`to_table`."""
         return to_table(source)

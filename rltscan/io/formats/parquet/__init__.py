@@ -79,6 +79,29 @@ class Parquet(Row):
             where=source.where,
         )
 
+    def sink(
+        self,
+        source: Source,
+        dst: Path,
+        *,
+        shape: tuple[int, ...],
+        record: Record,
+        template: str | None,
+        overwrite: bool,
+    ) -> Any:
+        """Outputs spilled window by window, the file rewritten in its own form at commit
+        (see :meth:`Streamed.sink`)."""
+        from rltscan.io.sinks import ParquetSink
+
+        return ParquetSink(
+            source.raw,
+            dst,
+            steps=shape[0],
+            metadata=record.entry,
+            overwrite=overwrite,
+            where=source.where,
+        )
+
     def to_table(self, source: Source, *, same: bool) -> Tabled:
         """Back into Parquet: the ParquetFile itself (its row groups are kept); to another
         format: the table with each column's codec (see :meth:`Format.to_table`)."""
