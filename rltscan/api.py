@@ -284,6 +284,7 @@ def inspect(
     decisions are open; ``decisions`` lists each open one with the flag that settles it
     (an estimator waiting on them is not ready and names them)."""
     from rltscan.estimators import DECLARATIONS
+    from rltscan.io.formats import named
 
     reading = _reading(
         columns, layout, group, dones_mean, ends_are, ignore, observation_gaps, is_last_row
@@ -306,7 +307,7 @@ def inspect(
             if source.backend is None
             else f"{source.format}/{source.backend}",
             "layout": None if layout_decision else source.layout,
-            "group": source.group if source.format == "hdf5" else None,
+            "group": source.group if named(source.format).grouped else None,
             "steps": None,
             "episodes": None,
             "sequences": None,

@@ -490,7 +490,6 @@ CHOICES = {
     "is_last_row": ("--is-last-row", ("observation", "transition")),
     "layout": ("--layout", ("flat", "episodes", "time-major", "batch-major")),
     "missing_bootstrap": ("--missing-bootstrap", ("error", "zero")),
-    "to": ("--to", ("parquet", "arrow")),
     "backend": ("--backend", ("auto", "triton", "torch", "reference")),
     "engine": ("--engine", ("local", "ray")),
 }
@@ -828,7 +827,10 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
         interrupts.preload(gpu=kw["device"] != "cpu")
     with handled(json_out=json_out, quiet=quiet, debug=debug):
         reading = reading_arguments(kw)
-        for name in ("to", "backend", "engine"):
+        from rltscan.io.formats import TO
+
+        _check_choice("--to", TO, kw["to"])
+        for name in ("backend", "engine"):
             _check_choice(*CHOICES[name], kw[name])
         if plot is not None:
             if kw["dry_run"]:

@@ -302,63 +302,6 @@ def _episodes_table(source: Source, root: Any) -> tuple[Any, dict[str, Any]]:
     return table, {"layout": "episodes", "codecs": codecs}
 
 
-# Minari's Arrow/Parquet backends pad every column of an episode to T+1 rows; the last
-# row is real only for the observations and infos (and for values of V(s_0..s_T)).
-REAL_LAST_ROW = ("observations", "infos", "values", "value", "vf_preds", "state_value")
-
-
-def table_from_minari_columnar(source: Source) -> Any:
-    """A Minari Arrow/Parquet dataset as one table: episode after episode, the padding row
-    dropped, the real row T of observations/infos/values as ``next_<name>`` (module doc)."""
-    import pyarrow as pa
-
-    from rltscan.io import minari, parquet
-
-    assert source.path is not None
-    dirs = minari.episode_dirs(source.path)
-    pieces = []
-    names: list[str] | None = None
-    for d in dirs:
-        f = minari.part_file(d, source.backend or "parquet")
-        table = parquet.read_table(f, source.backend or "parquet", str(f))
-        if names is None:
-            names = table.column_names
-        elif table.column_names != names:
-            raise DataError(
-                f"{f} has columns {quoted(table.column_names)} but the first episode has "
-                f"{quoted(names)}; every episode needs the same columns"
-            )
-        t = table.num_rows - 1
-        cols = {EPISODE: pa.array(np.full(t, int(d.name), np.int64))}
-        nexts = {}
-        for name in table.column_names:
-            cols[name] = table.column(name).slice(0, t)
-            if name.split("/")[0].split(".")[0] in REAL_LAST_ROW:
-                nexts[f"next_{name}"] = table.column(name).slice(1, t)
-        clash = [n for n in (*nexts, EPISODE) if n in table.column_names]
-        if clash:
-            raise DataError(
-                f"{f} has a column {quoted(clash)} that the conversion would add; rename it first"
-            )
-        pieces.append(pa.table({**cols, **nexts}))
-    meta = {
-        "source": f"minari/{source.backend}",
-        "layout": "episodes",
-        "index_columns": [EPISODE],
-        "next_of": {n: n[len("next_") :] for n in pieces[0].column_names if n.startswith("next_")}
-        if pieces
-        else {},
-    }
-    try:
-        table = pa.concat_tables(pieces)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
-        raise DataError(
-            f"{source.where}: the episodes' column types differ ({str(err).splitlines()[0]}); "
-            "every episode needs the same columns"
-        ) from None
-    return table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
-
-
 Codec = tuple[str | None, int | None]  # (codec or None for uncompressed, level if known)
 
 
@@ -366,24 +309,6 @@ def _h5_codec(ds: Any) -> Codec:
     """An HDF5 dataset's compression filter ("gzip" with its level, "lzf", ...)."""
     codec = ds.compression
     return (codec, int(ds.compression_opts) if codec == "gzip" else None)
-
-
-def carried_codecs(source: Source, table: Any, plan: Mapping[str, Any] | None = None) -> dict:
-    """Each column of ``table`` (read from ``source``) with the codec it had there:
-    ``{name: (codec or None, level or None)}``; empty where the input says nothing
-    (a Minari columnar dataset: the target's defaults)."""
-    from rltscan.io.physical import IpcForm, ParquetForm, leaves
-
-    form = source.form
-    if source.format == "parquet" and isinstance(form, ParquetForm):
-        out = {}
-        for f in table.schema:
-            codec = form.codecs.get(leaves(f.name, f.type)[0], "none")
-            out[f.name] = (None if codec == "none" else codec, None)
-        return out
-    if source.format in ("arrow", "arrow-stream") and isinstance(form, IpcForm):
-        return {name: (form.codec, None) for name in table.column_names}
-    return dict((plan or {}).get("codecs") or {})
 
 
 def parquet_codecs(carried: Mapping[str, Codec]) -> dict[str, tuple[str, int | None]] | None:
@@ -396,13 +321,6 @@ def parquet_codecs(carried: Mapping[str, Codec]) -> dict[str, tuple[str, int | N
         name: (parquet_codec_of(codec), level if codec == "gzip" else None)
         for name, (codec, level) in carried.items()
     }
-
-
-def ipc_form_of(carried: Mapping[str, Codec]) -> Any:
-    """``carried`` as Arrow IPC keeps it: one codec for the file (IpcForm)."""
-    from rltscan.io.physical import IpcForm, ipc_codec_of
-
-    return IpcForm(ipc_codec_of(codec or "none" for codec, _ in carried.values()))
 
 
 def _refuse(bad: list[str], where: str) -> None:

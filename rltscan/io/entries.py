@@ -14,8 +14,6 @@ import numpy as np
 
 from rltscan.io.source import Source
 
-ARROW_FORMATS = ("parquet", "arrow", "arrow-stream")
-
 
 def describe(value: Any) -> str:
     """``NaN``, ``+Inf``, ``-Inf``, or the number as Python prints it."""
@@ -28,9 +26,20 @@ def describe(value: Any) -> str:
 
 
 def is_null(source: Source, column: str, row: int) -> bool:
-    """Whether row ``row`` of an Arrow/Parquet column is null (False where unknowable)."""
+    """Whether row ``row`` of an Arrow/Parquet column is null (False where unknowable).
+
+    Args:
+        source: the opened input.
+        column: the column's name.
+        row: the row.
+
+    Returns:
+        True where the format keeps nulls (its registry row says so) and that entry is one.
+    """
+    from rltscan.io.formats import named
+
     raw = source.raw
-    if source.format not in ARROW_FORMATS or raw is None or source.layout != "flat":
+    if not named(source.format).nullable or raw is None or source.layout != "flat":
         return False
     import pyarrow as pa
 

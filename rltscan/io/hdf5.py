@@ -24,6 +24,9 @@ dataset names) can leave its superblock and metadata cache inconsistent when the
 process dies mid-write, and then *every* column is lost. The copy costs one
 sequential file copy and guarantees that the input is either the old file or
 the complete new one.
+
+The HDF5 registry row (detection, dispatch, the table conversions) is
+:mod:`rltscan.io.formats.hdf5`; Minari's HDF5 backend composes on both.
 """
 
 from __future__ import annotations

@@ -1,7 +1,11 @@
 """LeRobot dataset directories (README "Minari and LeRobot datasets").
 
 A LeRobot dataset is a directory with ``meta/info.json`` (``codebase_version``,
-``features``, ...) and its frames in Parquet files under ``data/``:
+``features``, ...) and its frames in Parquet files under ``data/``, so it is composed on
+Parquet (each data file is read and written by :mod:`rltscan.io.parquet`); this module
+owns only LeRobot's rules on top (its metadata, conventions and statistics). A LeRobot
+dataset is found and walked as a sharded dataset (:mod:`rltscan.io.shards`), not by a
+registry row of its own:
 
 * v2.0 / v2.1: ``data/chunk-XXX/episode_XXXXXX.parquet``, one episode per file;
 * v3.0: ``data/chunk-XXX/file-YYY.parquet``, many whole episodes per file (an

@@ -14,11 +14,15 @@ Minari's infos have ``T+1`` entries: entry 0 is the info of ``reset()`` and entr
 ``t+1`` the info returned by the ``step`` that produced ``rewards[t]``; an output of
 step ``t`` is therefore entry ``t+1``, and entry 0 is NaN (:func:`as_info`). So
 ``episode.infos["advantages"][1:]`` lines up with ``episode.rewards``.
+
+Owns: what every writer of a Minari dataset shares (the infos struct column, the
+``dataset_size`` update, the episode directories), the streaming and sharded engines
+included. Detecting a dataset, reading it and writing back through its backend's row is
+the Minari registry row, :mod:`rltscan.io.formats.minari`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,13 +30,10 @@ from typing import Any
 
 import numpy as np
 
-import rltscan.io.hdf5 as hdf5
 import rltscan.io.parquet as parquet
 from rltscan.errors import DataError, InputFileError, OutputRefusedError
 from rltscan.io.atomic import atomic_path
-from rltscan.io.columns import ColumnInfo
 from rltscan.io.hdf5 import as_info
-from rltscan.io.source import Layout, Source
 
 EPISODE_DIR = re.compile(r"^\d+$")
 
@@ -124,23 +125,6 @@ def update_size(root: Path) -> None:
         tmp.write_text(json.dumps(meta))
 
 
-def open_dataset(root: Path, *, backend: str, layout: Layout | None) -> Source:
-    if layout not in (None, "episodes"):
-        raise DataError(
-            f"{root} is a Minari dataset (one group per episode); drop --layout {layout}"
-        )
-    if backend == "hdf5":
-        main = root / "data" / "main_data.hdf5"
-        if not main.is_file():
-            raise InputFileError(
-                f"{root} has no data/main_data.hdf5; the Minari dataset is incomplete"
-            )
-        source = hdf5.open_source(main, layout="episodes", display=str(root))
-        source.format, source.backend = "minari", "hdf5"
-        return source
-    return _open_columnar(root, backend)
-
-
 def episode_dirs(root: Path) -> list[Path]:
     data = root / "data"
     try:
@@ -150,132 +134,3 @@ def episode_dirs(root: Path) -> list[Path]:
             f"{data} cannot be listed ({err.strerror or err}); check its permissions"
         ) from None
     return sorted(dirs, key=lambda p: int(p.name))  # numeric: 2 before 10
-
-
-def part_file(directory: Path, backend: str) -> Path:
-    suffix = ".parquet" if backend == "parquet" else ".arrow"
-    parts = sorted(directory.glob(f"*{suffix}"))
-    if len(parts) != 1:
-        raise InputFileError(
-            f"{directory} has {len(parts)} {suffix} files; rltscan reads one part per episode"
-        )
-    return parts[0]
-
-
-def _open_columnar(root: Path, backend: str) -> Source:
-    dirs = episode_dirs(root)
-    if not dirs:
-        raise InputFileError(f"{root} has no episode directories under data/; nothing to read")
-    files = [part_file(d, backend) for d in dirs]
-    opener = parquet.open_parquet if backend == "parquet" else parquet.open_arrow
-    first = opener(files[0])
-    columns = {k: ColumnInfo(k, v.shape, v.dtype) for k, v in first.columns.items()}
-    cache: dict[Path, Source] = {files[0]: first}
-
-    def read(name: str) -> list[np.ndarray]:
-        out = []
-        for f in files:
-            src = cache.setdefault(f, opener(f))
-            if name not in src.columns:
-                raise DataError(
-                    f'{f} has no column "{name}" although {files[0]} has it; '
-                    "every episode needs the same columns"
-                )
-            arr = src.read(name)
-            out.append(np.asarray(arr))
-        return out
-
-    return Source(
-        format="minari",
-        layout="episodes",
-        where=str(root),
-        path=root,
-        columns=columns,
-        read=read,
-        episode_keys=[d.name for d in dirs],
-        padded=True,
-        backend=backend,
-    )
-
-
-def existing_columnar(root: Path, backend: str, names: list[str]) -> list[str]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    f = part_file(episode_dirs(root)[0], backend)
-    if backend == "parquet":
-        schema = pq.ParquetFile(f).schema_arrow
-    else:
-        schema = parquet.read_table(f, backend, str(f)).schema
-    have = set(schema.names)
-    if INFOS in have and pa.types.is_struct(schema.field(INFOS).type):
-        have |= {field.name for field in schema.field(INFOS).type}  # where minari shows them
-    return [n for n in names if n in have]
-
-
-def write_columnar(
-    root: Path,
-    backend: str,
-    outputs: Mapping[str, list[np.ndarray]],
-    metadata: Mapping[str, Any],
-    overwrite: bool,
-) -> int:
-    """Every episode's part file rewritten with the outputs: as columns (plus one NaN
-    padding row) and as fields of the ``infos`` struct column (:func:`with_infos`).
-
-    All temp files are written first; only then is each moved over its original,
-    so an error or interrupt while writing changes nothing. ``dataset_size`` in
-    ``data/metadata.json`` is brought up to date afterwards.
-    """
-    files = [part_file(d, backend) for d in episode_dirs(root)]
-    written = 0
-    with contextlib.ExitStack() as stack:
-        for i, f in enumerate(files):
-            tmp = stack.enter_context(atomic_path(f))
-            padded = {
-                name: np.concatenate(
-                    [parts[i], np.full((1, *parts[i].shape[1:]), np.nan, dtype=parts[i].dtype)]
-                )
-                for name, parts in outputs.items()
-            }
-            written += write_episode(
-                f, tmp, backend, padded, metadata=metadata, overwrite=overwrite, where=str(f)
-            )
-    update_size(root)
-    return written
-
-
-def write_episode(
-    src: Path,
-    dst: Path,
-    backend: str,
-    outputs: Mapping[str, np.ndarray],
-    *,
-    metadata: Mapping[str, Any],
-    overwrite: bool,
-    where: str,
-) -> int:
-    """One episode file ``src`` written to ``dst`` (not atomically: ``dst`` is a temp
-    path) with ``outputs`` (``T+1`` rows, padding last) as columns and as infos."""
-    table = parquet.read_table(src, backend, where)
-    table = with_infos(table, outputs, overwrite=overwrite, where=where)
-    if backend == "parquet":
-        return parquet.write_parquet(
-            table,
-            dst,
-            outputs=outputs,
-            metadata=metadata,
-            overwrite=overwrite,
-            where=where,
-            atomic=False,
-        )
-    return parquet.write_arrow(
-        table,
-        dst,
-        outputs=outputs,
-        metadata=metadata,
-        overwrite=overwrite,
-        where=where,
-        stream=False,
-        atomic=False,
-    )

@@ -1,12 +1,16 @@
-"""Parquet and Arrow IPC: read flat step tables, write them back with new columns appended.
+"""Parquet files, and the pyarrow table layer Arrow IPC shares: read flat step tables,
+write them back with new columns appended.
 
-Reading touches only the columns asked for. Writing streams the input row group by
-row group (record batch by record batch for Arrow), so row order and row-group sizes
-stay as they were, and the writer is given the file's physical form
-(:mod:`rltscan.io.physical`: every column's codec, encodings and statistics, the
-schema, the key-value metadata, Arrow IPC compression); the new columns are appended
-(an ``--overwrite``-n output keeps its position). Files are replaced whole through
-:func:`rltscan.io.atomic.atomic_path`.
+Owns: Parquet reading (only the columns asked for; by row groups for the streaming
+engine), Parquet writing, and what any pyarrow table source needs (numpy <-> Arrow
+columns, the ``rltscan`` key-value metadata entry, output clashes, writing to a path
+atomically or to stdout), which :mod:`rltscan.io.formats.arrow` composes on. Writing
+streams the input row group by row group, so row order and row-group sizes stay as
+they were, and the writer is given the file's physical form (:mod:`rltscan.io.physical`:
+every column's codec, encodings and statistics, the schema, the key-value metadata);
+the new columns are appended (an ``--overwrite``-n output keeps its position). Files
+are replaced whole through :func:`rltscan.io.atomic.atomic_path`. The registry row is
+:mod:`rltscan.io.formats.parquet`.
 """
 
 from __future__ import annotations
@@ -30,11 +34,8 @@ from rltscan.io.atomic import atomic_path, is_full_disk
 from rltscan.io.columns import ColumnInfo
 from rltscan.io.physical import (
     RECORD_KEY,
-    IpcForm,
     ParquetForm,
     converted_options,
-    ipc_form,
-    ipc_options,
     leaves,
     parquet_form,
     parquet_options,
@@ -45,17 +46,16 @@ from rltscan.io.source import Source
 META_KEY = RECORD_KEY
 
 
-def _pa() -> tuple[Any, Any, Any]:
+def _pa() -> tuple[Any, Any]:
     import pyarrow as pa
-    import pyarrow.ipc as ipc
     import pyarrow.parquet as pq
 
-    return pa, pq, ipc
+    return pa, pq
 
 
 def _column_info(name: str, arrow_type: Any, rows: int) -> ColumnInfo:
     """Shape ``(rows, d1, ...)`` for (nested) fixed-size list columns, as HDF5 would hold it."""
-    pa, _, _ = _pa()
+    pa, _ = _pa()
     dims: list[int] = []
     kind = arrow_type
     while pa.types.is_fixed_size_list(kind):
@@ -66,11 +66,15 @@ def _column_info(name: str, arrow_type: Any, rows: int) -> ColumnInfo:
     return ColumnInfo(name, (rows,), str(arrow_type))
 
 
-def _errors() -> tuple[type[BaseException], ...]:
+def pyarrow_errors() -> tuple[type[BaseException], ...]:
     """What pyarrow raises on a damaged file: OSError and ArrowException (ArrowInvalid,
     ArrowNotImplementedError, ...), and from Python code under it ValueError, KeyError,
-    UnicodeDecodeError (non-UTF-8 names in a footer) and the like."""
-    pa, _, _ = _pa()
+    UnicodeDecodeError (non-UTF-8 names in a footer) and the like.
+
+    Returns:
+        The exception classes, for an ``except`` clause.
+    """
+    pa, _ = _pa()
     return (
         OSError,
         pa.ArrowException,
@@ -87,14 +91,19 @@ def _errors() -> tuple[type[BaseException], ...]:
 
 
 @contextmanager
-def _structure(where: str, what: str) -> Iterator[None]:
-    """Turn pyarrow's failures while reading a file into one-line InputFileErrors (exit 3)."""
+def structure(where: str, what: str) -> Iterator[None]:
+    """Turn pyarrow's failures while reading a file into one-line InputFileErrors (exit 3).
+
+    Args:
+        where: how the message names the file.
+        what: what could not be read (``'column "x" cannot be read'``).
+    """
     try:
         yield
     except RltscanError:
         raise
-    except _errors() as err:
-        raise InputFileError(f"{where}: {what} ({_first_line(err)}); the file is corrupt") from None
+    except pyarrow_errors() as err:
+        raise InputFileError(f"{where}: {what} ({first_line(err)}); the file is corrupt") from None
 
 
 def check_names(names: list[str], where: str) -> None:
@@ -111,16 +120,16 @@ def check_names(names: list[str], where: str) -> None:
 
 def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
     """An Arrow column as a numpy array; nulls become NaN (floats) or an error."""
-    pa, _, _ = _pa()
+    pa, _ = _pa()
     if isinstance(column, pa.ChunkedArray):
-        with _structure(where, f'column "{name}" cannot be read'):
+        with structure(where, f'column "{name}" cannot be read'):
             column = column.combine_chunks()
     kind = column.type
     dims: list[int] = []
     while pa.types.is_fixed_size_list(kind) and not column.null_count:
         # observations (N, 4) written as fixed_size_list<4>: read back as (N, 4)
         dims.append(kind.list_size)
-        with _structure(where, f'column "{name}" cannot be read'):
+        with structure(where, f'column "{name}" cannot be read'):
             column = column.flatten()
         kind = column.type
     if dims:
@@ -136,7 +145,7 @@ def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
             f'{where}: column "{name}" has type {kind}, not numbers or booleans; '
             "pass the right column with its option (see rltscan inspect)"
         )
-    with _structure(where, f'column "{name}" cannot be read'):
+    with structure(where, f'column "{name}" cannot be read'):
         nulls = column.null_count
         if nulls and pa.types.is_floating(kind):
             column = column.fill_null(float("nan"))
@@ -146,7 +155,7 @@ def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
         raise DataError(
             f'{where}: column "{name}" has {nulls} null entries; fill them or pass another column'
         )
-    with _structure(where, f'column "{name}" cannot be read'):
+    with structure(where, f'column "{name}" cannot be read'):
         return column.to_numpy(zero_copy_only=False)
 
 
@@ -155,7 +164,7 @@ def _plain_numpy(column: Any, kind: Any) -> np.ndarray:
     zero-copy for numbers (read-only, as ``to_numpy`` gives), unpacked bits for booleans.
     (pyarrow's own ``to_numpy`` imports pandas, ~0.5 s of start-up for every command
     that reads a Parquet column.)"""
-    pa, _, _ = _pa()
+    pa, _ = _pa()
     data = column.buffers()[1]
     n, offset = len(column), column.offset
     if pa.types.is_boolean(kind):
@@ -172,7 +181,7 @@ def arrow_of(values: np.ndarray) -> Any:
     """A 1-D numeric or boolean numpy array as an Arrow array built on its buffer (bits
     packed for booleans); anything else through ``pa.array``. (``pa.array`` on numpy
     imports pandas, ~0.5 s of start-up for every command that writes Parquet.)"""
-    pa, _, _ = _pa()
+    pa, _ = _pa()
     values = np.ascontiguousarray(values)
     kind = values.dtype.kind
     if values.ndim != 1 or kind not in "fiub" or values.dtype.byteorder == ">":
@@ -184,9 +193,22 @@ def arrow_of(values: np.ndarray) -> Any:
     return pa.Array.from_buffers(kind_of, len(values), [None, pa.py_buffer(values)])
 
 
-def _table_source(
+def table_source(
     table: Any, fmt: str, where: str, path: Path | None, raw: Any, form: Any = None
 ) -> Source:
+    """A pyarrow Table read whole as a flat source (Arrow IPC, stdin).
+
+    Args:
+        table: the table.
+        fmt: the format word the source carries.
+        where: how messages name it.
+        path: the file (None for stdin).
+        raw: the format's own handle, kept for the rewrite.
+        form: its physical form, kept by the rewrite (its notes are reported).
+
+    Returns:
+        The source; columns are read from the table on demand.
+    """
     check_names(table.column_names, where)
     columns = {
         name: _column_info(name, field.type, table.num_rows)
@@ -216,7 +238,7 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
     """A Parquet file as a flat source; columns are read on demand."""
     where = display or str(path)
     pf = _parquet_file(path, where)
-    with _structure(where, "its Parquet footer cannot be read"):
+    with structure(where, "its Parquet footer cannot be read"):
         schema = pf.schema_arrow
         rows = pf.metadata.num_rows
         names = list(schema.names)
@@ -228,7 +250,7 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
     check_names(names, where)
 
     def read(name: str) -> np.ndarray:
-        with _structure(where, f'column "{name}" cannot be read'):
+        with structure(where, f'column "{name}" cannot be read'):
             table = pf.read(columns=[name])
         return to_numpy(table.column(0), where, name)
 
@@ -274,7 +296,7 @@ class RowGroupReader:
             found = {i: self.cache[i][name] for i in ids if name in self.cache.get(i, {})}
         missing = [i for i in ids if i not in found]
         if missing:
-            with _structure(self.where, f'column "{name}" cannot be read'):
+            with structure(self.where, f'column "{name}" cannot be read'):
                 table = self.pf.read_row_groups(missing, columns=wanted, use_threads=True)
             fresh, at = {}, 0
             for i in missing:
@@ -308,77 +330,59 @@ class RowGroupReader:
 
 
 def _parquet_file(path_or_buffer: Any, where: str) -> Any:
-    _, pq, _ = _pa()
+    _, pq = _pa()
     try:
         pf = pq.ParquetFile(path_or_buffer)
         remember_origin(pf, path_or_buffer)  # its page headers tell the data page version
         return pf
     except RltscanError:
         raise
-    except _errors() as err:
+    except pyarrow_errors() as err:
         raise InputFileError(
-            f"{where} is not a readable Parquet file ({_first_line(err)}); "
+            f"{where} is not a readable Parquet file ({first_line(err)}); "
             "the file is truncated or corrupt"
         ) from None
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
+    """The first line of an exception's text for a one-line message (at most 120
+    characters; the exception's class name where the text says nothing).
+
+    Args:
+        err: the exception.
+
+    Returns:
+        The line.
+    """
     text = str(err).strip().splitlines()
     line = text[0][:120] if text else ""
     return line if line.strip("'\" ") else err.__class__.__name__
 
 
-def open_arrow(path: Path, display: str | None = None) -> Source:
-    """An Arrow IPC file (Feather v2), memory-mapped."""
-    return open_ipc(path, "arrow", display)
+def open_bytes(data: bytes, where: str = "stdin") -> Source:
+    """Parquet from an in-memory buffer (stdin).
 
+    Args:
+        data: the whole input.
+        where: how messages name it.
 
-def open_ipc(path: Path, fmt: str, display: str | None = None) -> Source:
-    """An Arrow IPC file (``fmt="arrow"``, Feather v2) or IPC stream file (``"arrow-stream"``,
-    ``.arrows``), memory-mapped. Written back in place in the same IPC format."""
-    pa, _, ipc = _pa()
-    where = display or str(path)
-    kind = "Arrow IPC file" if fmt == "arrow" else "Arrow IPC stream"
+    Returns:
+        The source; ``raw`` is the ParquetFile, written back in its form.
+    """
+    pa, _ = _pa()
     try:
-        source = pa.memory_map(str(path), "r")
-        reader = ipc.open_file(source) if fmt == "arrow" else ipc.open_stream(source)
-        table = reader.read_all()
+        raw = _parquet_file(pa.BufferReader(pa.py_buffer(data)), where)
+        table = raw.read()
+        form = parquet_form(raw, where)
         table.validate(full=True)
-        form = ipc_form(source, stream=fmt != "arrow")
     except RltscanError:
         raise
-    except _errors() as err:
+    except pyarrow_errors() as err:
         raise InputFileError(
-            f"{where} is not a readable {kind} ({_first_line(err)}); the file is corrupt"
-        ) from None
-    return _table_source(table, fmt, where, path, raw=table, form=form)
-
-
-def open_bytes(data: bytes, fmt: str, where: str = "stdin") -> Source:
-    """Parquet or Arrow (file or stream) from an in-memory buffer (stdin)."""
-    pa, _, ipc = _pa()
-    buf = pa.py_buffer(data)
-    raw: Any = None
-    try:
-        if fmt == "parquet":  # the file object (not its table): written back in its form
-            raw = _parquet_file(pa.BufferReader(buf), where)
-            table = raw.read()
-            form: Any = parquet_form(raw, where)
-        elif fmt == "arrow":
-            table = ipc.open_file(buf).read_all()
-        else:
-            table = ipc.open_stream(buf).read_all()
-        table.validate(full=True)
-        if fmt != "parquet":
-            form = ipc_form(buf, stream=fmt != "arrow")
-    except RltscanError:
-        raise
-    except _errors() as err:
-        raise InputFileError(
-            f"{where} is not readable {fmt} data ({_first_line(err)}); the stream is truncated "
+            f"{where} is not readable parquet data ({first_line(err)}); the stream is truncated "
             "or corrupt"
         ) from None
-    return _table_source(table, fmt, where, None, raw=table if raw is None else raw, form=form)
+    return table_source(table, "parquet", where, None, raw=raw, form=form)
 
 
 # --------------------------------------------------------------------------- writing
@@ -406,7 +410,7 @@ def _with_outputs(
     batch: Any, outputs: Mapping[str, np.ndarray], start: int, order: list[str]
 ) -> Any:
     """``batch`` with the output slices set (replaced in place or appended, in ``order``)."""
-    pa, _, _ = _pa()
+    pa, _ = _pa()
     n = batch.num_rows
     arrays = {name: batch.column(name) for name in batch.schema.names}
     for name, values in outputs.items():
@@ -493,7 +497,7 @@ def write_parquet(
     file's ``form``; one converted from another format gets ``codecs`` (column name ->
     ``(codec, level)``, :mod:`rltscan.io.physical`).
     """
-    pa, pq, _ = _pa()
+    pa, pq = _pa()
     if isinstance(src, pa.Table):
         return _write_table_parquet(
             src, sink, outputs, metadata, overwrite, where, atomic, form=form, codecs=codecs
@@ -505,7 +509,7 @@ def write_parquet(
     fields = {f.name: f for f in schema}
     for name, values in outputs.items():
         fields[name] = pa.field(name, pa.from_numpy_dtype(_dtype(values)))
-    with _structure(where, "its Parquet footer cannot be read"):
+    with structure(where, "its Parquet footer cannot be read"):
         form = parquet_form(pf, where)
         options = parquet_options(form, list(outputs), like_column(metadata))
     new_schema = pa.schema(
@@ -522,7 +526,7 @@ def write_parquet(
                 table = _with_outputs(batch, outputs, start, order).cast(new_schema)
                 w.write_table(table, row_group_size=max(batch.num_rows, 1))
 
-    return _emit(emit, sink, outputs, atomic)
+    return emit_into(emit, sink, outputs, atomic)
 
 
 def _with_levels(metadata: Mapping[str, Any], options: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -540,7 +544,7 @@ def _parquet_writer(
     in the Arrow schema (``form.footer_only``), and, without a stored Arrow schema (a
     file that had none), writes the schema's metadata into the footer on its own
     (pyarrow writes it only with the schema), so no entry is lost."""
-    _, pq, _ = _pa()
+    _, pq = _pa()
     with pq.ParquetWriter(target, schema, **options) as writer:
         yield writer
         extra = dict(form.footer_only) if form is not None else {}
@@ -562,7 +566,7 @@ def _prefetched(pf: Any, where: str) -> Any:
                 batch = ahead.result()
             except OSError as err:  # a column no estimator reads, met while copying it
                 raise InputFileError(
-                    f"{where}: row group {i} cannot be read ({_first_line(err)}); "
+                    f"{where}: row group {i} cannot be read ({first_line(err)}); "
                     "the file is corrupt"
                 ) from None
             if i + 1 < pf.num_row_groups:
@@ -570,14 +574,25 @@ def _prefetched(pf: Any, where: str) -> Any:
             yield batch, int(starts[i])
 
 
-def _table_with_outputs(
+def table_with_outputs(
     table: Any,
     outputs: Mapping[str, np.ndarray],
     metadata: Mapping[str, Any],
     overwrite: bool,
     where: str,
 ) -> Any:
-    """The input table with the outputs appended and the rltscan metadata merged in."""
+    """The input table with the outputs appended and the rltscan metadata merged in.
+
+    Args:
+        table: the input table.
+        outputs: output name -> one value per row.
+        metadata: the ``rltscan`` key-value metadata entry.
+        overwrite: ``--overwrite`` (replaces only columns rltscan wrote).
+        where: how messages name the input.
+
+    Returns:
+        The new table (an existing output keeps its position).
+    """
     _check_existing(table.column_names, outputs, overwrite, where, table.schema.metadata)
     out = _with_outputs(table, outputs, 0, _order(table.column_names, outputs))
     meta = merged_metadata(table.schema.metadata, metadata)
@@ -596,7 +611,7 @@ def _write_table_parquet(
     form: ParquetForm | None,
     codecs: Mapping[str, tuple[str, int | None]] | None,
 ) -> int:
-    out = _table_with_outputs(table, outputs, metadata, overwrite, where)
+    out = table_with_outputs(table, outputs, metadata, overwrite, where)
     like = like_column(metadata)
     rows: list[int] = []
     options: dict[str, Any] = {}
@@ -620,41 +635,23 @@ def _write_table_parquet(
                 w.write_table(out.slice(start, size), row_group_size=max(size, 1))
                 start += size
 
-    return _emit(emit, sink, outputs, atomic)
+    return emit_into(emit, sink, outputs, atomic)
 
 
-def write_arrow(
-    table: Any,
-    sink: Path | BinaryIO,
-    *,
-    outputs: Mapping[str, np.ndarray],
-    metadata: Mapping[str, Any],
-    overwrite: bool,
-    where: str,
-    stream: bool,
-    atomic: bool = True,
-    form: IpcForm | None = None,
+def emit_into(
+    emit: Any, sink: Path | BinaryIO, outputs: Mapping[str, np.ndarray], atomic: bool
 ) -> int:
-    """Arrow IPC (file, or stream with ``stream=True``), record batches preserved, the
-    body compression and metadata version of ``form`` (the file it came from)."""
-    _, _, ipc = _pa()
-    out = _table_with_outputs(table, outputs, metadata, overwrite, where)
-    sizes = [b.num_rows for b in table.to_batches()] or [out.num_rows]
-    options = ipc_options(form)
+    """Run ``emit`` into a path (atomically unless ``atomic=False``) or a binary stream.
 
-    def emit(target: Any) -> None:
-        opener = ipc.new_stream if stream else ipc.new_file
-        with opener(target, out.schema, options=options) as writer:
-            start = 0
-            for size in sizes:
-                writer.write_table(out.slice(start, size))
-                start += size
+    Args:
+        emit: writes the file to the target it is given (a path string or a buffer).
+        sink: a path, or a binary stream (stdout: every byte or one OutputRefusedError).
+        outputs: the outputs written (their bytes are counted).
+        atomic: replace a path through a temp file.
 
-    return _emit(emit, sink, outputs, atomic)
-
-
-def _emit(emit: Any, sink: Path | BinaryIO, outputs: Mapping[str, np.ndarray], atomic: bool) -> int:
-    """Run ``emit`` into a path (atomically unless ``atomic=False``) or a binary stream."""
+    Returns:
+        The bytes of output data written.
+    """
     written = sum(int(v.nbytes) if hasattr(v, "nbytes") else 0 for v in outputs.values())
     if isinstance(sink, Path) and not atomic:
         emit(str(sink))
@@ -712,26 +709,22 @@ def _quiet_stdout(sink: BinaryIO) -> None:
             os.close(devnull)
 
 
-def table_from_columns(columns: Mapping[str, np.ndarray]) -> Any:
-    """A pyarrow Table from equal-length 1-D numpy columns (HDF5 → Parquet export)."""
-    pa, _, _ = _pa()
-    return pa.table({k: arrow_of(v) for k, v in columns.items()})
-
-
 def as_table(src: Any) -> Any:
     """A pyarrow Table from a ParquetFile or a Table."""
-    _, pq, _ = _pa()
+    _, pq = _pa()
     return src.read() if isinstance(src, pq.ParquetFile) else src
 
 
-def read_table(path: Path, fmt: str, where: str) -> Any:
-    """The whole table (for Arrow write-back and format conversion)."""
-    pa, _, ipc = _pa()
-    if fmt == "parquet":
-        pf = _parquet_file(path, where)
-        with _structure(where, "its data cannot be read"):
-            return pf.read()
-    with _structure(where, "its Arrow data cannot be read"):
-        source = pa.memory_map(str(path), "r")
-        reader = ipc.open_stream(source) if fmt == "arrow-stream" else ipc.open_file(source)
-        return reader.read_all()
+def read_table(path: Path, where: str) -> Any:
+    """The whole table of a Parquet file (Minari part files, format conversion).
+
+    Args:
+        path: the file.
+        where: how messages name it.
+
+    Returns:
+        The pyarrow Table.
+    """
+    pf = _parquet_file(path, where)
+    with structure(where, "its data cannot be read"):
+        return pf.read()

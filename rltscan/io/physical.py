@@ -5,9 +5,10 @@ give back the file it was given: every column's codec, dictionary encoding, valu
 encoding, statistics, Bloom filter and page index, the data page version, the
 row-group sizes and sort order, the Parquet schema (types, nullability, field ids,
 list naming) and the key-value metadata; for Arrow IPC (Feather v2) the body
-compression and the metadata version. :func:`parquet_form` reads all of it from the
-footer (and the header of each column's first data page); :func:`parquet_options`
-turns it into ``pyarrow.parquet.ParquetWriter`` options.
+compression and the metadata version (:mod:`rltscan.io.formats.arrow.physical`).
+:func:`parquet_form` reads all of it from the footer (and the header of each column's
+first data page); :func:`parquet_options` turns it into ``pyarrow.parquet.ParquetWriter``
+options.
 
 What no file records, and what is written instead:
 
@@ -40,7 +41,6 @@ from __future__ import annotations
 
 import io
 import json
-import struct
 import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -90,14 +90,6 @@ class ParquetForm:
     # by the writer after it, as HF datasets adds "content_defined_chunking")
     footer_only: Mapping[bytes, bytes]
     notes: tuple[str, ...] = field(default=())
-
-
-@dataclass(frozen=True)
-class IpcForm:
-    """How an Arrow IPC file or stream was written: body compression and metadata version."""
-
-    codec: str | None  # "lz4" | "zstd" | None
-    metadata_version: Any = None  # pyarrow.ipc.MetadataVersion, None for the default
 
 
 def remember_origin(pf: Any, origin: Any) -> None:
@@ -348,7 +340,16 @@ def _child(name: str, child: Any) -> list[str]:
     return leaves(f"{name}.{child.name}", child.type)
 
 
-def _common(values: Iterable[str], default: str) -> str:
+def most_common(values: Iterable[str], default: str) -> str:
+    """The most common of ``values`` (the first seen on a tie), ``default`` if none.
+
+    Args:
+        values: codec names.
+        default: what no values give.
+
+    Returns:
+        One value.
+    """
     counts = Counter(values)
     return counts.most_common(1)[0][0] if counts else default
 
@@ -360,7 +361,7 @@ def parquet_options(
     (top-level numeric columns) added, each written like the leaf ``like`` (the rewards
     column): its codec and statistics, plain encoding, no dictionary."""
     codecs = dict(form.codecs)
-    default = codecs.get(like or "", _common(codecs.values(), "snappy"))
+    default = codecs.get(like or "", most_common(codecs.values(), "snappy"))
     statistics = set(form.statistics)
     for name in new_columns:
         if name in codecs:  # an output replaced in place (--overwrite): as it was written
@@ -394,92 +395,7 @@ def parquet_options(
     return options
 
 
-# --------------------------------------------------------------------------- Arrow IPC
-
-
-def ipc_form(source: Any, *, stream: bool) -> IpcForm:
-    """The body compression and metadata version of an IPC file (``stream=False``: after
-    its 8-byte magic) or stream in ``source`` (a pyarrow buffer or memory map), from the
-    header of its first record or dictionary batch. Raises ValueError if a header cannot
-    be parsed (the caller has read the file, so this is a damaged header)."""
-    import pyarrow as pa
-    import pyarrow.ipc as ipc
-
-    reader = pa.BufferReader(source) if isinstance(source, pa.Buffer) else source
-    reader.seek(0 if stream else 8)
-    version = None
-    for message in ipc.MessageReader.open_stream(reader):
-        version = message.metadata_version
-        if message.type in ("record batch", "dictionary"):
-            return IpcForm(_body_codec(message.metadata.to_pybytes()), version)
-    return IpcForm(None, version)
-
-
-def _body_codec(buf: bytes) -> str | None:
-    """The ``BodyCompression`` codec of a Message flatbuffer (Arrow's Message.fbs):
-    Message.header (field 2) is a RecordBatch, or a DictionaryBatch whose field 1 is
-    one; RecordBatch.compression is field 3, its codec field 0 (LZ4_FRAME 0, ZSTD 1)."""
-    try:
-        message = _table(buf, _u32(buf, 0))
-        kind = message(1)
-        header_type = buf[kind] if kind is not None else 0
-        batch = _table(buf, _deref(buf, message(2)))
-        if header_type == 2:  # DictionaryBatch: its data is a RecordBatch
-            batch = _table(buf, _deref(buf, batch(1)))
-        compression = batch(3)
-        if compression is None:
-            return None
-        codec = _table(buf, _deref(buf, compression))(0)
-        return "zstd" if codec is not None and buf[codec] == 1 else "lz4"
-    except (struct.error, IndexError, TypeError) as err:
-        raise ValueError(f"an IPC message header cannot be parsed ({err})") from None
-
-
-def _u32(buf: bytes, at: int) -> int:
-    return int(struct.unpack_from("<I", buf, at)[0])
-
-
-def _deref(buf: bytes, at: int | None) -> int:
-    if at is None:
-        raise TypeError("a required flatbuffer field is absent")
-    return at + _u32(buf, at)
-
-
-def _table(buf: bytes, pos: int) -> Any:
-    """Field ``i`` of the flatbuffer table at ``pos`` -> its absolute offset, or None."""
-    vtable = pos - int(struct.unpack_from("<i", buf, pos)[0])
-    size = int(struct.unpack_from("<H", buf, vtable)[0])
-
-    def field_at(i: int) -> int | None:
-        slot = 4 + 2 * i
-        if slot + 2 > size:
-            return None
-        offset = int(struct.unpack_from("<H", buf, vtable + slot)[0])
-        return pos + offset if offset else None
-
-    return field_at
-
-
-def ipc_options(form: IpcForm | None) -> Any:
-    """``pyarrow.ipc.IpcWriteOptions`` that write a file of ``form`` (default: none)."""
-    import pyarrow.ipc as ipc
-
-    if form is None:
-        return ipc.IpcWriteOptions()
-    kwargs: dict[str, Any] = {"compression": form.codec}
-    if form.metadata_version is not None:
-        kwargs["metadata_version"] = form.metadata_version
-    return ipc.IpcWriteOptions(**kwargs)
-
-
 # --------------------------------------------------------------------------- conversions
-
-
-def ipc_codec_of(codecs: Iterable[str]) -> str | None:
-    """The IPC codec of a file whose columns have ``codecs`` (writer names): the most
-    common one where IPC has it (zstd, lz4), else none."""
-    common = _common(codecs, "none")
-    return common if common in ("zstd", "lz4") else None
 
 
 def parquet_codec_of(codec: str | None) -> str:

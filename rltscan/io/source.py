@@ -28,7 +28,7 @@ LAYOUTS: tuple[str, ...] = ("flat", "episodes", "time-major", "batch-major")
 class Source:
     """An opened input. ``read(name)`` returns an array, or one array per episode."""
 
-    format: str  # "hdf5" | "parquet" | "arrow" | "arrow-stream" | "minari" | "torchrl"
+    format: str  # a word of a format registry row (rltscan.io.formats): "hdf5", ...
     layout: Layout
     where: str  # how messages name the input: "rollouts.h5" or "rollouts.h5:/data"
     path: Path | None  # None for stdin
@@ -39,7 +39,7 @@ class Source:
     episode_keys: list[str] = field(default_factory=list)  # episodes layout: group names
     episode_lengths: list[int] = field(default_factory=list)  # T per episode
     padded: bool = False  # Minari Arrow/Parquet: every column has one padding row
-    backend: str | None = None  # Minari: "hdf5" | "parquet" | "arrow"
+    backend: str | None = None  # Minari: its data_format; TorchRL: the storage kind
     attrs: dict[str, object] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
     raw: object = None  # the format's own handle (pyarrow Table, h5py File); io-internal

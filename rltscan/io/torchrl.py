@@ -50,6 +50,8 @@ completed by the next rltscan run on that directory
 buffer's ``loads`` then see the new keys; no input leaf is touched. A torch.save file
 is rewritten whole (temp file, fsync, rename) with the new keys. ``-o out.h5`` /
 ``-o out.parquet`` carry every key (refusing by name what cannot be carried).
+
+The TorchRL registry row (detection, dispatch) is :mod:`rltscan.io.formats.torchrl`.
 """
 
 from __future__ import annotations

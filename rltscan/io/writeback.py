@@ -1,5 +1,8 @@
 """Where results go: into the input (default), a new file (``-o PATH``) or stdout (``-o -``).
 
+What depends on the format is asked of its registry row (:mod:`rltscan.io.formats`):
+which suffix and ``--to`` word name a format, what already exists, who writes back.
+
 Every path that replaces a file goes through ``atomic.atomic_path``: the target
 is either the old file or the complete new one.
 """
@@ -21,8 +24,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from rltscan.errors import InputFileError, OutputRefusedError, ParameterError
-from rltscan.io import atomic, hdf5, minari, parquet
-from rltscan.io.formats import SUFFIXES, output_format
+from rltscan.io import atomic, formats
 from rltscan.io.layout import Prepared
 from rltscan.io.source import Source
 
@@ -33,7 +35,7 @@ class Target:
 
     kind: str
     path: Path | None
-    format: str  # "hdf5" | "parquet" | "arrow" | "arrow-stream" | "minari"
+    format: str  # a word of a registry row (rltscan.io.formats)
 
     def describe(self) -> str:
         if self.kind == "stdout":
@@ -42,10 +44,18 @@ class Target:
 
 
 def plan_target(source: Source, output: str | None, to: str | None) -> Target:
-    """Decide the target from ``-o`` and ``--to``; refuse conversions we cannot do."""
+    """Decide the target from ``-o`` and ``--to``; refuse conversions we cannot do.
+
+    Args:
+        source: the opened input.
+        output: ``-o`` (None: in place; ``-``: stdout).
+        to: ``--to`` (a word of :data:`rltscan.io.formats.TO`), or None.
+
+    Returns:
+        Where and in which format word the outputs go.
+    """
     if output == "-" or (output is None and source.path is None):
-        fmt = "arrow-stream" if to == "arrow" else "parquet"
-        return Target("stdout", None, fmt)
+        return Target("stdout", None, formats.to_word(to, stdout=True))
     if output is None:
         assert source.path is not None
         return Target("inplace", source.path, source.format)
@@ -53,32 +63,34 @@ def plan_target(source: Source, output: str | None, to: str | None) -> Target:
     if path.is_dir():
         raise OutputRefusedError(f"{path} is a directory; pass a file path to -o")
     if to is not None:
-        fmt = "arrow" if to == "arrow" else "parquet"
-    elif path.suffix.lower() in SUFFIXES:
-        fmt = output_format(path, source.format if source.format != "minari" else "parquet")
+        fmt = formats.to_word(to, stdout=False)
+    elif path.suffix.lower() in formats.SUFFIXES:
+        fmt = formats.SUFFIXES[path.suffix.lower()]
     else:
         shown = f'suffix "{path.suffix}"' if path.suffix else "no suffix"
         raise ParameterError(
             f"-o {path} has {shown}, so its format is unknown; use one of "
-            f"{', '.join(SUFFIXES)} (or --to parquet|arrow)"
+            f"{', '.join(formats.SUFFIXES)} (or --to {'|'.join(formats.TO)})"
         )
-    if fmt == "hdf5" and source.format == "minari" and source.backend != "hdf5":
-        raise ParameterError(
-            f"cannot write the Minari {source.backend} dataset {source.where} as HDF5 ({path}); "
-            "use a .parquet or .arrow output path"
-        )
-    if fmt == "minari":
-        fmt = "parquet"
+    formats.named(source.format).check_output(source, fmt, path)
     return Target("file", path, fmt)
 
 
 def streamable(source: Source, target: Target) -> bool:
-    """Whether the streaming engine handles this input/output pair: arrays in an HDF5
-    file written back as HDF5, or a Parquet file written back as Parquet."""
+    """Whether the streaming engine handles this input/output pair: the input read by
+    ranges and written back into its own format by windows (HDF5 arrays, a Parquet file).
+
+    Args:
+        source: the opened input.
+        target: where the outputs go.
+
+    Returns:
+        True where the streaming engine runs it.
+    """
     if source.read_range is None or not source.steps or target.kind == "stdout":
         return False  # (an empty file goes the whole-file way, which names the problem)
     same = target.kind == "inplace" or target.format == source.format
-    return same and source.format in ("hdf5", "parquet") and source.backend is None
+    return same and formats.named(source.format).streams
 
 
 def existing(source: Source, target: Target, names: list[str]) -> list[str]:
@@ -86,6 +98,14 @@ def existing(source: Source, target: Target, names: list[str]) -> list[str]:
 
     A name that is not a valid output name (empty, a ``/``, an HDF5 group) is a
     ParameterError (exit 2) whatever else is there.
+
+    Args:
+        source: the opened input.
+        target: where the outputs go.
+        names: the output names.
+
+    Returns:
+        The names (or the ``-o`` path) that clash.
     """
     for name in names:
         check_name(name)
@@ -94,26 +114,7 @@ def existing(source: Source, target: Target, names: list[str]) -> list[str]:
     if target.kind == "file":
         assert target.path is not None
         return [str(target.path)] if target.path.exists() else []
-    if source.format == "minari" and source.backend != "hdf5":
-        assert source.path is not None
-        return minari.existing_columnar(source.path, source.backend or "parquet", names)
-    if source.format == "torchrl":
-        from rltscan.io import torchrl
-
-        return torchrl.existing(source, names)
-    if source.format in ("hdf5", "minari"):
-        assert source.path is not None
-        h5path = _h5_path(source)
-        return hdf5.existing_names(
-            h5path, source.group, names, source.episode_keys, infos=source.format == "minari"
-        )
-    return [n for n in names if n in source.columns]
-
-
-def _h5_path(source: Source) -> Path:
-    """The HDF5 file itself (for a Minari HDF5 dataset: its main_data.hdf5)."""
-    assert source.path is not None
-    return source.path
+    return formats.named(source.format).existing(source, names)
 
 
 def hdf5_attrs(metadata: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,11 +153,27 @@ def write(
     overwrite: bool,
     stdout: BinaryIO | None = None,
 ) -> int:
-    """Write ``outputs`` (shaped like the estimator inputs) to ``target``; bytes written."""
+    """Write ``outputs`` (shaped like the estimator inputs) to ``target``: the input's
+    registry row writes what it writes itself (in place, HDF5 copies), anything else goes
+    through a table (:func:`_write_table`).
+
+    Args:
+        source: the opened input.
+        prepared: the estimator inputs (template column, episode splits).
+        target: from :func:`plan_target`.
+        outputs: output name -> array.
+        metadata: the run's provenance record.
+        overwrite: ``--overwrite``.
+        stdout: the stream a ``stdout`` target writes to.
+
+    Returns:
+        The bytes of output data written.
+    """
     names = list(outputs)
     if target.kind == "stdout":
         assert stdout is not None
-        return _write_table(source, prepared, stdout, target.format, outputs, metadata, overwrite)
+        record = provenance(names, metadata)
+        return _write_table(source, stdout, target.format, outputs, record, overwrite)
     assert target.path is not None
     if target.kind == "file" and target.path.exists():
         if not overwrite:
@@ -165,76 +182,26 @@ def write(
             )
         if source.path is not None and _same_file(target.path, source.path):
             target = Target("inplace", source.path, source.format)
-    if source.format == "torchrl" and (target.kind == "inplace" or target.format == "hdf5"):
-        from rltscan.io import torchrl
-
-        if target.kind == "inplace":  # a new leaf of the storage (or the saved file rewritten)
-            return torchrl.write_back(
-                source, outputs, template=prepared.template, metadata=metadata, overwrite=overwrite
-            )
-        return torchrl.write_hdf5(source, target.path, outputs, attrs=hdf5_attrs(metadata))
-    if (
-        source.format in ("hdf5", "minari")
-        and source.backend in (None, "hdf5")
-        and (target.kind == "inplace" or target.format == "hdf5")
-    ):
-        src = _h5_path(source)
-        dst = src if target.kind == "inplace" else target.path
-        per_episode = bool(source.episode_keys)
-        shaped: dict[str, Any] = {
-            n: prepared.split(v) if per_episode else v for n, v in outputs.items()
-        }
-        written = hdf5.write_outputs(
-            src,
-            dst,
-            group=source.group,
-            outputs=shaped,
-            attrs=hdf5_attrs(metadata),
-            template=prepared.template,
-            episode_keys=source.episode_keys,
-            overwrite=overwrite,
-            infos=source.format == "minari" and per_episode,  # where minari reads them
-        )
-        if source.format == "minari" and target.kind == "inplace":
-            minari.update_size(src.parent.parent)  # <dataset>/data/main_data.hdf5
+    record = provenance(names, metadata)
+    written = formats.named(source.format).write_back(
+        source, prepared, target, outputs, record=record, overwrite=overwrite
+    )
+    if written is not None:
         return written
-    if source.format == "minari" and target.kind == "inplace":
-        assert source.path is not None
-        split = {n: prepared.split(v) for n, v in outputs.items()}
-        return minari.write_columnar(
-            source.path,
-            source.backend or "parquet",
-            split,
-            parquet_entry(names, metadata),
-            overwrite,
-        )
-    if target.kind == "inplace" and source.format == "parquet":
-        return parquet.write_parquet(
-            source.raw,
-            target.path,
-            outputs=outputs,
-            metadata=parquet_entry(names, metadata),
-            overwrite=overwrite,
-            where=source.where,
-        )
-    if target.kind == "inplace":
-        assert source.path is not None
-        table = (
-            parquet.read_table(source.path, "arrow", source.where)
-            if source.raw is None
-            else source.raw
-        )
-        return parquet.write_arrow(
-            table,
-            target.path,
-            outputs=outputs,
-            metadata=parquet_entry(names, metadata),
-            overwrite=overwrite,
-            where=source.where,
-            stream=source.format == "arrow-stream",
-            form=source.form,
-        )
-    return _write_table(source, prepared, target.path, target.format, outputs, metadata, overwrite)
+    return _write_table(source, target.path, target.format, outputs, record, overwrite)
+
+
+def provenance(names: list[str], metadata: Mapping[str, Any]) -> formats.Record:
+    """The provenance record as a table's metadata entry and as HDF5 attributes.
+
+    Args:
+        names: the output names.
+        metadata: the run's provenance record.
+
+    Returns:
+        What a format row's writer or sink takes.
+    """
+    return formats.Record(metadata, parquet_entry(names, metadata), hdf5_attrs(metadata))
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -388,68 +355,29 @@ def _lock_dir(root: Path, input: str) -> atomic.Lock:
 
 def _write_table(
     source: Source,
-    prepared: Prepared,
     sink: Path | BinaryIO,
     fmt: str,
     outputs: Mapping[str, np.ndarray],
-    metadata: Mapping[str, Any],
+    record: formats.Record,
     overwrite: bool,
 ) -> int:
     """The input as a table plus the outputs, in ``fmt`` (Parquet, Arrow, or HDF5 from a
-    table). Conversions carry every column or refuse by name (:mod:`rltscan.io.convert`)."""
-    from rltscan.io import convert
+    table): the input's row gives the table, the target's row writes it. Conversions
+    carry every column or refuse by name (:mod:`rltscan.io.convert`).
 
-    entry = parquet_entry(list(outputs), metadata)
-    plan: dict[str, Any] = {}
-    if source.format in ("parquet", "arrow", "arrow-stream"):
-        table = source.raw
-        if source.format == "parquet" and fmt != "parquet":
-            table = parquet.as_table(table)  # parquet -> parquet keeps the file's row groups
-        flat_outputs = {n: np.asarray(v).reshape(-1) for n, v in outputs.items()}
-        if fmt == "hdf5":
-            assert isinstance(sink, Path)
-            table = parquet.as_table(table)
-            return convert.write_hdf5(
-                table,
-                sink,
-                outputs=flat_outputs,
-                attrs=hdf5_attrs(metadata),
-                overwrite=overwrite,
-                where=source.where,
-                codecs=convert.carried_codecs(source, table),
-                like=parquet.like_column(entry),
-            )
-    elif source.format == "minari" and source.backend != "hdf5":
-        table = convert.table_from_minari_columnar(source)
-        flat_outputs = {n: np.asarray(v).reshape(-1) for n, v in outputs.items()}
-    elif source.format == "torchrl":
-        from rltscan.io import torchrl
+    Args:
+        source: the opened input.
+        sink: a new file's path, or stdout.
+        fmt: the target's format word.
+        outputs: output name -> array shaped like the estimator inputs.
+        record: the run's provenance record.
+        overwrite: ``--overwrite``.
 
-        table, plan = torchrl.table(source)
-        flat_outputs = {n: convert.output_rows(v, plan["layout"]) for n, v in outputs.items()}
-    else:
-        table, plan = convert.table_from_hdf5(source)
-        flat_outputs = {n: convert.output_rows(v, plan["layout"]) for n, v in outputs.items()}
-    same = source.format == fmt or {source.format, fmt} <= {"arrow", "arrow-stream"}
-    if fmt == "parquet":
-        carried = {} if same else convert.carried_codecs(source, table, plan)
-        return parquet.write_parquet(
-            table,
-            sink,
-            outputs=flat_outputs,
-            metadata=entry,
-            overwrite=overwrite,
-            where=source.where,
-            codecs=convert.parquet_codecs(carried),
-        )
-    form = source.form if same else convert.ipc_form_of(convert.carried_codecs(source, table, plan))
-    return parquet.write_arrow(
-        table,
-        sink,
-        outputs=flat_outputs,
-        metadata=entry,
-        overwrite=overwrite,
-        where=source.where,
-        form=form,
-        stream=fmt == "arrow-stream" or not isinstance(sink, Path),
+    Returns:
+        The bytes of output data written.
+    """
+    row, out = formats.named(source.format), formats.named(fmt)
+    tabled = row.to_table(source, same=row is out)
+    return out.from_table(
+        tabled, sink, fmt, source=source, outputs=outputs, record=record, overwrite=overwrite
     )

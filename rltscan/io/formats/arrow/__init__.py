@@ -1,0 +1,266 @@
+"""Arrow IPC: the file format (Feather v2: ``.arrow``, ``.feather``, ``.ipc``) and the
+stream format (``.arrows``, and what ``-o - --to arrow`` writes), as one registry row.
+
+Owns: detecting both by their first bytes, reading them (memory-mapped, whole: no
+windows), the in-memory bytes of stdin, writing outputs back in the same IPC format
+(record batches, body compression and metadata version kept: :mod:`rltscan.io.physical`),
+and writing any input's table as IPC. The pyarrow table layer it shares with Parquet
+(columns to numpy, the ``rltscan`` metadata entry, writing atomically or to stdout) is
+:mod:`rltscan.io.parquet`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from rltscan.io.formats.protocol import OpenOptions, Record, Row, Sniffed, Tabled, flat_only
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from rltscan.io.formats.arrow.physical import IpcForm
+    from rltscan.io.layout import Prepared
+    from rltscan.io.source import Source
+
+FILE, STREAM = "arrow", "arrow-stream"
+
+
+def _kind(word: str) -> str:
+    return "Arrow IPC file" if word == FILE else "Arrow IPC stream"
+
+
+def open_ipc(path: Path, word: str, display: str | None = None) -> Source:
+    """An Arrow IPC file or IPC stream file, memory-mapped; written back in place in the
+    same IPC format.
+
+    Args:
+        path: the file.
+        word: ``"arrow"`` (IPC file, Feather v2) or ``"arrow-stream"``.
+        display: how messages name it (default: the path).
+
+    Returns:
+        The source; ``raw`` is the table, ``form`` its IPC form.
+    """
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    from rltscan.errors import InputFileError, RltscanError
+    from rltscan.io import parquet
+    from rltscan.io.formats.arrow.physical import ipc_form
+
+    where = display or str(path)
+    try:
+        source = pa.memory_map(str(path), "r")
+        reader = ipc.open_file(source) if word == FILE else ipc.open_stream(source)
+        table = reader.read_all()
+        table.validate(full=True)
+        form = ipc_form(source, stream=word != FILE)
+    except RltscanError:
+        raise
+    except parquet.pyarrow_errors() as err:
+        raise InputFileError(
+            f"{where} is not a readable {_kind(word)} ({parquet.first_line(err)}); "
+            "the file is corrupt"
+        ) from None
+    return parquet.table_source(table, word, where, path, raw=table, form=form)
+
+
+def write_arrow(
+    table: Any,
+    sink: Path | BinaryIO,
+    *,
+    outputs: Mapping[str, np.ndarray],
+    metadata: Mapping[str, Any],
+    overwrite: bool,
+    where: str,
+    stream: bool,
+    atomic: bool = True,
+    form: IpcForm | None = None,
+) -> int:
+    """Arrow IPC (file, or stream with ``stream=True``), record batches preserved, the
+    body compression and metadata version of ``form`` (the file it came from).
+
+    Args:
+        table: the input table.
+        sink: a path (replaced atomically unless ``atomic=False``) or a binary stream.
+        outputs: output name -> one value per row.
+        metadata: the ``rltscan`` key-value metadata entry.
+        overwrite: ``--overwrite`` (replaces only columns rltscan wrote).
+        where: how messages name the input.
+        stream: write the IPC stream format.
+        atomic: replace a path through a temp file.
+        form: the IPC form to keep (None: pyarrow's defaults).
+
+    Returns:
+        The bytes of output data written.
+    """
+    import pyarrow.ipc as ipc
+
+    from rltscan.io import parquet
+    from rltscan.io.formats.arrow.physical import ipc_options
+
+    out = parquet.table_with_outputs(table, outputs, metadata, overwrite, where)
+    sizes = [b.num_rows for b in table.to_batches()] or [out.num_rows]
+    options = ipc_options(form)
+
+    def emit(target: Any) -> None:
+        opener = ipc.new_stream if stream else ipc.new_file
+        with opener(target, out.schema, options=options) as writer:
+            start = 0
+            for size in sizes:
+                writer.write_table(out.slice(start, size))
+                start += size
+
+    return parquet.emit_into(emit, sink, outputs, atomic)
+
+
+class Arrow(Row):
+    """The Arrow IPC row (module doc)."""
+
+    name = "arrow"
+    title = "Arrow IPC"
+    words = (FILE, STREAM)
+    magic = ((b"ARROW1", FILE), (b"\xff\xff\xff\xff", STREAM))
+    suffixes = ((".arrow", FILE), (".feather", FILE), (".ipc", FILE), (".arrows", STREAM))
+    to = FILE
+    stdout = STREAM
+    streams = False
+    grouped = False
+    nullable = True
+
+    def open(self, sniffed: Sniffed, options: OpenOptions) -> Source:
+        """An IPC file or stream file (see :meth:`Format.open`); ``--layout`` other than
+        flat is refused."""
+        flat_only(options.layout, sniffed.format, options.where or str(sniffed.path))
+        return open_ipc(sniffed.path, sniffed.format)
+
+    def open_bytes(self, data: bytes, word: str, where: str, options: OpenOptions) -> Source:
+        """IPC file or stream bytes from stdin (see :meth:`Format.open_bytes`)."""
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        from rltscan.errors import InputFileError, RltscanError
+        from rltscan.io import parquet
+        from rltscan.io.formats.arrow.physical import ipc_form
+
+        flat_only(options.layout, word, where)
+        buf = pa.py_buffer(data)
+        try:
+            table = (ipc.open_file(buf) if word == FILE else ipc.open_stream(buf)).read_all()
+            table.validate(full=True)
+            form = ipc_form(buf, stream=word != FILE)
+        except RltscanError:
+            raise
+        except parquet.pyarrow_errors() as err:
+            raise InputFileError(
+                f"{where} is not readable {word} data ({parquet.first_line(err)}); the stream "
+                "is truncated or corrupt"
+            ) from None
+        return parquet.table_source(table, word, where, None, raw=table, form=form)
+
+    def existing(self, source: Source, names: list[str]) -> list[str]:
+        """Output names that are columns already (see :meth:`Format.existing`)."""
+        return [n for n in names if n in source.columns]
+
+    def write_back(
+        self,
+        source: Source,
+        prepared: Prepared,
+        target: Any,
+        outputs: Mapping[str, np.ndarray],
+        *,
+        record: Record,
+        overwrite: bool,
+    ) -> int | None:
+        """In place: the file rewritten in its own IPC format and form (see
+        :meth:`Format.write_back`); None otherwise."""
+        if target.kind != "inplace":
+            return None
+        return write_arrow(
+            source.raw,
+            target.path,
+            outputs=outputs,
+            metadata=record.entry,
+            overwrite=overwrite,
+            where=source.where,
+            stream=source.format == STREAM,
+            form=source.form,
+        )
+
+    def to_table(self, source: Source, *, same: bool) -> Tabled:
+        """The table itself, with its one body codec where it goes to another format
+        (see :meth:`Format.to_table`)."""
+        from rltscan.io.formats.arrow.physical import IpcForm
+
+        form = source.form
+        if same or not isinstance(form, IpcForm):
+            return Tabled(source.raw)
+        return Tabled(source.raw, codecs={n: (form.codec, None) for n in source.raw.column_names})
+
+    def from_table(
+        self,
+        tabled: Tabled,
+        sink: Path | BinaryIO,
+        word: str,
+        *,
+        source: Source,
+        outputs: Mapping[str, np.ndarray],
+        record: Record,
+        overwrite: bool,
+    ) -> int:
+        """IPC (a stream to stdout) with the input's form when it was IPC too, else its
+        carried codec (see :meth:`Format.from_table`)."""
+        from rltscan.io.formats.arrow.physical import form_of
+
+        same = source.format in self.words
+        return write_arrow(
+            tabled.table,
+            sink,
+            outputs=tabled.rows(outputs),
+            metadata=record.entry,
+            overwrite=overwrite,
+            where=source.where,
+            form=source.form if same else form_of(tabled.codecs),
+            stream=word == STREAM or not isinstance(sink, Path),
+        )
+
+    def read_table(self, path: Path, where: str) -> Any:
+        """The whole table of an IPC file (a Minari part file; see :class:`TableFile`)."""
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        from rltscan.io import parquet
+
+        with parquet.structure(where, "its Arrow data cannot be read"):
+            return ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+
+    def schema(self, path: Path, where: str) -> Any:
+        """The schema of an IPC file (see :class:`TableFile`)."""
+        return self.read_table(path, where).schema
+
+    def write_table(
+        self,
+        table: Any,
+        dst: Path,
+        *,
+        outputs: Mapping[str, np.ndarray],
+        metadata: Mapping[str, Any],
+        overwrite: bool,
+        where: str,
+    ) -> int:
+        """An IPC file at temp path ``dst`` (see :class:`TableFile`)."""
+        return write_arrow(
+            table,
+            dst,
+            outputs=outputs,
+            metadata=metadata,
+            overwrite=overwrite,
+            where=where,
+            stream=False,
+            atomic=False,
+        )
+
+
+FORMAT = Arrow()

@@ -1,0 +1,205 @@
+"""HDF5 as a registry row: detection (its signature), opening a file or one group of it
+(``--group``; flat, ``[T, B]``/``[B, T]`` buffers or episode groups, read by ranges so the
+streaming engine walks it in windows), writing outputs back into a copy of the file (in
+place, or ``-o out.h5``), the file as a table (:func:`rltscan.io.convert.table_from_hdf5`)
+and a table as a flat HDF5 file (:func:`rltscan.io.convert.write_hdf5`). The reading and
+writing themselves are :mod:`rltscan.io.hdf5`; Minari's HDF5 backend composes on
+:func:`write_outputs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from rltscan.io.formats.protocol import OpenOptions, Record, Row, Sniffed, Tabled
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from rltscan.io.layout import Prepared
+    from rltscan.io.source import Source
+
+WORD = "hdf5"
+
+
+def write_outputs(
+    source: Source,
+    prepared: Prepared,
+    target: Any,
+    outputs: Mapping[str, np.ndarray],
+    *,
+    record: Record,
+    overwrite: bool,
+    infos: bool,
+) -> int:
+    """Outputs written into a copy of the HDF5 file ``source.path`` that replaces it (in
+    place) or becomes ``target.path``; per episode where the source has episode groups.
+
+    Args:
+        source: an HDF5 source (or a Minari dataset's main_data.hdf5).
+        prepared: the estimator inputs (template dataset, episode splits).
+        target: a :class:`rltscan.io.writeback.Target` (in place, or an HDF5 file).
+        outputs: output name -> array shaped like the estimator inputs.
+        record: the run's provenance record (written as attributes).
+        overwrite: ``--overwrite``.
+        infos: also write each episode's output where minari reads infos.
+
+    Returns:
+        The bytes of output data written.
+    """
+    from rltscan.io import hdf5
+
+    assert source.path is not None
+    dst = source.path if target.kind == "inplace" else target.path
+    per_episode = bool(source.episode_keys)
+    shaped: dict[str, Any] = {
+        n: prepared.split(v) if per_episode else v for n, v in outputs.items()
+    }
+    return hdf5.write_outputs(
+        source.path,
+        dst,
+        group=source.group,
+        outputs=shaped,
+        attrs=record.attrs,
+        template=prepared.template,
+        episode_keys=source.episode_keys,
+        overwrite=overwrite,
+        infos=infos and per_episode,
+    )
+
+
+def existing(source: Source, names: list[str], *, infos: bool) -> list[str]:
+    """The ``names`` that exist where in-place outputs would go in the HDF5 file.
+
+    Args:
+        source: an HDF5 source (or a Minari dataset's main_data.hdf5).
+        names: the output names.
+        infos: also look in each episode's ``infos`` group (Minari).
+
+    Returns:
+        Those that exist.
+    """
+    from rltscan.io import hdf5
+
+    assert source.path is not None
+    return hdf5.existing_names(source.path, source.group, names, source.episode_keys, infos=infos)
+
+
+def to_table(source: Source) -> Tabled:
+    """An HDF5 source as one table, every dataset carried or refused by name.
+
+    Args:
+        source: an HDF5 source (or a Minari dataset's main_data.hdf5).
+
+    Returns:
+        The table, its row layout and each dataset's codec.
+    """
+    from rltscan.io import convert
+
+    table, plan = convert.table_from_hdf5(source)
+    return Tabled(table, plan["layout"], dict(plan.get("codecs") or {}))
+
+
+class Hdf5(Row):
+    """The HDF5 row (module doc)."""
+
+    name = WORD
+    title = "HDF5"
+    words = (WORD,)
+    magic = ((b"\x89HDF\r\n\x1a\n", WORD),)
+    suffixes = ((".h5", WORD), (".hdf5", WORD), (".hdf", WORD))
+    to = None
+    stdout = None
+    streams = True
+    grouped = True
+    nullable = False
+
+    def open(self, sniffed: Sniffed, options: OpenOptions) -> Source:
+        """The file (or ``--group``) with its layout detected (see :meth:`Format.open`)."""
+        from rltscan.io import hdf5
+
+        return hdf5.open_source(
+            sniffed.path, group=options.group, layout=options.layout, rewards=options.rewards
+        )
+
+    def existing(self, source: Source, names: list[str]) -> list[str]:
+        """See :meth:`Format.existing`."""
+        return existing(source, names, infos=False)
+
+    def write_back(
+        self,
+        source: Source,
+        prepared: Prepared,
+        target: Any,
+        outputs: Mapping[str, np.ndarray],
+        *,
+        record: Record,
+        overwrite: bool,
+    ) -> int | None:
+        """In place or to a new HDF5 file: a copy of this one (see :meth:`Format.write_back`)."""
+        if target.kind != "inplace" and target.format not in self.words:
+            return None
+        return write_outputs(
+            source, prepared, target, outputs, record=record, overwrite=overwrite, infos=False
+        )
+
+    def sink(
+        self,
+        source: Source,
+        dst: Path,
+        *,
+        shape: tuple[int, ...],
+        record: Record,
+        template: str | None,
+        overwrite: bool,
+    ) -> Any:
+        """A copy of the file filled window by window (see :meth:`Streamed.sink`)."""
+        from rltscan.io.sinks import HDF5Sink
+
+        assert source.path is not None
+        return HDF5Sink(
+            source.path,
+            dst,
+            group=source.group,
+            shape=shape,
+            time_axis=1 if source.layout == "batch-major" else 0,
+            attrs=record.attrs,
+            template=template,
+            overwrite=overwrite,
+        )
+
+    def to_table(self, source: Source, *, same: bool) -> Tabled:
+        """See :meth:`Format.to_table` and :func:`to_table`."""
+        return to_table(source)
+
+    def from_table(
+        self,
+        tabled: Tabled,
+        sink: Path | BinaryIO,
+        word: str,
+        *,
+        source: Source,
+        outputs: Mapping[str, np.ndarray],
+        record: Record,
+        overwrite: bool,
+    ) -> int:
+        """A flat HDF5 file, one dataset per column, codecs carried (see
+        :meth:`Format.from_table`)."""
+        from rltscan.io import convert, parquet
+
+        assert isinstance(sink, Path)
+        return convert.write_hdf5(
+            tabled.table,
+            sink,
+            outputs=tabled.rows(outputs),
+            attrs=record.attrs,
+            overwrite=overwrite,
+            where=source.where,
+            codecs=tabled.codecs,
+            like=parquet.like_column(record.entry),
+        )
+
+
+FORMAT = Hdf5()
