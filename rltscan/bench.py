@@ -305,7 +305,7 @@ def baseline_fn(kind: str, *, compiled: bool = True) -> Callable[..., dict[str, 
 
 def problem_of(kind: str, inputs: dict[str, Any]) -> Any:
     """Capture the normalised Problem an estimator call builds (for the baseline)."""
-    from rltscan.estimators import functions as est  # the module whose _run calls solve
+    from rltscan.estimators import _driver as est  # the module whose _run calls solve
 
     captured: dict[str, Any] = {}
     orig = est.solve

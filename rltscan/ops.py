@@ -2,12 +2,19 @@
 and CUDA-graph capture.
 
 ``rltscan.ops.gae(rewards, values, terminated=..., gamma=..., ...)`` takes the same
-arguments as ``rltscan.gae`` (tensors only; no carry) and returns a dict of output
-tensors. Each call is one ``torch.ops.rltscan.estimate`` node: opaque to the
-compiler, with a fake implementation that gives the outputs' shapes and dtypes, so
-a compiled graph never breaks at it. It runs on the caller's current stream; under
-CUDA-graph capture its launch is captured (look-back scratch and its reset come
-from the graph's memory pool), and validation never syncs (docs/CONVENTIONS.md §5.1).
+arguments as ``rltscan.gae`` (tensors only; no carry, one setting) and returns a dict
+of output tensors. Each call is one ``torch.ops.rltscan.estimate`` node: opaque to
+the compiler, with a fake implementation that gives the outputs' shapes and dtypes,
+so a compiled graph never breaks at it. The public functions (``rltscan.gae``, ...)
+call it themselves while ``torch.compile`` traces them. It runs on the caller's
+current stream; under CUDA-graph capture its launch is captured (look-back scratch
+and its reset come from the graph's memory pool), and validation never syncs
+(docs/CONVENTIONS.md §5.1).
+
+The op's schema is typed (:func:`estimate`): the estimator's name, its arrays in a
+fixed order (:func:`array_names`, None where not given), its numeric parameters in
+declaration order (:func:`number_names`), the word options, ``time_dim``,
+``validate`` and ``backend``.
 
 Gradients: the outputs are constants of the loss (advantages and targets are
 stop-gradient in PPO, IMPALA and their kin); inputs that require grad are read
@@ -17,7 +24,6 @@ plain functions.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable
 from typing import Any
 
@@ -26,94 +32,159 @@ from torch import Tensor
 
 from rltscan.errors import ParameterError
 from rltscan.estimators import DECLARATIONS
+from rltscan.estimators.declaration import Declaration, is_sweep
 
 _BY_NAME = {d.name: d for d in DECLARATIONS.values()}
+# arrays every estimator's op may take besides its inputs: γ/λ as tensors (one value or
+# one per step, docs/CONVENTIONS.md §8) and episode ends stored as one flag
+_ALSO_ARRAYS = ("gamma", "lam", "dones", "episode_starts", "last_dones")
+_WORDS = ("missing_bootstrap", "trace", "dones_mean", "ends_are")
 
 
-def _declaration(kind: str):
-    return _BY_NAME[kind]
+# (plain dicts, not functools.cache: torch.compile traces the look-ups)
+_ARRAYS = {k: (*d.inputs, *d.extra_arguments, *_ALSO_ARRAYS) for k, d in _BY_NAME.items()}
+_NUMBERS = {
+    k: tuple(p.name for p in d.parameters if p.choices is None) for k, d in _BY_NAME.items()
+}
+_FALLBACK = {p.name: p.fallback for d in _BY_NAME.values() for p in d.parameters if p.fallback}
 
 
-def _options(text: str) -> dict[str, Any]:
-    """The op's non-tensor arguments, written by the wrapper as ``k=repr(v)|...``."""
-    out: dict[str, Any] = {}
-    for item in filter(None, text.split("|")):
-        k, _, v = item.partition("=")
-        out[k] = ast.literal_eval(v)
-    return out
+def array_names(kind: str) -> tuple[str, ...]:
+    """The op's array slots for estimator ``kind``, in order."""
+    return _ARRAYS[kind]
 
 
-def _outputs(kind: str, present: set[str]) -> list[str]:
-    d = _declaration(kind)
+def number_names(kind: str) -> tuple[str, ...]:
+    """The op's numbers for estimator ``kind``: its numeric parameters, in declaration
+    order (a None default, pg_rho_clip, is sent as its fallback's value)."""
+    return _NUMBERS[kind]
+
+
+def _outputs(kind: str, arrays: list[Tensor | None]) -> list[str]:
+    """The outputs the op returns: the declared ones, less an optional output whose input
+    is absent (Retrace's advantages without v_pi)."""
+    d = _BY_NAME[kind]
+    given = {n for n, a in zip(array_names(kind), arrays, strict=True) if a is not None}
     optional = dict(d.optional_outputs)
-    return [o for o in d.outputs if optional.get(o) is None or optional[o] in present]
+    return [o for o in d.outputs if optional.get(o) is None or optional[o] in given]
 
 
 @torch.library.custom_op("rltscan::estimate", mutates_args=())
-def _estimate(kind: str, names: str, arrays: list[Tensor], options: str) -> list[Tensor]:
+def estimate(
+    kind: str,
+    arrays: list[Tensor | None],
+    numbers: list[float],
+    missing_bootstrap: str | None,
+    trace: str | None,
+    dones_mean: str | None,
+    ends_are: str | None,
+    time_dim: int | None,
+    validate: bool,
+    backend: str,
+) -> list[Tensor]:
+    """One estimator call: ``arrays`` in :func:`array_names` order, ``numbers`` in
+    :func:`number_names` order; the outputs in declaration order (contiguous)."""
     from rltscan.estimators import functions
 
-    d = _declaration(kind)
-    kwargs: dict[str, Any] = _options(options)
-    kwargs.update(zip(names.split(","), arrays, strict=True))
-    res = getattr(functions, d.function_name)(**kwargs)
-    return [res[o].contiguous() for o in _outputs(kind, set(names.split(",")))]
+    d = _BY_NAME[kind]
+    kwargs: dict[str, Any] = dict(zip(number_names(kind), numbers, strict=True))
+    kwargs.update((n, a) for n, a in zip(array_names(kind), arrays, strict=True) if a is not None)
+    words = (missing_bootstrap, trace, dones_mean, ends_are)
+    kwargs.update((n, w) for n, w in zip(_WORDS, words, strict=True) if w is not None)
+    res = getattr(functions, d.function_name)(
+        **kwargs, time_dim=time_dim, validate=validate, backend=backend
+    )
+    return [res[o].contiguous() for o in _outputs(kind, arrays)]
 
 
-@_estimate.register_fake
-def _estimate_fake(kind: str, names: str, arrays: list[Tensor], options: str) -> list[Tensor]:
-    listed = names.split(",")
-    ref = arrays[listed.index(_declaration(kind).inputs[0])]
+@estimate.register_fake
+def _estimate_fake(kind: str, arrays: list[Tensor | None], *_: Any) -> list[Tensor]:
+    names = array_names(kind)
+    ref = arrays[0]
     # a one-element γ/λ tensor is a number: it does not decide the dtype (a per-step one does)
-    floats = [a.dtype for n, a in zip(listed, arrays, strict=True) if a.dtype.is_floating_point
-              and not (n in ("gamma", "lam") and a.numel() == 1)]  # fmt: skip
+    floats = [
+        a.dtype
+        for n, a in zip(names, arrays, strict=True)
+        if a is not None
+        and a.dtype.is_floating_point
+        and not (n in ("gamma", "lam") and a.numel() == 1)
+    ]
     dtype = torch.float64 if torch.float64 in floats else torch.float32
-    return [ref.new_empty(ref.shape, dtype=dtype) for _ in _outputs(kind, set(names.split(",")))]
+    return [ref.new_empty(ref.shape, dtype=dtype) for _ in _outputs(kind, arrays)]
 
 
-def _wrapper(kind: str) -> Callable[..., dict[str, Tensor]]:
-    d = _declaration(kind)
+def call(d: Declaration, kwargs: dict[str, Any]) -> dict[str, Tensor]:
+    """The op on a public function's keyword arguments (unset ones may be absent)."""
+    if kwargs.get("carry") is not None:
+        raise ParameterError(
+            "carry is not supported by rltscan.ops or under torch.compile",
+            f"call rltscan.{d.function_name} outside the compiled function",
+        )
+    wrong = next(
+        (n for n in array_names(d.name) if n not in ("gamma", "lam")
+         and kwargs.get(n) is not None and not isinstance(kwargs[n], Tensor)),
+        None,
+    )  # fmt: skip
+    if wrong is not None:
+        raise ParameterError(
+            f'rltscan.ops.{d.function_name} takes tensors, "{wrong}" is a '
+            f"{type(kwargs[wrong]).__name__}",
+            f"pass a tensor, or call rltscan.{d.function_name}",
+        )
+    defaults = d.defaults()
+    numbers = []
+    for name in number_names(d.name):
+        value = kwargs.get(name, defaults[name])
+        if isinstance(value, Tensor):
+            value = defaults[name]  # passed in its array slot
+        elif is_sweep(value):
+            raise ParameterError(
+                f"several settings ({name}={value!r}) are not supported by rltscan.ops",
+                "call once per setting",
+            )
+        if value is None:  # a None default is the value of its fallback (pg_rho_clip)
+            value = kwargs.get(_FALLBACK[name], defaults[_FALLBACK[name]])
+        numbers.append(float(value))
+    arrays = [kwargs.get(n) for n in array_names(d.name)]
+    arrays = [a if not isinstance(a, Tensor) else a.detach() for a in arrays]  # constants
+    arrays = [a if isinstance(a, Tensor) else None for a in arrays]
+    outs = torch.ops.rltscan.estimate(
+        d.name,
+        arrays,
+        numbers,
+        *(kwargs.get(w) for w in _WORDS),
+        kwargs.get("time_dim"),
+        kwargs.get("validate", True),
+        kwargs.get("backend", "auto"),
+    )
+    return dict(zip(_outputs(d.name, arrays), outs, strict=True))
 
-    def call(*args: Any, **kwargs: Any) -> dict[str, Tensor]:
+
+def _wrapper(d: Declaration) -> Callable[..., dict[str, Tensor]]:
+    def op(*args: Any, **kwargs: Any) -> dict[str, Tensor]:
         if len(args) > d.positional:
             raise ParameterError(
                 f"{d.function_name} takes {d.positional} positional arrays",
                 "pass the others by name",
             )
         kwargs.update(zip(d.signature, args, strict=False))
-        if kwargs.get("carry") is not None:
-            raise ParameterError(
-                "carry is not supported by rltscan.ops", f"call rltscan.{d.function_name}"
-            )
-        # arrays: the inputs, and γ/λ given as tensors (read in the op as the function
-        # reads them: one value or one per step, docs/CONVENTIONS.md §8)
-        tensors = (*d.inputs, "gamma", "lam", "dones", "episode_starts", "last_dones")
-        names = [n for n in tensors if isinstance(kwargs.get(n), Tensor)]
-        given = [n for n in (*d.inputs, "dones", "episode_starts", "last_dones") if n in kwargs]
-        wrong = next((n for n in given if kwargs[n] is not None and n not in names), None)
-        if wrong is not None:
-            raise ParameterError(
-                f'rltscan.ops.{d.function_name} takes tensors, "{wrong}" is a '
-                f"{type(kwargs[wrong]).__name__}",
-                f"pass a tensor, or call rltscan.{d.function_name}",
-            )
-        arrays = [kwargs.pop(n).detach() for n in names]  # outputs are constants of the loss
-        for n in given:
-            kwargs.pop(n, None)
-        options = "|".join(f"{k}={kwargs[k]!r}" for k in sorted(kwargs))
-        outs = torch.ops.rltscan.estimate(kind, ",".join(names), arrays, options)
-        return dict(zip(_outputs(kind, set(names)), outs, strict=True))
+        return call(d, kwargs)
 
-    call.__name__ = call.__qualname__ = d.function_name
-    call.__doc__ = (
+    op.__name__ = op.__qualname__ = d.function_name
+    op.__doc__ = (
         f"``rltscan.{d.function_name}`` as a custom op: the same arguments (tensors, no "
-        "carry), a dict of outputs; see :mod:`rltscan.ops`."
+        "carry, one setting), a dict of outputs; see :mod:`rltscan.ops`."
     )
-    return call
+    return op
 
 
-for _d in DECLARATIONS.values():
-    globals()[_d.function_name] = _wrapper(_d.name)
-del _d
+gae = _wrapper(_BY_NAME["gae"])
+vtrace = _wrapper(_BY_NAME["vtrace"])
+retrace = _wrapper(_BY_NAME["retrace"])
+td_lambda = _wrapper(_BY_NAME["td_lambda"])
+discounted_returns = _wrapper(_BY_NAME["returns"])
+eligibility_traces = _wrapper(_BY_NAME["traces"])
+prefix_sum = _wrapper(_BY_NAME["prefix_sum"])
+return_to_go = _wrapper(_BY_NAME["return_to_go"])
 
 __all__ = [d.function_name for d in DECLARATIONS.values()]

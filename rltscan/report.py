@@ -25,8 +25,6 @@ if TYPE_CHECKING:  # rich loads when a report is rendered (-q, --json and the AP
     from rich.table import Table
     from rich.text import Text
 
-STAGES = ("detect", "read", "to device", "warm-up", "scan", "from device", "write")
-
 
 @dataclass(frozen=True)
 class Stage:

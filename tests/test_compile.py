@@ -81,8 +81,10 @@ def test_fake_outputs_have_the_real_shapes_and_dtypes():
     with FakeTensorMode() as mode:
         fr, fv = mode.from_tensor(r64), mode.from_tensor(v)
         fterm = mode.from_tensor(term)
-        fake = torch.ops.rltscan.estimate("gae", "rewards,values,terminated", [fr, fv, fterm],
-                                          "missing_bootstrap='zero'")  # fmt: skip
+        slots = {"rewards": fr, "values": fv, "terminated": fterm}
+        arrays = [slots.get(n) for n in ops.array_names("gae")]
+        fake = torch.ops.rltscan.estimate("gae", arrays, [0.99, 0.95], "zero", None, None, None,
+                                          None, True, "auto")  # fmt: skip
     assert [(o.shape, o.dtype) for o in fake] == [((7,), torch.float64)] * 2
 
 

@@ -14,7 +14,7 @@ import rltscan
 from rltscan import api
 from rltscan.errors import ParameterError
 from rltscan.estimators import DECLARATIONS, ESTIMATORS, MODULES, declared_module, parameter_table
-from rltscan.estimators._common import check_params as python_check_params
+from rltscan.estimators._checks import check_params as python_check_params
 
 # keywords every public function takes that are neither inputs nor parameters
 CONTROL = {"carry", "time_dim", "backend", "validate", "missing_bootstrap"}

@@ -78,7 +78,7 @@ def _problem(r, v, term, trunc, lv):
     if lv is not None:
         kw["last_value"] = lv
     captured = {}
-    from rltscan.estimators import functions as est
+    from rltscan.estimators import _driver as est  # the module whose _run calls solve
 
     orig = est.solve
 
@@ -137,14 +137,14 @@ def test_oracle_is_importable():
 
 # ---------------------------------------------------------------------------
 # The bound launch itself, built from a call on the interpreter (CPU): the key, the
-# slots, the generated firing code. On CUDA the same Bound fires through the compiled
+# slots, its Firing. On CUDA the same Bound fires through the compiled
 # kernel's launcher (tests/test_gpu.py).
 
 
 def _bind_on_cpu(kind, inp, monkeypatch):
     """A :class:`_bound.Bound` for ``inp``'s shapes, as a CUDA call would build it."""
     from rltscan import bench
-    from rltscan.estimators import functions as est
+    from rltscan.estimators import _driver as est  # the module whose _run calls solve
 
     fired = []
     orig = est.solve
@@ -226,7 +226,7 @@ def test_a_bound_launch_computes_fresh_data_like_the_whole_path(
 
 
 def test_the_launcher_path_hands_on_the_pointers_launch_fire_reads(monkeypatch, rng):
-    """The generated code for the compiled launcher (CUDA only), run on the CPU: a
+    """The firing through the compiled launcher (CUDA only), run on the CPU: a
     stand-in launcher records the integer pointers and check id it is handed and
     declines, so ``Launch.fire`` runs with the tensors; both must name the same memory,
     per call and for the fixed form."""

@@ -491,7 +491,7 @@ def test_calls_with_dones_are_never_bound(monkeypatch):
     reaches the bound-call key (whose lookup would skip the derivation)."""
     fn = rltscan.gae
     seen = []
-    monkeypatch.setitem(fn.__globals__, "_call_key", lambda a: seen.append(1))
+    monkeypatch.setitem(fn.__globals__, "_GAE_KEY", lambda a: seen.append(1))
     args = (np.zeros(5), np.zeros(5))
     fn(*args, dones=np.zeros(5, bool), dones_mean="ended", ends_are="truncated",
        last_value=0.0)  # fmt: skip

@@ -375,7 +375,8 @@ def test_one_launch_numpy_in_numpy_out_and_validation(rng):
 
 def test_the_settings_fallback_solves_each_setting(rng):
     """A settings Problem on a backend without the one-launch path: one solve each."""
-    from rltscan.estimators._common import Problem, solve
+    from rltscan.estimators._problem import Problem
+    from rltscan.estimators._solve import solve
 
     r, v = (torch.as_tensor(rng.standard_normal((2, 9))) for _ in range(2))
     term = torch.as_tensor(rng.random((2, 9)) < 0.2)
@@ -689,9 +690,10 @@ def test_per_step_columns_chunk_with_carries_on_the_kernel(fn, trace, rng, monke
 
 
 def test_the_kernel_path_choice(rng):
-    """``_common.triton_fused``: a fused kind with every per-step column it was given
+    """``_solve.triton_fused``: a fused kind with every per-step column it was given
     read by its prologue; a column its prologue does not read sends it to LINEAR."""
-    from rltscan.estimators._common import Problem, triton_fused
+    from rltscan.estimators._problem import Problem
+    from rltscan.estimators._solve import triton_fused
 
     r = torch.as_tensor(rng.standard_normal((2, 5)))
     g = torch.full((2, 5), 0.9, dtype=torch.float64)
@@ -732,7 +734,9 @@ def test_per_step_validation_on_the_triton_backend(rng):
     """A NaN in γ_t is named by the front end; past it (a Problem solved directly) the
     kernel's screen sees a NaN in either column, and the host check names it."""
     from rltscan.estimators import declared_module
-    from rltscan.estimators._common import Frame, Problem, solve
+    from rltscan.estimators._frame import Frame
+    from rltscan.estimators._problem import Problem
+    from rltscan.estimators._solve import solve
 
     inp = base(rng, 12, 0.2)
     g = np.full(12, 0.9)
@@ -793,7 +797,7 @@ def test_the_kernel_screen_refuses_per_step_values_outside_the_unit_interval(col
     """What a bound call relies on (it skips the front end's [0, 1] check): the kernel's
     screen flags γ_t or λ_t outside [0, 1] at any step, read by a later call."""
     from rltscan.estimators import declared_module
-    from rltscan.estimators._common import Problem
+    from rltscan.estimators._problem import Problem
 
     r = torch.as_tensor(rng.standard_normal((2, 12)))
     term = torch.zeros((2, 12), dtype=torch.bool)

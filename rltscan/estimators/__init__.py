@@ -30,7 +30,8 @@ from rltscan.estimators.declaration import (
 )
 
 # One module per estimator: every public module of this package (not ``declaration``,
-# ``functions``) declares one, so adding an estimator is adding its module. The first
+# ``functions``) declares one; adding an estimator is adding its module, its function
+# (``functions.py``) and its result class (``_result.py``). The first
 # seven keep the CLI's order; any other follows, by module name. The module names are
 # also the public functions' names: after loading, ``rltscan.estimators.gae`` is the
 # function (as it always was), the module is ``sys.modules["rltscan.estimators.gae"]``.
@@ -109,7 +110,7 @@ def check_params(values: Mapping[str, float | None], *, options: bool = False) -
             raise ParameterError(f"{label} {refused[0]}", refused[1])
 
 
-_SUBMODULES = ("_common", "declaration", "functions")
+_SUBMODULES = ("declaration", "functions")
 
 
 def __getattr__(name: str) -> Any:

@@ -12,7 +12,7 @@ Three readings that peers' users rely on, each exact or refused with the fix:
   (:func:`ends_of`, :mod:`rltscan.dones`).
 
 These run on the first call of a shape only: a call with any of them is never bound
-(``_bound.key_function`` returns None for it), so repeated bound calls pay nothing.
+(the public functions skip the call key for it), so repeated bound calls pay nothing.
 """
 
 from __future__ import annotations

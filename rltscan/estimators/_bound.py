@@ -1,7 +1,7 @@
 """Calls bound to a shape: an estimator called again on tensors of the same shapes,
 dtypes, strides and device, with the same parameters, costs one kernel launch.
 
-The first call of a shape runs the whole front end (``functions._run``: checks,
+The first call of a shape runs the whole front end (``_driver._run``: checks,
 normalisation, the ``Problem``) and the fused kernel. When every kernel argument is
 either one of the caller's tensors as given (no copy or conversion was needed) or
 an output, the launch is kept as a :class:`Bound`, keyed by :func:`call_key`; later
@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import atexit
 import functools
+import operator
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -43,6 +44,7 @@ def _ts():  # triton loads with the first GPU call, not with this module
 
 
 _BACKENDS = ("auto", "triton")
+_SCALARS = (float, int, str)
 _IN, _OUT, _FIXED = 0, 1, 2
 # per estimator: a training loop has a handful of shapes; a sweep must not grow it
 MAX_BOUND = 8
@@ -63,37 +65,42 @@ def call_key(d: Declaration, args: dict[str, Any]) -> tuple | None:
 
 
 @functools.cache
-def key_function(d: Declaration) -> Callable[[dict[str, Any]], tuple | None]:
-    """``call_key`` for one declaration as straight-line generated code: per array
-    ``(dtype, shape, strides, device index)`` or None, then the scalars as given."""
-    lines = [
-        "def key(a):",
-        "    if a['carry'] is not None or a['backend'] not in B:",
-        "        return None",
-    ]
-    parts = ["a['validate']", "a['time_dim']", "a['backend']"]
-    for i, n in enumerate(d.inputs):
-        lines += [
-            f"    x = a.get({n!r})",
-            "    if x is None:",
-            f"        k{i} = None",
-            "    elif type(x) is T:",
-            f"        k{i} = (x.dtype, x.shape, x.stride(), x.get_device())",
-            "    else:",
-            "        return None",
-        ]
-        parts.append(f"k{i}")
-    for i, n in enumerate(_scalar_names(d)):
-        lines += [
-            f"    s{i} = a[{n!r}]",
-            f"    if s{i} is not None and type(s{i}) not in S:",
-            "        return None",
-        ]
-        parts.append(f"s{i}")
-    lines.append(f"    return ({', '.join(parts)},)")
-    ns: dict[str, Any] = {"B": _BACKENDS, "T": Tensor, "S": (float, int, str)}
-    exec(compile("\n".join(lines) + "\n", f"<rltscan.call_key.{d.name}>", "exec"), ns)
-    return ns["key"]
+def key_function(d: Declaration) -> CallKey:
+    """The :class:`CallKey` of one declaration (one per declaration, made once)."""
+    return CallKey(d.inputs, _scalar_names(d))
+
+
+class CallKey:
+    """``key(args)``: per array ``(dtype, shape, strides, device index)`` or None, then
+    the controls and the scalars as given; None when the call cannot be bound.
+
+    Called on every public-function call before anything else (the bound look-up), so
+    it is a plain loop with no allocation beyond the key itself."""
+
+    __slots__ = ("_arrays_of", "_scalars_of", "inputs", "scalars")
+
+    def __init__(self, inputs: tuple[str, ...], scalars: tuple[str, ...]) -> None:
+        self.inputs, self.scalars = inputs, scalars
+        self._arrays_of, self._scalars_of = _getter(inputs), _getter(scalars)
+
+    def __call__(self, a: dict[str, Any]) -> tuple | None:
+        if a["carry"] is not None or a["backend"] not in _BACKENDS:
+            return None
+        key: list[Any] = [a["validate"], a["time_dim"], a["backend"]]
+        add = key.append
+        for x in self._arrays_of(a):
+            if x is None:
+                add(None)
+            elif type(x) is Tensor:
+                add((x.dtype, x.shape, x.stride(), x.get_device()))
+            else:
+                return None
+        scalars = self._scalars_of(a)
+        for s in scalars:
+            if s is not None and type(s) not in _SCALARS:
+                return None
+        key += scalars
+        return tuple(key)
 
 
 class Bound:
@@ -118,7 +125,7 @@ class Bound:
         self._names = tuple(name for name, *_ in outputs)
         # the launch alone (pointers gathered, the launcher called): what run() adds to
         # the output allocations; profilers (bench/host_path.py) time it on its own
-        self.firing = _firing(slots, launch, device)
+        self.firing = Firing(slots, launch, device)
         self.direct = self.firing.direct is not None  # (else Triton's dispatch)
 
     def run(self, args: dict[str, Any]) -> dict[str, Tensor]:
@@ -144,9 +151,10 @@ class Bound:
         into ``outputs``, allocated here once (the addresses never change: the
         cheapest launch, and one a CUDA graph can capture)."""
         dev, outs = self.device, self._allocate()
-        check_id, (fire, slow, pointers, direct) = self._check_id, self.firing
-        ptrs = None if pointers is None else pointers(args, outs)
-        if direct is None or ptrs is None or any(p % 16 for p in ptrs):
+        check_id, firing = self._check_id, self.firing
+        fire, slow, direct = firing.fire, firing.slow, firing.direct
+        ptrs = None if direct is None else firing.pointers(args, outs)
+        if ptrs is None or any(p % 16 for p in ptrs):
 
             def again() -> None:
                 check_deferred(dev)
@@ -163,51 +171,88 @@ class Bound:
         return again, dict(zip(self._names, outs, strict=True))
 
 
-class _Firing(NamedTuple):
-    fire: Callable[[dict, list, int], None]  # (args, outs, check_id): the launch
-    slow: Callable[[dict, list, int], None]  # the same through Launch.fire
-    pointers: Callable[[dict, list], list[int]] | None  # the launcher's pointer arguments
-    direct: triton_scan.Direct | None  # the compiled kernel's launcher
+def _getter(keys: tuple | list) -> Callable[[Any], tuple]:
+    """``operator.itemgetter(*keys)`` that always returns a tuple (also for 0 or 1 key)."""
+    if len(keys) > 1:
+        return operator.itemgetter(*keys)
+    if keys:
+        k = keys[0]
+        return lambda x: (x[k],)
+    return lambda x: ()
 
 
-def _firing(
-    slots: list[tuple[int, Any]], launch: triton_scan.Launch, device: torch.device
-) -> _Firing:
-    """The launch on a call's arrays (``args``, ``outs``), as generated code.
+_data_ptr = Tensor.data_ptr
 
-    With the compiled kernel's launcher (``Launch.direct``) the pointers are read once
-    each as integers (the fixed buffer's address is a constant) and checked for 16-byte
+
+class Firing:
+    """The launch on a call's arrays (``args``, ``outs``).
+
+    ``slots`` says where each kernel argument comes from: an input by name (``_IN``), an
+    output by position (``_OUT``), or a fixed buffer (``_FIXED``, the error word). With
+    the compiled kernel's launcher (``Launch.direct``) the pointers are read as
+    integers (a fixed buffer's address is a constant) and checked for 16-byte
     alignment, Triton's specialisation; an unaligned array or an installed launch hook
-    takes ``Launch.fire`` with the tensors, as does every call without a launcher."""
-    items, fixed, ptrs = [], [], []  # the tensors (for Launch.fire), and as integers
-    reads: dict[str, str] = {}  # each array's address is read once
-    for kind, what in slots:
-        if kind == _FIXED:
-            items.append(f"f[{len(fixed)}]")
-            ptrs.append(str(what.data_ptr()))  # a fixed buffer: its address is a constant
-            fixed.append(what)
-            continue
-        item = f"a[{what!r}]" if kind == _IN else f"o[{what}]"
-        items.append(item)
-        ptrs.append(reads.setdefault(item, f"x{len(reads)}"))
-    ns: dict[str, Any] = {"f": tuple(fixed), "launch": launch, "dev": device}
-    src = f"def slow(a, o, cid):\n    launch.fire([{', '.join(items)}], dev, cid)\n"
-    direct = launch.direct(device)
-    if direct is not None and any(t.data_ptr() % 16 for t in fixed):
-        direct = None
-    if direct is None:
-        src += "fire = slow\n"
-    else:
-        ns["direct"] = direct
-        lines = [f"    {v} = {item}.data_ptr()" for item, v in reads.items()]
-        src += "def pointers(a, o):\n" + "\n".join(lines) + f"\n    return [{', '.join(ptrs)}]\n"
-        lines += [
-            f"    if ({' | '.join(reads.values())}) & 15 or not direct([{', '.join(ptrs)}], cid):",
-            "        slow(a, o, cid)",
-        ]
-        src += "def fire(a, o, cid):\n" + "\n".join(lines) + "\n"
-    exec(compile(src, "<rltscan.bound>", "exec"), ns)  # built from slot kinds alone
-    return _Firing(ns["fire"], ns["slow"], ns.get("pointers"), direct)
+    takes ``Launch.fire`` with the tensors (:meth:`slow`), as does every call without
+    a launcher."""
+
+    __slots__ = (
+        "_device", "_fixed", "_ins", "_ins_of", "_launch", "_outs", "_outs_of", "_pick",
+        "_slots", "direct",
+    )  # fmt: skip
+
+    def __init__(
+        self, slots: list[tuple[int, Any]], launch: triton_scan.Launch, device: torch.device
+    ) -> None:
+        self._launch, self._device, self._slots = launch, device, tuple(slots)
+        # each array's address is read once: the inputs by name, the outputs by position,
+        # then the fixed buffers' addresses (constants); _order maps them to the slots
+        self._ins = tuple(dict.fromkeys(w for k, w in slots if k == _IN))
+        self._outs = tuple(dict.fromkeys(w for k, w in slots if k == _OUT))
+        fixed = [t for k, t in slots if k == _FIXED]
+        self._fixed = tuple(t.data_ptr() for t in fixed)
+        where = {
+            **{(_IN, n): i for i, n in enumerate(self._ins)},
+            **{(_OUT, j): len(self._ins) + i for i, j in enumerate(self._outs)},
+        }
+        base, order, nfixed = len(self._ins) + len(self._outs), [], 0
+        for k, w in slots:
+            if k == _FIXED:
+                order.append(base + nfixed)
+                nfixed += 1
+            else:
+                order.append(where[k, w])
+        self._ins_of = _getter(self._ins)
+        self._outs_of = _getter(self._outs)
+        self._pick = _getter(order)
+        direct = launch.direct(device)
+        if direct is not None and any(p % 16 for p in self._fixed):
+            direct = None
+        self.direct: triton_scan.Direct | None = direct  # the compiled kernel's launcher
+
+    def slow(self, a: dict[str, Any], o: list[Tensor], cid: int) -> None:
+        """The launch through ``Launch.fire``, with the tensors."""
+        tensors = [w if k == _FIXED else (a[w] if k == _IN else o[w]) for k, w in self._slots]
+        self._launch.fire(tensors, self._device, cid)
+
+    def _read(self, a: dict[str, Any], o: list[Tensor]) -> list[int]:
+        """The addresses, once each: inputs, outputs, fixed buffers (C-level loops: this
+        runs on every bound call)."""
+        return [*map(_data_ptr, self._ins_of(a)), *map(_data_ptr, self._outs_of(o)), *self._fixed]
+
+    def pointers(self, a: dict[str, Any], o: list[Tensor]) -> list[int]:
+        """The launcher's pointer arguments, as integers, in the kernel's order."""
+        return [*self._pick(self._read(a, o))]
+
+    def fire(self, a: dict[str, Any], o: list[Tensor], cid: int) -> None:
+        """The launch: the launcher on the pointers when every one is aligned, else
+        :meth:`slow`."""
+        direct = self.direct
+        if direct is None:
+            self.slow(a, o, cid)
+            return
+        read = [*map(_data_ptr, self._ins_of(a)), *map(_data_ptr, self._outs_of(o)), *self._fixed]
+        if functools.reduce(operator.or_, read) & 15 or not direct([*self._pick(read)], cid):
+            self.slow(a, o, cid)
 
 
 def build(

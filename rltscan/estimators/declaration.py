@@ -28,7 +28,7 @@ PER_STEP_OF = {"discount": "gamma", "lam_per_step": "lam"}
 PER_ROW_INPUTS = ("last_value", "init")
 
 # When an entry of a float input is read (docs/CONVENTIONS.md §5: only read entries are
-# checked). The estimators' ``reads`` name these; ``_common.read_mask`` implements them.
+# checked). The estimators' ``reads`` name these; ``_checks.read_mask`` implements them.
 READ_ALL = "all"
 READ_NOT_TERMINATED = "not_terminated"  # nv-like: ignored after a terminal step
 READ_BOOT = "boot"  # bootstrap_values: only where boot_t
@@ -136,8 +136,7 @@ class Declaration:
     parameters: tuple[Param, ...]
     missing_bootstrap: str | None  # the default of ``missing_bootstrap``; None: no such option
     help: str  # one line, the CLI command's help
-    # --- the public function, generated from the fields above (estimators/functions.py)
-    doc: str = ""  # its docstring
+    # --- the public function (estimators/functions.py; rltscan.ops reads these)
     positional: int = 1  # how many leading arguments are positional (the rest keyword-only)
     # its arguments (arrays and parameters) in order; None: the inputs less ``init``, then
     # ``extra_arguments``, the parameters, and ``init`` last

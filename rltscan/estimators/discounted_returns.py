@@ -22,7 +22,7 @@ from rltscan.estimators.declaration import (
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
 
-    from rltscan.estimators._common import Problem
+    from rltscan.estimators._problem import Problem
 
 DECLARATION = Declaration(
     name="returns",
@@ -35,11 +35,6 @@ DECLARATION = Declaration(
     parameters=(gamma_param(),),
     missing_bootstrap="zero",  # returns are often computed without a critic (D5)
     help="Discounted reward-to-go: writes returns.",
-    doc="""Discounted reward-to-go (``returns``), docs/CONVENTIONS.md §3.3.
-
-    Bootstrap values are read only at truncations and the window end; without
-    any, they count as 0 (``missing_bootstrap="zero"``, the default here).
-    """,
     # values are accepted like the other bootstrapping estimators' but never read: nv is
     # only needed at truncations and the window end
     arguments=(
@@ -60,7 +55,7 @@ OUTPUTS = DECLARATION.outputs
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._common import (
+    from rltscan.estimators._problem import (
         boot_mask,
         cut_mask,
         discount,

@@ -16,7 +16,7 @@ from rltscan.estimators.declaration import Declaration, gamma_param, lam_param
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
 
-    from rltscan.estimators._common import Problem
+    from rltscan.estimators._problem import Problem
 
 DECLARATION = Declaration(
     name="traces",
@@ -30,11 +30,6 @@ DECLARATION = Declaration(
     missing_bootstrap=None,
     bootstraps=False,
     help="Accumulating eligibility traces of --x (default: the rewards).",
-    doc="""Accumulating eligibility traces (``eligibility_traces``), docs/CONVENTIONS.md §3.6.
-
-    ``x`` has the flags' shape, optionally with trailing feature axes (``[T, D]``);
-    ``init`` (scalar, ``[D]``, per sequence, or both) is the trace before step 0.
-    """,
     features=True,
 )
 REVERSE = DECLARATION.reverse
@@ -42,7 +37,7 @@ OUTPUTS = DECLARATION.outputs
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
-    from rltscan.estimators._common import first_mask, select
+    from rltscan.estimators._problem import first_mask, select
 
     gl = p.params["gamma"] * p.params["lam"]
     a = select(first_mask(p), 0.0, gl, p)

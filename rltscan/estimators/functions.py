@@ -1,750 +1,535 @@
-"""The estimators as a Python API (torch): the public functions, their result types and
-the registry, all generated from the declarations.
+"""The estimators as a Python API (torch): one hand-written function per estimator, and
+the registry (``ESTIMATORS``, ``MODULES``).
 
-Each estimator module beside this file declares itself (``DECLARATION``, torch-free:
-inputs, parameters, outputs, the function's signature and docstring) and builds its
-recurrence coefficients and outputs with torch (``coefficients``, ``finalize``, an
-optional ``prepare`` for argument rules of its own); none loops over time. From each
-declaration this module builds the public function (``gae``, ``vtrace``, ...) with
-its exact signature, defaults and docstring, its result class (``GAEResult``, ...),
-and the rows of ``ESTIMATORS`` and ``MODULES``. Every function runs the same driver:
-check the parameters, read the bootstrap form, bring the arrays to ``[R, T]``
-(``_common.Frame``), and hand a ``Problem`` to the chosen backend.
-``rltscan.estimators`` re-exports this module's names lazily.
+Every function has the same shape. On ``torch.compile`` it is one custom op
+(:mod:`rltscan.ops`: no graph break). Otherwise a call of a shape seen before on the
+GPU is bound (:mod:`rltscan.estimators._bound`: one launch, no front end); any other
+call runs the driver (:func:`rltscan.estimators._driver.front_end`: check the
+parameters, read the bootstrap form, bring the arrays to ``[R, T]``, solve).
+
+Arguments every function shares (docs/CONVENTIONS.md §8):
+
+* arrays are numpy arrays or torch tensors; ``time_dim`` names the time axis (None:
+  time last on ``[T]`` or ``[B, T]``; what reads two ways is refused); a trailing axis
+  of length 1 after it (TorchRL's ``[*B, T, 1]`` with ``time_dim=-2``) is kept in the
+  outputs;
+* ``dones`` (with ``dones_mean``: ``"ended"`` or ``"starts"``), ``episode_starts``,
+  ``last_dones`` and ``ends_are`` (``"terminal"`` or ``"truncated"``) give episode
+  ends stored as one flag, in place of ``terminated``/``truncated``;
+* ``gamma``/``lam`` as a list are several settings (the outputs gain a leading axis),
+  as a tensor one value or one per step; a clip of ``inf`` is no clipping;
+* ``carry`` is the ``.carry`` of the previous chunk's result in scan order (a long
+  sequence in pieces, §2.4); ``backend`` is ``"auto"``, ``"triton"``, ``"torch"`` or
+  ``"reference"`` (float64); ``validate`` checks every read entry (§5).
+
+``gae``, ``td_lambda`` and ``vtrace`` also take a TorchRL TensorDict in place of the
+arrays and write their results into it under TorchRL's keys.
 """
 
 from __future__ import annotations
-import __future__
 
 import dataclasses
-import functools
-import math
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
-import numpy as np
 import torch
 
-from rltscan.dones import shift_starts
 from rltscan.errors import DataError, ParameterError
-from rltscan.estimators import DECLARATIONS, declared_module
+from rltscan.estimators import DECLARATIONS
 from rltscan.estimators import _bound as bound
-from rltscan.estimators._arguments import (
-    ENDS_ARGUMENTS,
-    Ends,
-    ends_of,
-    from_tensordict,
-    is_tensordict,
-    tensor_parameters,
+from rltscan.estimators._arguments import ENDS_ARGUMENTS
+from rltscan.estimators._carry import Carry
+from rltscan.estimators._driver import (
+    MODULES,
+    SettingsCarry,
+    as_op,
+    bound_call,
+    front_end,
 )
-from rltscan.estimators._common import (
-    NV_BOOT,
-    NV_LAST,
-    NV_NEXT,
-    NV_NONE,
-    ArrayLike,
-    Carry,
-    Frame,
-    Problem,
+from rltscan.estimators._problem import ArrayLike, Problem
+from rltscan.estimators._result import (
+    RESULTS,
+    GAEResult,
+    PrefixSumResult,
     Result,
-    check_params,
-    check_shape,
-    compute_device,
-    compute_dtype,
-    flag_column,
-    float_column,
-    per_row,
-    said,
-    solve,
-    time_axis,
-    warn_not_contractive,
+    RetraceResult,
+    ReturnsResult,
+    ReturnToGoResult,
+    TDLambdaResult,
+    TracesResult,
+    VTraceResult,
 )
-from rltscan.estimators.declaration import (
-    BOOTSTRAP_INPUTS,
-    FLAG_INPUTS,
-    PER_STEP_OF,
-    SWEEPABLE,
-    Declaration,
-    is_sweep,
-    settings_of,
-    sweep_refusal,
+
+_compiling = torch.compiler.is_compiling
+_GAE, _VTRACE, _RETRACE, _TD_LAMBDA = (
+    DECLARATIONS[c] for c in ("gae", "vtrace", "retrace", "td-lambda")
 )
-from rltscan.scan import resolve_backend
+_RETURNS, _TRACES, _PREFIX_SUM, _RETURN_TO_GO = (
+    DECLARATIONS[c] for c in ("returns", "traces", "prefix-sum", "return-to-go")
+)
+# the call keys (bound look-up), made once per estimator
+_GAE_KEY, _VTRACE_KEY, _RETRACE_KEY, _TD_LAMBDA_KEY = map(
+    bound.key_function, (_GAE, _VTRACE, _RETRACE, _TD_LAMBDA)
+)
+_RETURNS_KEY, _TRACES_KEY, _PREFIX_SUM_KEY, _RETURN_TO_GO_KEY = map(
+    bound.key_function, (_RETURNS, _TRACES, _PREFIX_SUM, _RETURN_TO_GO)
+)
 
-# Problem.kind -> the estimator module (coefficients, finalize, REVERSE, OUTPUTS), CLI order
-MODULES: dict[str, ModuleType] = {d.name: declared_module(d.name) for d in DECLARATIONS.values()}
+# Each function's body: under torch.compile, the custom op; else the bound launch of a
+# call of this shape when there is one (a call with dones-style arguments never is:
+# their flags are derived by the front end); else the whole front end.
 
 
-# ---------------------------------------------------------------------------
-# The shared driver
-
-
-def _device_of(*xs: Any) -> torch.device:
-    for x in xs:
-        if isinstance(x, torch.Tensor):
-            return x.device
-    return torch.device("cpu")
-
-
-def _bootstrap_mode(
-    next_values: Any,
-    bootstrap_values: Any,
-    last_value: Any,
-    values: Any,
+def gae(
+    rewards: ArrayLike,
+    values: ArrayLike | None = None,
     *,
-    values_required: bool = True,
-) -> str:
-    given = [
-        n
-        for n, x in (
-            ("next_values", next_values),
-            ("bootstrap_values", bootstrap_values),
-            ("last_value", last_value),
-        )
-        if x is not None
-    ]
-    if len(given) > 1:
-        raise ParameterError(
-            f"{' and '.join(repr(g) for g in given)} were both given; "
-            "pass exactly one bootstrap form (docs/CONVENTIONS.md §1.2)"
-        )
-    if next_values is not None:
-        return NV_NEXT
-    needs = bootstrap_values is not None or last_value is not None
-    if needs and values is None and values_required:
-        raise ParameterError(
-            f'"{given[0]}" needs "values" (it fills V(s_t+1) only at cuts); pass values '
-            'or give "next_values" instead'
-        )
-    if bootstrap_values is not None:
-        return NV_BOOT
-    if last_value is not None:
-        return NV_LAST
-    return NV_NONE
-
-
-def _missing(mode: str) -> bool:
-    if mode not in ("error", "zero"):
-        raise ParameterError(f'missing_bootstrap = "{mode}"; pass "error" or "zero"')
-    return mode == "zero"
-
-
-def _run(
-    kind: str,
-    *,
-    ref: str,
-    floats: dict[str, ArrayLike | None],
-    flags: dict[str, ArrayLike | None],
-    reads: dict[str, str],
-    params: dict[str, float],
-    time_dim: int | None,
-    backend: str,
-    validate: bool,
-    nv_mode: str = NV_NONE,
-    missing_zero: bool = False,
+    terminated: ArrayLike | None = None,
+    truncated: ArrayLike | None = None,
+    next_values: ArrayLike | None = None,
+    bootstrap_values: ArrayLike | None = None,
     last_value: ArrayLike | None = None,
-    init: ArrayLike | None = None,
-    features: bool = False,
+    discount: ArrayLike | None = None,
+    lam_per_step: ArrayLike | None = None,
+    gamma: float | list[float] | ArrayLike = 0.99,
+    lam: float | list[float] | ArrayLike = 0.95,
+    missing_bootstrap: str = "error",
+    dones: ArrayLike | None = None,
+    dones_mean: str | None = None,
+    episode_starts: ArrayLike | None = None,
+    last_dones: ArrayLike | None = None,
+    ends_are: str | None = None,
     carry: Carry | None = None,
-    bind: Callable[..., None] | None = None,
-    outputs: dict[str, Any] | None = None,
-    settings: tuple[dict[str, float], ...] | None = None,
-    ends: Ends | None = None,
-) -> dict[str, Any]:
-    """Normalise, validate, solve, and map the outputs back to the user's layout.
+    time_dim: int | None = None,
+    backend: str = "auto",
+    validate: bool = True,
+) -> GAEResult:
+    """Generalized advantage estimation (Schulman et al. 2016, eq. 16), docs/CONVENTIONS.md §3.1.
 
-    ``bind(fired, result, device, deferred)`` is offered the fused launch when the
-    call may be bound (``bound.build``); ``outputs`` (user layout) skip the solve: a
-    bound call's carry is built from them. ``settings``: several (γ, λ) in one solve
-    (the outputs gain a leading axis, the carry is a :class:`SettingsCarry`).
-    ``ends``: episode ends given as dones or episode starts (terminated/truncated are
-    derived from them here, on ``[R, T]`` rows)."""
-    given = {k: v for k, v in floats.items() if v is not None}
-    if ends is not None:
-        flags = {**flags, ends.name: ends.flags}
-    user_device = _device_of(*given.values(), *flags.values(), last_value, init)
-    device = compute_device(backend, user_device)
-    if device.type == "cuda":
-        bound.check_deferred(device)  # an earlier call's screen hit (no sync)
-    as_numpy = not isinstance(given[ref], torch.Tensor)
-    tensors = {k: float_column(k, v, device) for k, v in given.items()}
-    flag_t = {k: flag_column(k, v, device, validate) for k, v in flags.items() if v is not None}
+    ``δ_t = r_t + γ nv_t (1 − terminated_t) − V_t``, ``A_t = δ_t + γλ (1 − cut_t) A_{t+1}``
+    (backward), ``value_targets_t = A_t + V_t``; ``nv_t`` is V of the true successor
+    state (§1.2), a cut is a termination, a truncation or the window end.
 
-    # the step shape comes from the flags when x carries trailing feature axes
-    main = tensors[ref]
-    step_src = next(iter(flag_t.values())) if (features and flag_t) else main
-    given_shape = tuple(step_src.shape)
-    td, squeeze = time_axis(given_shape, time_dim, ref)
-    step_shape = given_shape[:-1] if squeeze else given_shape
-    if step_shape[td] == 0:
-        raise DataError(
-            f'"{ref}" has no steps (its time axis, {said(time_dim)}, has length 0)',
-            "pass data, or the time_dim that names its time axis",
-            column=ref,
-        )
-    feature_shape: tuple[int, ...] = ()
-    if features:
-        if tuple(main.shape[: len(step_shape)]) != step_shape:
-            check_shape(ref, main, given_shape, next(iter(flag_t)), time_dim)
-        feature_shape = tuple(main.shape[len(step_shape) :])
-    for name, t in {**tensors, **flag_t}.items():
-        want = (*step_shape, *feature_shape) if (features and name == ref) else given_shape
-        check_shape(name, t, want, ref, time_dim)
+    Args:
+        rewards: r_t, per step (or a TorchRL TensorDict holding every array).
+        values: V(s_t), per step.
+        terminated, truncated: 0/1 flags marking the END of step t (Gymnasium).
+        next_values: V(s_{t+1}) per step; or ``bootstrap_values`` (read only where a
+            cut is not a termination); or ``last_value`` (one per sequence, for the
+            window end). At most one of the three.
+        discount, lam_per_step: γ_t and λ_t per step, in place of ``gamma``/``lam``.
+        gamma: the discount γ in [0, 1] (a list: several settings).
+        lam: the trace decay λ in [0, 1] (a list: several settings).
+        missing_bootstrap: ``"error"`` (a truncation with no bootstrap value is refused)
+            or ``"zero"`` (it counts as 0).
+        dones, dones_mean, episode_starts, last_dones, ends_are, carry, time_dim,
+            backend, validate: shared by every estimator (module docstring).
 
-    frame = Frame(step_shape, td, feature_shape, as_numpy, user_device, squeeze and not features)
-    flat_frame = Frame(step_shape, td, squeeze=squeeze)
-    layout = f' (the axes of "{ref}" {given_shape} but time, {said(time_dim)})'
-    nfeat = math.prod(feature_shape)
-    cols = {k: frame.rows(v) if k == ref else flat_frame.rows(v) for k, v in tensors.items()}
-    for k, v in flag_t.items():
-        cols[k] = flat_frame.rows(v)
-    if ends is not None:
-        _flags_from_ends(cols, ends, flat_frame, device, layout, validate, carry, kind)
-        flag_t.pop(ends.name)
-        flag_t.update({k: cols[k] for k in ("terminated", "truncated") if k in cols})
-    if features and nfeat > 1:
-        # features become extra rows sharing their sequence's flags (a copy; traces only)
-        for k in [*flag_t, *(n for n in tensors if n != ref)]:
-            r, t = cols[k].shape
-            cols[k] = cols[k].unsqueeze(0).expand(nfeat, r, t).reshape(nfeat * r, t)
-
-    p = Problem(
-        kind=kind,
-        reverse=MODULES[kind].REVERSE,
-        cols=cols,
-        dtype=compute_dtype(tensors),
-        params=params,
-        nv_mode=nv_mode,
-        missing_zero=missing_zero,
-        last_value=per_row("last_value", last_value, flat_frame, device, layout=layout),
-        init=per_row("init", init, frame, device, layout=layout),
-        carry=_check_carry(kind, carry, last_value, init, len(next(iter(cols.values()))), device),
-        settings=settings,
-    )
-    if outputs is not None:
-        out = {k: frame.rows(v) for k, v in outputs.items()}
-        return {"_carry_fn": functools.partial(_carry_out, p, out)}
-    # results that stay on the GPU are not waited for: the kernel's screen is read
-    # by a later call (docs/CONVENTIONS.md §5.1); results bound for the host are
-    # synchronous anyway and raise here
-    defer = validate and device.type == "cuda" and user_device == device and not as_numpy
-    fired: list[Any] = []
-    out = solve(
-        p, backend, validate=validate, reads=reads, frame=frame, defer=defer,
-        on_launch=fired.append,
-    )  # fmt: skip
-    if fired and defer:
-        per_step = tuple(c for c in PER_STEP_OF if c in p.cols)
-        bound.note_check(fired[0].check_id, kind, frame.step_shape, device, per_step)
-    if settings is not None:
-        result = {k: _stacked_output(frame, v) for k, v in out.items()}
-        result["_carry_fn"] = functools.partial(_settings_carry_out, p, out)
-        return result
-    result = {k: frame.output(v) for k, v in out.items()}
-    stays = device.type == "cuda" and user_device == device and not as_numpy
-    if fired and bind is not None and stays:
-        bind(fired[0], result, device, defer)
-    result["_carry_fn"] = functools.partial(_carry_out, p, out)
-    return result
-
-
-def _flags_from_ends(
-    cols: dict[str, torch.Tensor],
-    ends: Ends,
-    frame: Frame,
-    device: torch.device,
-    layout: str,
-    validate: bool,
-    carry: Carry | None,
-    kind: str,
-) -> None:
-    """``terminated``/``truncated`` rows from the dones or episode starts in ``cols``
-    (replaced there), by the rules of :mod:`rltscan.dones` (docs/CONVENTIONS.md §1.4)."""
-    mark = cols.pop(ends.name)
-    mark = mark if mark.dtype == torch.bool else mark != 0
-    if ends.meaning == "ended":
-        ended = mark
-    else:
-        if ends.last is None and carry is not None and MODULES[kind].REVERSE:
-            raise ParameterError(
-                "with carry=, the last step's end is the next chunk's first episode start",
-                "pass last_dones= (that chunk's first episode_starts)",
-            )
-        last = per_row(
-            "last_dones", ends.last, frame, device, layout=layout, flag=True, validate=validate
-        )
-        ended = shift_starts(mark, -1, None if last is None else last != 0)
-    term, trunc = cols.get("terminated"), cols.get("truncated")
-    term = None if term is None else (term if term.dtype == torch.bool else term != 0)
-    trunc = None if trunc is None else (trunc if trunc.dtype == torch.bool else trunc != 0)
-    if ends.kind == "terminal":  # an end a truncation flag explains stays a truncation
-        new = ended if trunc is None else ended & ~trunc
-        cols["terminated"] = new if term is None else new | term
-    else:  # terminated wins where both are set (§1.1)
-        cols["truncated"] = ended if trunc is None else ended | trunc
-
-
-def _carry_out(p: Problem, out: dict[str, Any]) -> Carry:
-    """The state the next chunk in scan order needs (docs/CONVENTIONS.md §2.4)."""
-    d = MODULES[p.kind].DECLARATION
-    edge = 0 if p.reverse else -1  # only one column of anything is touched
-
-    def col(name: str) -> torch.Tensor:
-        return p.cols[name][:, edge].to(p.dtype)
-
-    # the recurrence's own value y, from the first output (minus its base: vs = V + y)
-    y = out[d.outputs[0]][:, edge].to(p.dtype)
-    if d.carry_base:
-        y = y - col(d.carry_base)
-    if p.reverse:
-        # an estimator that reads the next row's ratio (Retrace's c_{t+1}) carries it
-        # (the module says which log-ratio its trace reads: Retrace's four traces differ)
-        log_ratio_at = getattr(MODULES[p.kind], "log_ratio_at", None)
-        nlr = log_ratio_at(p, edge) if log_ratio_at is not None else None
-        nv = col("values") if p.has("values") else None
-        return Carry(p.kind, y.clone(), next_value=nv, next_log_ratio=nlr)
-    done = p.flag("terminated")[:, edge] | p.flag("truncated")[:, edge]
-    return Carry(p.kind, y.clone(), prev_done=done.clone())
-
-
-def _stacked_output(frame: Frame, y: torch.Tensor) -> torch.Tensor:
-    """``[K, R, T]`` -> ``[K, *user shape]``: every setting's block mapped back as one
-    output would be, as one view where the blocks line up (else stacked)."""
-    views = [frame.back(y[k]) for k in range(y.shape[0])]
-    v0 = views[0]
-    if y.dtype == v0.dtype and all(
-        v.stride() == v0.stride()
-        and v.storage_offset() == v0.storage_offset() + k * y.stride(0)
-        and v.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
-        for k, v in enumerate(views)
-    ):
-        out = y.as_strided(
-            (y.shape[0], *v0.shape), (y.stride(0), *v0.stride()), v0.storage_offset()
-        )
-    else:
-        out = torch.stack(views)
-    return out if frame.device is None else out.to(frame.device)
-
-
-def _settings_carry_out(p: Problem, out: dict[str, Any]) -> SettingsCarry:
-    """Each setting's carry, as one call per setting would hand it on (§2.4)."""
-    carries = []
-    for k, s in enumerate(p.settings):
-        one = dataclasses.replace(p, params={**p.params, **s}, settings=None, carry=None)
-        carries.append(_carry_out(one, {name: v[k] for name, v in out.items()}))
-    return SettingsCarry(tuple(carries), p.settings)
-
-
-def _check_carry(
-    kind: str,
-    carry: Carry | None,
-    last_value: Any,
-    init: Any,
-    rows: int,
-    device: torch.device,
-) -> Carry | None:
-    if carry is None:
-        return None
-    if not isinstance(carry, Carry) or carry.estimator != kind:
-        got = getattr(carry, "estimator", type(carry).__name__)
-        raise ParameterError(
-            f"carry comes from {got!r}, not {kind!r}; pass the .carry of this estimator's "
-            "result for the neighbouring chunk"
-        )
-    if carry.rows != rows:
-        raise DataError(
-            f"carry holds {carry.rows} sequences but this chunk has {rows}",
-            "pass the chunks of one batch with the same sequences and the same time_dim",
-        )
-    if last_value is not None:
-        raise ParameterError(
-            '"last_value" bootstraps the window end, but a chunk with a carry does not end '
-            'the window; pass "bootstrap_values" or "next_values" for truncations'
-        )
-    if init is not None:
-        raise ParameterError('"init" and carry were both given; the carry is the initial value')
-    return dataclasses.replace(
-        carry,
-        **{
-            f.name: getattr(carry, f.name).to(device)
-            for f in dataclasses.fields(carry)
-            if isinstance(getattr(carry, f.name), torch.Tensor)
-        },
-    )
-
-
-# ---------------------------------------------------------------------------
-# Public API: one function per declaration, one driver for all
-
-
-def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
-    """The arguments read and checked (docs/CONVENTIONS.md §8): a TensorDict's arrays
-    taken out (``args["_write"]`` puts the results back), γ/λ tensors as numbers or
-    per-step columns, dones as ``args["_ends"]``, the required arrays present, the
-    parameters in range (a ``None`` default filled from its fallback)."""
-    if is_tensordict(args[d.inputs[0]]):
-        args, args["_write"] = from_tensordict(d, args)
-    args = tensor_parameters(d, args)
-    if "terminated" in d.inputs:
-        args["_ends"] = ends_of(d, args)
-    for name in d.required:
-        if args.get(name) is None and name not in d.derivable:
-            if name == "terminated" and args.get("_ends") is not None:
-                continue
-            also = " (or dones with dones_mean, or episode_starts)" if name == "terminated" else ""
-            raise ParameterError(f'{d.function_name} needs "{name}"{also}', f"pass {name}=")
-    for prm in d.parameters:
-        if args[prm.name] is None and prm.fallback is not None:
-            args[prm.name] = args[prm.fallback]
-    scalars = {prm.name: args[prm.name] for prm in d.parameters if prm.choices is None}
-    for name in SWEEPABLE:  # several settings: each value checked as one would be
-        if name in scalars and is_sweep(scalars[name]):
-            values = list(scalars.pop(name))
-            for v in values:
-                check_params(**{name: v})
-            refused = sweep_refusal(values)
-            if refused is not None:
-                raise ParameterError(f"{name} {refused}")
-    check_params(**scalars)
-    for prm in d.parameters:  # word parameters (Retrace's trace)
-        refused = prm.violation(args[prm.name]) if prm.choices is not None else None
-        if refused is not None:
-            raise ParameterError(f"{prm.name} {refused[0]}", refused[1])
-    misused = d.misused(args)
-    if misused is not None:
-        raise ParameterError(misused)
-    for column, param in PER_STEP_OF.items():  # a per-step column replaces its scalar
-        if args.get(column) is not None:
-            given = args[param]
-            if is_sweep(given) or float(given) != float(d.defaults()[param]):
-                raise ParameterError(
-                    f'"{column}" gives {param} per step; drop {param}={given!r} or the column'
-                )
-            if args["validate"]:
-                _check_unit_column(column, args[column])
-    return args
-
-
-def _check_unit_column(name: str, x: Any) -> None:
-    """A per-step γ_t or λ_t: every entry in [0, 1] (NaN refused), named at the first bad."""
-    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
-    if t.dtype.is_complex:
-        raise DataError(f'"{name}" has dtype {t.dtype}; pass real numbers in [0, 1]')
-    bad = ~((t >= 0) & (t <= 1))
-    if bool(bad.any()):
-        where = tuple(int(i) for i in torch.nonzero(bad)[0])
-        raise DataError(
-            f'"{name}" must be in [0, 1] at every step; index {where} is {float(t[where])!r}',
-            f"pass per-step values in [0, 1] as {name}",
-        )
-
-
-def _finish(
-    d: Declaration,
-    args: dict[str, Any],
-    key: tuple | None = None,
-    outputs: dict[str, Any] | None = None,
-    settings: tuple[dict[str, float], ...] | None = None,
-) -> Result:
-    """Everything after the parameters: the module's own argument rules, the bootstrap
-    form, then normalise, validate and solve (``_run``). ``key`` (``bound.call_key``):
-    the call may be bound for later calls of its shape; ``outputs``, ``settings``: see
-    ``_run`` (with ``settings``, ``args`` holds the first setting's γ and λ)."""
-    unread = [i for i in d.inputs if i not in d.inputs_for(args) and args.get(i) is not None]
-    if unread:  # a word parameter (Retrace's trace) leaves this input unread
-        words = ", ".join(f"{p}={args[p]!r}" for p in dict.fromkeys(c[0] for c in d.choice_inputs))
-        raise ParameterError(
-            f'"{unread[0]}" is not read with {words}; drop it, or pick the option that reads it'
-        )
-    prepare = getattr(MODULES[d.name], "prepare", None)
-    if prepare is not None:
-        args = prepare(args)
-    nv_mode = NV_NONE
-    if any(i in d.inputs for i in BOOTSTRAP_INPUTS):
-        nv_mode = _bootstrap_mode(
-            args.get("next_values"),
-            args.get("bootstrap_values"),
-            args.get("last_value"),
-            args.get("values"),
-            values_required="values" in d.inputs,
-        )
-    floats = d.float_inputs
-    out = _run(
-        d.name,
-        ref=d.inputs[0],
-        floats={n: args[n] for n in floats},
-        flags={n: args[n] for n in d.inputs if n in FLAG_INPUTS},
-        reads={n: d.read_rule(n) for n in floats},
-        params={
-            prm.name: args[prm.name] if prm.choices else float(args[prm.name])
-            for prm in d.parameters
-        },
-        time_dim=args["time_dim"],
-        backend=args["backend"],
-        validate=args["validate"],
-        carry=args["carry"],
-        nv_mode=nv_mode,
-        missing_zero=d.missing_bootstrap is not None and _missing(args["missing_bootstrap"]),
-        last_value=args.get("last_value"),
-        init=args.get("init"),
-        features=d.features,
-        bind=None if key is None else functools.partial(_bind, d, args, key),
-        outputs=outputs,
-        settings=settings,
-        ends=args.get("_ends"),
-    )
-    result = RESULTS[d.name](**out)
-    write = args.get("_write")
-    if write is not None and outputs is None:
-        write(result)  # a TensorDict: TorchRL's output keys
-    return result
-
-
-def _bind(d: Declaration, args: dict[str, Any], key: tuple, fired: Any, result, device, deferred):
-    b = bound.build(d, args, fired, result, device, deferred)
+    Returns:
+        A :class:`GAEResult` with ``advantages`` and ``value_targets``, each of the
+        rewards' shape (numpy in, numpy out); ``.carry`` hands the state on.
+    """
+    args = locals()
+    if _compiling():
+        return as_op(_GAE, args)
+    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
+    key = _GAE_KEY(args) if bindable else None
+    b = None if key is None else bound.lookup(_GAE, key)
     if b is not None:
-        bound.remember(key, b)
+        return bound_call(_GAE, b, args)
+    return front_end(_GAE, args, key)
 
 
-def _bound_call(d: Declaration, b: bound.Bound, args: dict[str, Any]) -> Result:
-    """A call through its :class:`bound.Bound`: one launch; the carry on demand."""
-    out = b.run(args)
-    return RESULTS[d.name](**out, _carry_fn=functools.partial(_carry_later, d, args, out))
+def vtrace(
+    rewards: ArrayLike,
+    values: ArrayLike | None = None,
+    *,
+    logp_target: ArrayLike | None = None,
+    logp_behavior: ArrayLike | None = None,
+    terminated: ArrayLike | None = None,
+    truncated: ArrayLike | None = None,
+    next_values: ArrayLike | None = None,
+    bootstrap_values: ArrayLike | None = None,
+    last_value: ArrayLike | None = None,
+    discount: ArrayLike | None = None,
+    lam_per_step: ArrayLike | None = None,
+    gamma: float | list[float] | ArrayLike = 0.99,
+    lam: float | list[float] | ArrayLike = 1.0,
+    rho_clip: float = 1.0,
+    c_clip: float = 1.0,
+    pg_rho_clip: float | None = None,
+    missing_bootstrap: str = "error",
+    dones: ArrayLike | None = None,
+    dones_mean: str | None = None,
+    episode_starts: ArrayLike | None = None,
+    last_dones: ArrayLike | None = None,
+    ends_are: str | None = None,
+    carry: Carry | None = None,
+    time_dim: int | None = None,
+    backend: str = "auto",
+    validate: bool = True,
+) -> VTraceResult:
+    """V-trace value targets and policy-gradient advantages (IMPALA, Espeholt et al.
+    2018, eq. 1), docs/CONVENTIONS.md §3.4.
+
+    With ``ratio_t = π/μ`` (clipped in log space), ``ρ_t = min(ρ̄, ratio_t)`` and
+    ``c_t = λ min(c̄, ratio_t)``: ``δ_t = ρ_t (r_t + γ nv_t (1 − terminated_t) − V_t)``,
+    ``D_t = δ_t + γ c_t (1 − cut_t) D_{t+1}`` (backward), ``vs_t = V_t + D_t``,
+    ``pg_advantages_t = min(ρ̄_pg, ratio_t) (r_t + γ vs_{t+1} − V_t)`` (at a cut the
+    bootstrap value in place of ``vs_{t+1}``). Warns when γ·λ·c̄ > 1.
+
+    Args:
+        rewards, values: r_t and V(s_t), per step (or a TorchRL TensorDict).
+        logp_target, logp_behavior: log π(a_t|s_t) and log μ(a_t|s_t), per step.
+        terminated, truncated: 0/1 flags marking the END of step t.
+        next_values, bootstrap_values, last_value: the bootstrap form, at most one
+            (see :func:`gae`).
+        discount, lam_per_step: γ_t and λ_t per step, in place of ``gamma``/``lam``.
+        gamma, lam: γ and λ in [0, 1] (a list: several settings).
+        rho_clip, c_clip: ρ̄ and c̄, the clips of ρ_t and c_t (> 0; inf: no clip).
+        pg_rho_clip: ρ̄ of the policy-gradient advantage (None: ``rho_clip``).
+        missing_bootstrap: ``"error"`` or ``"zero"`` (see :func:`gae`).
+        dones, dones_mean, episode_starts, last_dones, ends_are, carry, time_dim,
+            backend, validate: shared by every estimator (module docstring).
+
+    Returns:
+        A :class:`VTraceResult` with ``vs`` and ``pg_advantages``.
+    """
+    args = locals()
+    if _compiling():
+        return as_op(_VTRACE, args)
+    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
+    key = _VTRACE_KEY(args) if bindable else None
+    b = None if key is None else bound.lookup(_VTRACE, key)
+    if b is not None:
+        return bound_call(_VTRACE, b, args)
+    return front_end(_VTRACE, args, key)
 
 
-def _carry_later(d: Declaration, args: dict[str, Any], outputs: dict[str, Any]) -> Carry | None:
-    """A bound call's carry: the front end runs now (not on every call) and builds it
-    from the outputs."""
-    return _finish(d, _begin(d, dict(args)), outputs=outputs).carry
+def retrace(
+    rewards: ArrayLike,
+    q_values: ArrayLike | None = None,
+    *,
+    next_expected_q: ArrayLike | None = None,
+    logp_target: ArrayLike | None = None,
+    logp_behavior: ArrayLike | None = None,
+    terminated: ArrayLike | None = None,
+    truncated: ArrayLike | None = None,
+    v_pi: ArrayLike | None = None,
+    discount: ArrayLike | None = None,
+    lam_per_step: ArrayLike | None = None,
+    next_target_probs: ArrayLike | None = None,
+    next_q: ArrayLike | None = None,
+    gamma: float | list[float] | ArrayLike = 0.99,
+    lam: float | list[float] | ArrayLike = 1.0,
+    c_clip: float = 1.0,
+    trace: str = "retrace",
+    dones: ArrayLike | None = None,
+    dones_mean: str | None = None,
+    episode_starts: ArrayLike | None = None,
+    last_dones: ArrayLike | None = None,
+    ends_are: str | None = None,
+    carry: Carry | None = None,
+    time_dim: int | None = None,
+    backend: str = "auto",
+    validate: bool = True,
+) -> RetraceResult:
+    """Retrace(λ) targets and the general off-policy return (Munos et al. 2016, eq. 3),
+    docs/CONVENTIONS.md §3.5.
+
+    ``δ_t = r_t + γ E_π Q(s_{t+1}, ·) (1 − terminated_t) − Q_t``,
+    ``D_t = δ_t + γ c_{t+1} (1 − cut_t) D_{t+1}`` (backward),
+    ``retrace_targets_t = Q_t + D_t``, ``advantages_t = retrace_targets_t − V^π_t``.
+    The trace c picks the family member: ``"retrace"`` λ min(c̄, π/μ),
+    ``"tree-backup"`` λ π, ``"q-lambda"`` λ, ``"is"`` λ π/μ. Warns when γ·λ·c̄ > 1.
+
+    Args:
+        rewards, q_values: r_t and Q(s_t, a_t), per step.
+        next_expected_q: E_{a~π(.|s_{t+1})} Q(s_{t+1}, a) per step (ignored at terminal
+            steps); or, for discrete actions, ``next_target_probs`` and ``next_q``
+            (``[..., A]``, both of s_{t+1}) and the expectation is taken here.
+        logp_target, logp_behavior: log π and log μ of a_t (what ``trace`` reads).
+        terminated, truncated: 0/1 flags marking the END of step t.
+        v_pi: V^π(s_t) per step, for ``advantages``.
+        discount, lam_per_step: γ_t and λ_t per step, in place of ``gamma``/``lam``.
+        gamma, lam: γ and λ in [0, 1] (a list: several settings).
+        c_clip: c̄ (> 0; inf: no clip), Retrace's trace only.
+        trace: ``"retrace"``, ``"tree-backup"``, ``"q-lambda"`` or ``"is"``.
+        dones, dones_mean, episode_starts, last_dones, ends_are, carry, time_dim,
+            backend, validate: shared by every estimator (module docstring).
+
+    Returns:
+        A :class:`RetraceResult` with ``retrace_targets`` (and ``advantages`` when
+        ``v_pi`` is given, else None).
+    """
+    args = locals()
+    if _compiling():
+        return as_op(_RETRACE, args)
+    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
+    key = _RETRACE_KEY(args) if bindable else None
+    b = None if key is None else bound.lookup(_RETRACE, key)
+    if b is not None:
+        return bound_call(_RETRACE, b, args)
+    return front_end(_RETRACE, args, key)
 
 
-# ---------------------------------------------------------------------------
-# Several settings in one pass (gamma=[0.9, 0.99], lam=[...])
+def td_lambda(
+    rewards: ArrayLike,
+    values: ArrayLike | None = None,
+    *,
+    terminated: ArrayLike | None = None,
+    truncated: ArrayLike | None = None,
+    next_values: ArrayLike | None = None,
+    bootstrap_values: ArrayLike | None = None,
+    last_value: ArrayLike | None = None,
+    discount: ArrayLike | None = None,
+    lam_per_step: ArrayLike | None = None,
+    gamma: float | list[float] | ArrayLike = 0.99,
+    lam: float | list[float] | ArrayLike = 0.95,
+    missing_bootstrap: str = "error",
+    dones: ArrayLike | None = None,
+    dones_mean: str | None = None,
+    episode_starts: ArrayLike | None = None,
+    last_dones: ArrayLike | None = None,
+    ends_are: str | None = None,
+    carry: Carry | None = None,
+    time_dim: int | None = None,
+    backend: str = "auto",
+    validate: bool = True,
+) -> TDLambdaResult:
+    """TD(λ) returns (Sutton & Barto 2018, eq. 12.3 in recursive form), docs/CONVENTIONS.md §3.2.
+
+    ``G_t = r_t + γ nv_t`` at a truncation or the window end, ``r_t`` at a termination,
+    else ``r_t + γ ((1 − λ) V_{t+1} + λ G_{t+1})`` (backward).
+
+    Args:
+        rewards: r_t, per step (or a TorchRL TensorDict).
+        values: V(s_t) per step, read only as V(s_{t+1}) inside episodes; with
+            ``next_values`` it may be left out.
+        terminated, truncated: 0/1 flags marking the END of step t.
+        next_values, bootstrap_values, last_value: the bootstrap form, at most one
+            (see :func:`gae`).
+        discount, lam_per_step: γ_t and λ_t per step, in place of ``gamma``/``lam``.
+        gamma, lam: γ and λ in [0, 1] (a list: several settings).
+        missing_bootstrap: ``"error"`` or ``"zero"`` (see :func:`gae`).
+        dones, dones_mean, episode_starts, last_dones, ends_are, carry, time_dim,
+            backend, validate: shared by every estimator (module docstring).
+
+    Returns:
+        A :class:`TDLambdaResult` with ``lambda_returns``.
+    """
+    args = locals()
+    if _compiling():
+        return as_op(_TD_LAMBDA, args)
+    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
+    key = _TD_LAMBDA_KEY(args) if bindable else None
+    b = None if key is None else bound.lookup(_TD_LAMBDA, key)
+    if b is not None:
+        return bound_call(_TD_LAMBDA, b, args)
+    return front_end(_TD_LAMBDA, args, key)
 
 
-@dataclasses.dataclass(frozen=True)
-class SettingsCarry:
-    """The carries of a call with several settings, one per setting, in their order."""
+def discounted_returns(
+    rewards: ArrayLike,
+    *,
+    terminated: ArrayLike | None = None,
+    truncated: ArrayLike | None = None,
+    values: ArrayLike | None = None,
+    next_values: ArrayLike | None = None,
+    bootstrap_values: ArrayLike | None = None,
+    last_value: ArrayLike | None = None,
+    discount: ArrayLike | None = None,
+    gamma: float | list[float] | ArrayLike = 0.99,
+    missing_bootstrap: str = "zero",
+    dones: ArrayLike | None = None,
+    dones_mean: str | None = None,
+    episode_starts: ArrayLike | None = None,
+    last_dones: ArrayLike | None = None,
+    ends_are: str | None = None,
+    carry: Carry | None = None,
+    time_dim: int | None = None,
+    backend: str = "auto",
+    validate: bool = True,
+) -> ReturnsResult:
+    """Discounted reward-to-go (Sutton & Barto 2018, eq. 3.8), docs/CONVENTIONS.md §3.3.
 
-    carries: tuple[Carry, ...]
-    settings: tuple[dict[str, float], ...]
+    ``G_t = r_t + γ (1 − cut_t) G_{t+1}`` (backward), plus ``γ nv_t`` at a truncation
+    or the window end. Without a bootstrap value that counts as 0
+    (``missing_bootstrap="zero"``, the default here: returns often have no critic).
 
-    def joined(self) -> Carry:
-        """One carry for a launch of every setting: ``y`` per sequence and setting
-        (``[R, K]``); the rest is the data's, the same in every setting."""
-        first = self.carries[0]
-        return dataclasses.replace(first, y=torch.stack([c.y for c in self.carries], dim=1))
+    Args:
+        rewards: r_t, per step.
+        terminated, truncated: 0/1 flags marking the END of step t.
+        values, next_values, bootstrap_values, last_value: the bootstrap form, read
+            only at truncations and the window end (see :func:`gae`).
+        discount: γ_t per step, in place of ``gamma``.
+        gamma: γ in [0, 1] (a list: several settings).
+        missing_bootstrap: ``"zero"`` or ``"error"``.
+        dones, dones_mean, episode_starts, last_dones, ends_are, carry, time_dim,
+            backend, validate: shared by every estimator (module docstring).
 
-
-def _one_launch(d: Declaration, args: dict[str, Any]) -> bool:
-    """Whether every setting runs in one kernel launch: the Triton backend and an
-    estimator with a fused prologue (a per-step column runs one launch per setting)."""
-    if any(args.get(c) is not None for c in PER_STEP_OF):
-        return False
-    arrays = [args[n] for n in d.inputs if isinstance(args.get(n), torch.Tensor)]
-    if not arrays:
-        return False
-    device = compute_device(args["backend"], arrays[0].device)
-    if resolve_backend(args["backend"], device) != "triton":
-        return False
-    from rltscan.scan import triton_scan
-
-    return triton_scan.fused(d.name)
-
-
-def _sweeps(d: Declaration, args: dict[str, Any]) -> bool:
-    return any(is_sweep(args.get(n)) for n in SWEEPABLE) or isinstance(
-        args.get("carry"), SettingsCarry
-    )
-
-
-def _finish_settings(d: Declaration, args: dict[str, Any]) -> Result:
-    """Every (γ, λ) combination from one copy of the inputs on the compute device; the
-    outputs stacked on a new leading axis (``Result.settings`` says which is which)."""
-    settings = settings_of(d, args)
-    carry = args["carry"]
-    if settings is None or (
-        carry is not None and (not isinstance(carry, SettingsCarry) or carry.settings != settings)
-    ):
-        raise ParameterError(
-            "carry does not come from a call with these settings; pass the .carry of the "
-            "neighbouring chunk computed with the same gamma/lam lists"
-        )
-    if d.contraction_warning:
-        top = max(s["gamma"] * s["lam"] for s in settings)
-        warn_not_contractive(top, 1.0, float(args["c_clip"]), d.function_name)
-    as_numpy, args = _on_compute_device(d, args)
-    if _one_launch(d, args):
-        first = {**args, **settings[0], "carry": None if carry is None else carry.joined()}
-        res = _finish(d, first, settings=settings)
-        outputs = {o: getattr(res, o) for o in d.outputs if getattr(res, o) is not None}
-        if as_numpy:
-            outputs = {o: v.cpu().numpy() for o, v in outputs.items()}
-        return RESULTS[d.name](**outputs, _carry_fn=lambda: res.carry, settings=settings)
-    results = [
-        _finish(d, {**args, **s, "carry": None if carry is None else carry.carries[k]})
-        for k, s in enumerate(settings)
-    ]
-    outputs = {}
-    for o in d.outputs:
-        if getattr(results[0], o) is None:
-            continue
-        stacked = torch.stack([getattr(r, o) for r in results])
-        outputs[o] = stacked.cpu().numpy() if as_numpy else stacked
-
-    def carry_fn() -> SettingsCarry:
-        return SettingsCarry(tuple(r.carry for r in results), settings)
-
-    return RESULTS[d.name](**outputs, _carry_fn=carry_fn, settings=settings)
+    Returns:
+        A :class:`ReturnsResult` with ``returns``.
+    """
+    args = locals()
+    if _compiling():
+        return as_op(_RETURNS, args)
+    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
+    key = _RETURNS_KEY(args) if bindable else None
+    b = None if key is None else bound.lookup(_RETURNS, key)
+    if b is not None:
+        return bound_call(_RETURNS, b, args)
+    return front_end(_RETURNS, args, key)
 
 
-def _on_compute_device(d: Declaration, args: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
-    """Numpy inputs as tensors on the device that computes (copied there once, not once
-    per setting); and whether the results go back to numpy."""
-    arrays = [n for n in (*d.inputs, *d.extra_arguments) if args.get(n) is not None]
-    if not arrays or isinstance(args[arrays[0]], torch.Tensor):
-        return False, args
-    device = compute_device(args["backend"], _device_of(*(args[n] for n in arrays)))
-    moved = dict(args)
-    for n in arrays:
-        if not isinstance(args[n], torch.Tensor):
-            moved[n] = torch.as_tensor(np.asarray(args[n])).to(device)
-    return True, moved
+def eligibility_traces(
+    x: ArrayLike,
+    *,
+    terminated: ArrayLike | None = None,
+    truncated: ArrayLike | None = None,
+    gamma: float | list[float] | ArrayLike = 0.99,
+    lam: float | list[float] | ArrayLike = 0.95,
+    init: ArrayLike | None = None,
+    dones: ArrayLike | None = None,
+    dones_mean: str | None = None,
+    episode_starts: ArrayLike | None = None,
+    last_dones: ArrayLike | None = None,
+    ends_are: str | None = None,
+    carry: Carry | None = None,
+    time_dim: int | None = None,
+    backend: str = "auto",
+    validate: bool = True,
+) -> TracesResult:
+    """Accumulating eligibility traces (Sutton & Barto 2018, eq. 12.5), docs/CONVENTIONS.md §3.6.
+
+    ``z_t = x_t + γλ (1 − first_t) z_{t−1}`` (forward), ``z_{−1} = init``, where
+    ``first_t`` follows a termination or a truncation.
+
+    Args:
+        x: the per-step values, of the flags' shape, optionally with trailing feature
+            axes (``[T, D]``).
+        terminated, truncated: 0/1 flags marking the END of step t.
+        gamma, lam: γ and λ in [0, 1] (a list: several settings).
+        init: the trace before step 0 (scalar, ``[D]``, per sequence, or both).
+        dones, dones_mean, episode_starts, last_dones, ends_are, carry, time_dim,
+            backend, validate: shared by every estimator (module docstring).
+
+    Returns:
+        A :class:`TracesResult` with ``eligibility_traces``, of ``x``'s shape.
+    """
+    args = locals()
+    if _compiling():
+        return as_op(_TRACES, args)
+    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
+    key = _TRACES_KEY(args) if bindable else None
+    b = None if key is None else bound.lookup(_TRACES, key)
+    if b is not None:
+        return bound_call(_TRACES, b, args)
+    return front_end(_TRACES, args, key)
 
 
-def _argument(d: Declaration, name: str) -> str:
-    """One argument of the generated signature, as source (annotation and default)."""
-    param = next((prm for prm in d.parameters if prm.name == name), None)
-    if param is not None:
-        if param.choices is not None:
-            return f"{name}: str = {param.default!r}"
-        if param.default is None:
-            return f"{name}: float | None = None"
-        if name in SWEEPABLE:  # a list: several settings; a tensor: TorchRL's reading (§8)
-            return f"{name}: float | list[float] | ArrayLike = {param.default!r}"
-        return f"{name}: float = {param.default!r}"
-    if name == d.inputs[0]:  # the reference array (or a TensorDict): always given
-        return f"{name}: ArrayLike"
-    return f"{name}: ArrayLike | None = None"
+def prefix_sum(
+    x: ArrayLike,
+    *,
+    terminated: ArrayLike | None = None,
+    truncated: ArrayLike | None = None,
+    is_first: ArrayLike | None = None,
+    init: ArrayLike | None = None,
+    dones: ArrayLike | None = None,
+    dones_mean: str | None = None,
+    episode_starts: ArrayLike | None = None,
+    last_dones: ArrayLike | None = None,
+    ends_are: str | None = None,
+    carry: Carry | None = None,
+    time_dim: int | None = None,
+    backend: str = "auto",
+    validate: bool = True,
+) -> PrefixSumResult:
+    """Episodic inclusive prefix sums (Blelloch 1990, a segmented scan), docs/CONVENTIONS.md §3.7.
+
+    ``S_t = x_t + (1 − first_t) S_{t−1}`` (forward), ``S_{−1} = init``, where
+    ``first_t`` follows a termination or a truncation, or is an ``is_first`` marker.
+
+    Args:
+        x: the per-step values, optionally with trailing feature axes (``[T, D]``).
+        terminated, truncated: 0/1 flags marking the END of step t.
+        is_first: explicit episode starts (RLDS), in place of the flags.
+        init: the sum before step 0 (scalar, ``[D]``, per sequence, or both).
+        dones, dones_mean, episode_starts, last_dones, ends_are, carry, time_dim,
+            backend, validate: shared by every estimator (module docstring).
+
+    Returns:
+        A :class:`PrefixSumResult` with ``prefix_sums``, of ``x``'s shape.
+    """
+    args = locals()
+    if _compiling():
+        return as_op(_PREFIX_SUM, args)
+    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
+    key = _PREFIX_SUM_KEY(args) if bindable else None
+    b = None if key is None else bound.lookup(_PREFIX_SUM, key)
+    if b is not None:
+        return bound_call(_PREFIX_SUM, b, args)
+    return front_end(_PREFIX_SUM, args, key)
 
 
-# How every public function reads its arguments (appended to each docstring)
-_READING = """
+def return_to_go(
+    rewards: ArrayLike,
+    *,
+    terminated: ArrayLike | None = None,
+    truncated: ArrayLike | None = None,
+    scale: float = 1.0,
+    dones: ArrayLike | None = None,
+    dones_mean: str | None = None,
+    episode_starts: ArrayLike | None = None,
+    last_dones: ArrayLike | None = None,
+    ends_are: str | None = None,
+    carry: Carry | None = None,
+    time_dim: int | None = None,
+    backend: str = "auto",
+    validate: bool = True,
+) -> ReturnToGoResult:
+    """Undiscounted return-to-go (Decision Transformer, Chen et al. 2021, §3), divided by
+    ``scale``, docs/CONVENTIONS.md §2.
 
-    Arrays are numpy arrays or torch tensors, read as docs/CONVENTIONS.md §8 says:
-    ``time_dim`` names the time axis (None: time last on ``[T]`` or ``[B, T]``; what
-    reads two ways is refused), a trailing axis of length 1 after it (TorchRL's
-    ``[*B, T, 1]`` with ``time_dim=-2``) is kept in the outputs; ``dones`` (with
-    ``dones_mean``), ``episode_starts``, ``last_dones`` and ``ends_are`` give episode
-    ends stored as one flag; ``gamma``/``lam`` as a list are several settings, as a
-    tensor one value or one per step; a clip of ``inf`` is no clipping.
-    ``gae``, ``td_lambda`` and ``vtrace`` also take a TorchRL TensorDict in place of
-    the arrays and write their results into it under TorchRL's keys.
-"""
+    ``R_t = r_t / scale + (1 − cut_t) R_{t+1}`` (backward): the rewards from step t to
+    the end of its episode (terminated, truncated or the end of the data); nothing is
+    bootstrapped.
 
+    Args:
+        rewards: r_t, per step.
+        terminated, truncated: 0/1 flags marking the END of step t.
+        scale: the divisor (> 0; Decision Transformer uses 1000 for MuJoCo).
+        dones, dones_mean, episode_starts, last_dones, ends_are, carry, time_dim,
+            backend, validate: shared by every estimator (module docstring).
 
-def _function(d: Declaration) -> Callable[..., Result]:
-    """The public function of one declaration: a real Python function (so its signature,
-    defaults, keyword errors and ``help()`` are those of a hand-written one)."""
-    parts = []
-    for i, name in enumerate(d.signature):
-        if i == d.positional:
-            parts.append("*")
-        parts.append(_argument(d, name))
-    if d.missing_bootstrap is not None:
-        parts.append(f"missing_bootstrap: str = {d.missing_bootstrap!r}")
-    if "terminated" in d.inputs:  # episode ends given as dones or episode starts
-        parts += [
-            f"{n}: {'str' if n in ('dones_mean', 'ends_are') else 'ArrayLike'} | None = None"
-            for n in ENDS_ARGUMENTS
-        ]
-    parts += [
-        "carry: Carry | None = None",
-        "time_dim: int | None = None",
-        'backend: str = "auto"',
-        "validate: bool = True",
-    ]
-    # a call of a shape seen before: one launch. Dones-style arguments need the front
-    # end (their flags are derived), so such a call is never bound: tested on the
-    # locals (cheaper than the key's dict reads), None-ness only
-    bindable = " is ".join(ENDS_ARGUMENTS) + " is None" if "terminated" in d.inputs else ""
-    body = [
-        "_a = locals()",
-        f"_k = _call_key(_a) if {bindable} else None" if bindable else "_k = _call_key(_a)",
-        "_b = None if _k is None else _lookup(_D, _k)",
-        "if _b is not None:",
-        "    return _bound_call(_D, _b, _a)",
-        "args = _begin(_D, _a)",
-    ]
-    if any(n in d.params for n in SWEEPABLE):  # gamma=[...]: every setting in one pass
-        # after the bound look-up: a list (or a settings carry) has no key, so a bound
-        # call never pays for this test
-        body[5:5] = [
-            "if _sweeps(_D, _a):",
-            "    return _finish_settings(_D, _begin(_D, _a))",
-        ]
-    if d.contraction_warning:  # here, so that the warning points at the caller
-        body.append(
-            'warn_not_contractive(float(args["gamma"]), float(args["lam"]), '
-            f'float(args["c_clip"]), {d.function_name!r})'
-        )
-    body.append("return _finish(_D, args, _k)")
-    source = f"def {d.function_name}({', '.join(parts)}) -> {d.result_name}:\n" + "".join(
-        f"    {line}\n" for line in body
-    )
-    namespace: dict[str, Any] = {
-        "_D": d,
-        "_begin": _begin,
-        "_finish": _finish,
-        "_call_key": bound.key_function(d),
-        "_lookup": bound.lookup,
-        "_bound_call": _bound_call,
-        "_sweeps": _sweeps,
-        "_finish_settings": _finish_settings,
-        "warn_not_contractive": warn_not_contractive,
-        "__name__": __name__,
-    }
-    flags = __future__.annotations.compiler_flag  # annotations stay strings, as in a module
-    code = compile(source, f"<rltscan.estimators.{d.function_name}>", "exec", flags, True)
-    exec(code, namespace)  # the source is built above from the declaration alone
-    fn = namespace[d.function_name]
-    fn.__doc__ = (d.doc or d.help).rstrip() + _READING
-    fn.__module__ = __name__
-    return fn
-
-
-def _result_class(d: Declaration) -> type[Result]:
-    """``{Name}Result``: a frozen mapping of the declared outputs (an optional one is None)."""
-    optional = dict(d.optional_outputs)
-    fields: list[Any] = [
-        (o, "Any", dataclasses.field(default=None)) if o in optional else (o, "Any")
-        for o in d.outputs
-    ]
-    cls = dataclasses.make_dataclass(
-        d.result_name,
-        fields,
-        bases=(Result,),
-        frozen=True,
-        repr=False,
-        eq=False,
-        namespace={"__module__": __name__},
-    )
-    cls.__doc__ = f"The outputs of :func:`{d.function_name}` ({', '.join(d.outputs)})."
-    cls.__qualname__ = d.result_name
-    return cls
-
-
-# Problem.kind -> its result class; both also named in this module (GAEResult, gae, ...)
-RESULTS: dict[str, type[Result]] = {}
-for _d in DECLARATIONS.values():
-    RESULTS[_d.name] = globals()[_d.result_name] = _result_class(_d)
-    globals()[_d.function_name] = _function(_d)
-del _d
+    Returns:
+        A :class:`ReturnToGoResult` with ``returns_to_go``.
+    """
+    args = locals()
+    if _compiling():
+        return as_op(_RETURN_TO_GO, args)
+    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
+    key = _RETURN_TO_GO_KEY(args) if bindable else None
+    b = None if key is None else bound.lookup(_RETURN_TO_GO, key)
+    if b is not None:
+        return bound_call(_RETURN_TO_GO, b, args)
+    return front_end(_RETURN_TO_GO, args, key)
 
 
 # ---------------------------------------------------------------------------
 # Registry (CLI command name -> spec)
+
+# Problem.kind -> its public function
+FUNCTIONS: dict[str, Callable[..., Result]] = {
+    "gae": gae,
+    "vtrace": vtrace,
+    "retrace": retrace,
+    "td_lambda": td_lambda,
+    "returns": discounted_returns,
+    "traces": eligibility_traces,
+    "prefix_sum": prefix_sum,
+    "return_to_go": return_to_go,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -765,7 +550,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
     command: EstimatorSpec(
         d.name,
         d.command,
-        globals()[d.function_name],
+        FUNCTIONS[d.name],
         d.inputs,
         d.required,
         d.outputs,
@@ -777,14 +562,33 @@ ESTIMATORS: dict[str, EstimatorSpec] = {
 
 __all__ = [
     "ESTIMATORS",
+    "FUNCTIONS",
     "MODULES",
     "RESULTS",
     "Carry",
     "EstimatorSpec",
+    "GAEResult",
+    "PrefixSumResult",
+    "PreparedCall",
     "Problem",
     "Result",
-    *(d.result_name for d in DECLARATIONS.values()),
-    *(d.function_name for d in DECLARATIONS.values()),
+    "RetraceResult",
+    "ReturnToGoResult",
+    "ReturnsResult",
+    "SettingsCarry",
+    "TDLambdaResult",
+    "TracesResult",
+    "VTraceResult",
+    "discounted_returns",
+    "eligibility_traces",
+    "gae",
+    "prefix_sum",
+    "prepare_call",
+    "retrace",
+    "return_to_go",
+    "synchronize",
+    "td_lambda",
+    "vtrace",
 ]
 
 
@@ -813,8 +617,8 @@ class PreparedCall:
     def __init__(self, function: Callable[..., Result], **arguments: Any) -> None:
         import inspect
 
-        d = next((x for x in DECLARATIONS.values() if x.function_name == function.__name__), None)
-        if d is None or globals().get(d.function_name) is not function:
+        d = next((x for x in DECLARATIONS.values() if FUNCTIONS.get(x.name) is function), None)
+        if d is None:
             raise ParameterError(
                 f"{function!r} is not an rltscan estimator", "pass e.g. rltscan.gae"
             )
@@ -880,7 +684,7 @@ class PreparedCall:
                 "prepare another call for this shape, or call the estimator directly",
                 column=bad,
             )
-        return _bound_call(self._declaration, self._bound, args)
+        return bound_call(self._declaration, self._bound, args)
 
 
 def prepare_call(function: Callable[..., Result], /, **arguments: Any) -> PreparedCall:

@@ -24,7 +24,7 @@ from rltscan.estimators.declaration import (
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
 
-    from rltscan.estimators._common import Problem
+    from rltscan.estimators._problem import Problem
 
 DECLARATION = Declaration(
     name="gae",
@@ -44,13 +44,6 @@ DECLARATION = Declaration(
     parameters=(gamma_param(), lam_param(0.95)),
     missing_bootstrap="error",
     help="Generalized advantage estimation: writes advantages and value_targets.",
-    doc="""Generalized advantage estimation: ``advantages`` and ``value_targets``.
-
-    ``terminated_t``/``truncated_t`` mark the END of step t (Gymnasium). The value of
-    the true successor state comes from exactly one of ``next_values`` (per step),
-    ``bootstrap_values`` (read only where a cut is not a termination) or
-    ``last_value`` (one per sequence, for the window end). See docs/CONVENTIONS.md §3.1.
-    """,
     positional=2,
     result="GAEResult",
     normalizable=("advantages",),
@@ -62,7 +55,7 @@ OUTPUTS = DECLARATION.outputs
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._common import (
+    from rltscan.estimators._problem import (
         cut_mask,
         discount,
         next_state_values,

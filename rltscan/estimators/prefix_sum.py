@@ -15,7 +15,7 @@ from rltscan.estimators.declaration import Declaration
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
 
-    from rltscan.estimators._common import Problem
+    from rltscan.estimators._problem import Problem
 
 DECLARATION = Declaration(
     name="prefix_sum",
@@ -29,11 +29,6 @@ DECLARATION = Declaration(
     missing_bootstrap=None,
     bootstraps=False,
     help="Episodic prefix sums of --x (default: the rewards).",
-    doc="""Episodic inclusive prefix sums (``prefix_sums``), docs/CONVENTIONS.md §3.7.
-
-    Episodes restart after ``terminated``/``truncated`` steps, or at explicit
-    ``is_first`` markers (which then replace the derived starts).
-    """,
     features=True,
 )
 REVERSE = DECLARATION.reverse
@@ -55,7 +50,7 @@ def prepare(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
-    from rltscan.estimators._common import first_mask, select
+    from rltscan.estimators._problem import first_mask, select
 
     a = select(first_mask(p), 0.0, 1.0, p)
     return a, p.col("x")

@@ -39,7 +39,7 @@ from rltscan.estimators.declaration import (
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
 
-    from rltscan.estimators._common import Problem
+    from rltscan.estimators._problem import Problem
 
 DECLARATION = Declaration(
     name="retrace",
@@ -62,18 +62,6 @@ DECLARATION = Declaration(
     parameters=(gamma_param(), lam_param(1.0), c_clip_param(), trace_param()),
     missing_bootstrap=None,
     help="Retrace(λ) and its family (--trace): writes retrace_targets (+ advantages with --v-pi).",
-    doc="""Retrace(λ) targets ``retrace_targets`` (+ ``advantages`` with ``v_pi``), §3.5.
-
-    ``q_values`` is Q(s_t, a_t); ``next_expected_q`` is E_{a~π(.|s_{t+1})} Q(s_{t+1}, a)
-    for the true successor of step t (ignored at terminal steps). For discrete
-    actions pass ``next_target_probs`` and ``next_q`` (``[..., A]``, both describing
-    s_{t+1}) instead and the expectation is taken here.
-
-    ``trace`` picks the trace coefficient c of the general off-policy return:
-    ``"retrace"`` λ min(c̄, π/μ) (needs ``logp_target`` and ``logp_behavior``),
-    ``"tree-backup"`` λ π (``logp_target`` only), ``"q-lambda"`` λ (no
-    log-probabilities), ``"is"`` λ π/μ (both). ``c_clip`` applies to Retrace only.
-    """,
     positional=2,
     extra_arguments=("next_target_probs", "next_q"),
     derivable=("next_expected_q",),
@@ -121,7 +109,7 @@ def _expected_next_q(probs: Any, q: Any, validate: bool, terminated: Any) -> Any
     import torch
 
     from rltscan.errors import DataError, ParameterError
-    from rltscan.estimators._common import as_tensor
+    from rltscan.estimators._frame import as_tensor
 
     if probs is None or q is None:
         raise ParameterError(
@@ -146,7 +134,7 @@ def _expected_next_q(probs: Any, q: Any, validate: bool, terminated: Any) -> Any
                 f'"next_target_probs" rows do not sum to 1 (first at index '
                 f"{tuple(torch.nonzero(off)[0].tolist())}); the expectation is taken as given",
                 RuntimeWarning,
-                stacklevel=5,  # the caller of retrace (prepare <- the driver <- retrace)
+                stacklevel=6,  # the caller of retrace (prepare <- _finish <- front_end <- retrace)
             )
     ev = (p * qq).sum(-1)
     return ev if isinstance(probs, torch.Tensor) else ev.numpy()
@@ -176,7 +164,7 @@ def _ratio(p: Problem, log_ratio: Tensor | None, like: Tensor) -> Tensor:
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._common import cut_mask, discount, next_of, shift_next, trace_decay
+    from rltscan.estimators._problem import cut_mask, discount, next_of, shift_next, trace_decay
 
     gamma, lam = discount(p), trace_decay(p)
     r, q = p.col("rewards"), p.col("q_values")

@@ -20,7 +20,7 @@ from rltscan.estimators.declaration import Declaration, Param
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
 
-    from rltscan.estimators._common import Problem
+    from rltscan.estimators._problem import Problem
 
 DECLARATION = Declaration(
     name="return_to_go",
@@ -38,19 +38,13 @@ DECLARATION = Declaration(
     missing_bootstrap=None,
     bootstraps=False,
     help="Undiscounted return-to-go (Decision Transformer), / --scale: writes returns_to_go.",
-    doc="""Undiscounted return-to-go (``returns_to_go``), divided by ``scale``.
-
-    The sum of the rewards from step t to the end of its episode (``terminated``,
-    ``truncated`` or the end of the data); nothing is bootstrapped. Decision Transformer
-    (Chen et al. 2021) conditions on it, scaled (``scale=1000`` for MuJoCo).
-    """,
 )
 REVERSE = DECLARATION.reverse
 OUTPUTS = DECLARATION.outputs
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
-    from rltscan.estimators._common import cut_mask, select
+    from rltscan.estimators._problem import cut_mask, select
 
     a = select(cut_mask(p), 0.0, 1.0, p)
     return a, p.col("rewards") / p.params["scale"]

@@ -26,7 +26,7 @@ from rltscan.estimators.declaration import (
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
 
-    from rltscan.estimators._common import Problem
+    from rltscan.estimators._problem import Problem
 
 DECLARATION = Declaration(
     name="td_lambda",
@@ -46,11 +46,6 @@ DECLARATION = Declaration(
     parameters=(gamma_param(), lam_param(0.95)),
     missing_bootstrap="error",
     help="TD(λ) returns: writes lambda_returns.",
-    doc="""TD(λ) returns (``lambda_returns``), docs/CONVENTIONS.md §3.2.
-
-    Needs ``next_values``, or ``values`` plus a bootstrap form; ``values`` is only
-    read as V(s_{t+1}) inside episodes.
-    """,
     positional=2,
     reads=(("values", READ_AFTER_UNCUT),),
     result="TDLambdaResult",
@@ -71,7 +66,7 @@ def prepare(args: dict[str, Any]) -> dict[str, Any]:
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._common import (
+    from rltscan.estimators._problem import (
         boot_mask,
         cut_mask,
         discount,

@@ -31,7 +31,7 @@ from rltscan.estimators.declaration import (
 if TYPE_CHECKING:  # torch loads with the first call, not with the declaration
     from torch import Tensor
 
-    from rltscan.estimators._common import Problem
+    from rltscan.estimators._problem import Problem
 
 DECLARATION = Declaration(
     name="vtrace",
@@ -65,7 +65,6 @@ DECLARATION = Declaration(
     ),
     missing_bootstrap="error",
     help="V-trace (IMPALA): writes vs and pg_advantages.",
-    doc=("V-trace value targets ``vs`` and ``pg_advantages`` (IMPALA), docs/CONVENTIONS.md §3.4."),
     positional=2,
     contraction_warning=True,
     carry_base="values",
@@ -78,7 +77,7 @@ OUTPUTS = DECLARATION.outputs
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._common import (
+    from rltscan.estimators._problem import (
         clipped_ratio,
         cut_mask,
         discount,
@@ -99,7 +98,7 @@ def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
 def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:
     import torch
 
-    from rltscan.estimators._common import (
+    from rltscan.estimators._problem import (
         boot_mask,
         clipped_ratio,
         discount,

@@ -13,7 +13,7 @@ Backends share one signature, ``linear_scan(a, b, *, reverse, init)`` over
 
 Estimators with a fused Triton prologue do not call this for the Triton backend:
 they hand the kernel their raw columns so the coefficients are built on-chip
-(``estimators._common.solve``); any other estimator builds ``(a, b)`` with torch and
+(``estimators._solve.solve``); any other estimator builds ``(a, b)`` with torch and
 runs the kernel's plain linear mode. This package imports no estimator.
 """
 

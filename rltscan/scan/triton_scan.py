@@ -10,7 +10,7 @@ stored (1 byte). A per-step discount γ_t or λ_t (docs/CONVENTIONS.md §1.7) is
 columns read at step t in place of the scalars (constexpr ``HAS_DISC``, ``HAS_LAMT``:
 without them the scalar kernel is compiled as before). Any other estimator
 (:func:`fused` is False) runs the ``LINEAR`` kind: its module builds ``(a, b)`` with
-torch and :func:`linear_scan` solves it (``estimators._common.solve``), so a new
+torch and :func:`linear_scan` solves it (``estimators._solve.solve``), so a new
 estimator module runs here unchanged. This module knows estimators only by kind name;
 it imports none of them.
 
@@ -89,7 +89,7 @@ KINDS = {
     "traces": TRACES,
     "prefix_sum": PREFIX_SUM,
 }
-# nv modes (docs/CONVENTIONS.md §1.2), matching estimators._common
+# nv modes (docs/CONVENTIONS.md §1.2), matching estimators._problem
 NV_CODES = {"next": 0, "boot": 1, "last": 2, "none": 3}
 # The off-policy trace of the RETRACE kind (docs/CONVENTIONS.md §3.5), constexpr TRACE
 TRACES = {"retrace": 0, "tree-backup": 1, "q-lambda": 2, "is": 3}
@@ -868,11 +868,9 @@ def read_error(word: Tensor | None) -> bool:
 # ---------------------------------------------------------------------------
 # One launch: a plan (everything but addresses) and the call of the compiled kernel
 
-# Kernel argument positions: the tensors, then the runtime integers and floats.
-_N_PTRS = 19
+# Kernel argument positions: the 19 tensors, then the runtime integers and floats.
 _WS_SLOT = 14  # the look-back words
-ERR_SLOT = 15  # the error word (a bound call keeps it fixed)
-SET_SLOT = 16  # the settings' (γ, λ) table (NSET > 1)
+ERR_SLOT = 15  # the error word (a bound call keeps it fixed); 16: the settings' (γ, λ) table
 _STEP_SLOTS = ("disc", "lamt")  # slots 17, 18: per-step γ_t and λ_t (HAS_DISC, HAS_LAMT)
 _IN_SLOTS = ("c0", "c1", "c2", "c3", "c4", "c5", "term", "trunc")
 _CARRY_ROWS = ("next_value", "next_log_ratio", "prev_done")
@@ -1255,14 +1253,14 @@ _SLOTS = {
 
 def fused(kind: str) -> bool:
     """Whether ``kind`` has a fused prologue here; any other estimator runs through
-    :func:`linear_scan` with the ``(a, b)`` its module builds (``estimators._common.solve``)."""
+    :func:`linear_scan` with the ``(a, b)`` its module builds (``estimators._solve.solve``)."""
     return kind in _SLOTS
 
 
 def reads_column(kind: str, name: str) -> bool:
     """Whether the fused prologue of ``kind`` reads the Problem column ``name`` (a per-step
     ``discount`` or ``lam_per_step`` included); a column it does not read sends the call
-    to the generic path (``estimators._common.solve``)."""
+    to the generic path (``estimators._solve.solve``)."""
     return name in _SLOTS.get(kind, ())
 
 
@@ -1279,7 +1277,7 @@ class Fired:
 def solve(
     p, outputs: tuple[str, ...], check: bool | str = False
 ) -> tuple[dict[str, Tensor], bool, Fired]:
-    """Run an ``estimators._common.Problem`` of a :func:`fused` kind through the kernel.
+    """Run an ``estimators._problem.Problem`` of a :func:`fused` kind through the kernel.
 
     ``outputs`` are the estimator's output names, in the order its epilogue writes
     them (``out0``, ``out1``). A problem with ``settings`` (several (γ, λ)) runs them

@@ -57,7 +57,7 @@ from rltscan import stats
 from rltscan.devices import resolve_device
 from rltscan.engines.stream import windows
 from rltscan.errors import OutputRefusedError, RltscanError
-from rltscan.estimators._common import Carry
+from rltscan.estimators import Carry
 from rltscan.estimators.functions import SettingsCarry
 from rltscan.io import shards as io_shards
 from rltscan.io.layout import Prepared, Reading, prepare

@@ -1,0 +1,146 @@
+"""The checks of a call: scalar parameters in range, every read entry finite, the
+missing-bootstrap rule (docs/CONVENTIONS.md §5), and the contraction warning."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from rltscan.errors import (
+    DataError,
+    MissingBootstrapError,
+    ParameterError,
+)
+from rltscan.estimators import check_params as declared_check_params
+from rltscan.estimators._frame import Frame
+from rltscan.estimators._problem import NV_LAST, NV_NONE, Problem, boot_mask, cut_mask
+from rltscan.estimators.declaration import (
+    READ_AFTER_UNCUT,
+    READ_ALL,
+    READ_BOOT,
+    READ_NOT_TERMINATED,
+)
+
+
+def check_params(**params: float | None) -> None:
+    """Scalar hyperparameters: real numbers (numpy and 0-d torch scalars too) in their
+    declared ranges (``rltscan.estimators.check_params``, the one table and wording)."""
+    for name, v in params.items():
+        if v is not None and not _is_real_scalar(v):
+            raise ParameterError(f"{name} must be a number, got {v!r}", "pass a float")
+    declared_check_params({k: None if v is None else float(v) for k, v in params.items()})
+
+
+def _is_real_scalar(v: object) -> bool:
+    """Python, numpy or 0-d torch real numbers (not bools)."""
+    if isinstance(v, (bool, np.bool_)):
+        return False
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return True
+    return (
+        isinstance(v, Tensor)
+        and v.ndim == 0
+        and (v.dtype.is_floating_point or (not v.dtype.is_complex and v.dtype != torch.bool))
+    )
+
+
+# When an entry of a column is read (docs/CONVENTIONS.md §5: only read entries are
+# checked): the READ_* rules the declarations name (estimators/declaration.py).
+
+
+def read_mask(p: Problem, when: str) -> Tensor | None:
+    if when == READ_ALL:
+        return None
+    if when == READ_NOT_TERMINATED:
+        return ~p.flag("terminated")
+    if when == READ_BOOT:
+        return boot_mask(p)
+    if when == READ_AFTER_UNCUT:
+        m = torch.zeros(p.shape, dtype=torch.bool, device=p.device)
+        m[:, 1:] = ~cut_mask(p)[:, :-1]
+        return m
+    raise ValueError(when)  # internal: a module named an unknown read rule
+
+
+def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> None:
+    """Finite checks on every read entry, plus the missing-bootstrap rule (D5)."""
+    checks: list[tuple[str, Tensor, str]] = []
+    for name, when in reads.items():
+        if name not in p.cols:
+            continue
+        x = p.cols[name]
+        # The common case in one reduction, no temporaries: a finite sum means every
+        # entry is finite (NaN/Inf propagate); an overflowing sum just falls through.
+        if bool(torch.isfinite(x.sum())):
+            continue
+        if name == "logp_target":  # -inf is a legal log-probability (ratio 0)
+            bad = torch.isnan(x) | (x == math.inf)
+            what = "NaN or +Inf"
+        else:
+            bad = ~torch.isfinite(x)
+            what = "NaN or Inf"
+        mask = read_mask(p, when)
+        checks.append((name, bad if mask is None else bad & mask, what))
+    if p.last_value is not None:
+        lv_bad = ~torch.isfinite(p.last_value) & ~p.flag("terminated")[:, -1]
+        checks.append(("last_value", lv_bad[:, None], "NaN or Inf"))
+    if not p.missing_zero and p.nv_mode in (NV_LAST, NV_NONE) and _needs_nv(p):
+        boot = boot_mask(p).clone()
+        if p.nv_mode == NV_LAST:
+            boot[:, -1] = False
+        checks.append(("bootstrap", boot, "missing"))
+    if not checks:
+        return
+    flags = torch.stack([c[1].any() for c in checks]).tolist()  # the one sync
+    for (name, bad, what), hit in zip(checks, flags, strict=True):
+        if not hit:
+            continue
+        r, t = (int(i) for i in torch.nonzero(bad)[0].tolist())
+        # the index is the user's (time at frame.time_dim); "{index}" is where it is said
+        idx = frame.user_index(r, t)
+        if what == "missing":
+            end = "the window ends" if t == p.shape[1] - 1 else "the episode is truncated"
+            raise MissingBootstrapError(
+                f"{end} at index {{index}} without termination but no bootstrap value was given",
+                'pass "next_values", "bootstrap_values" or "last_value" '
+                '(or missing_bootstrap="zero" to treat it as 0)',
+                index=idx,
+                time_axis=frame.time_dim,
+            )
+        if name == "last_value":  # one value per sequence: the index is the row's
+            raise DataError(
+                f'"last_value" has {what}', "pass finite bootstrap values", column=name, index=r
+            )
+        raise DataError(
+            f'"{name}" has {what} at index {{index}}, an entry that is read',
+            "fix or mask the data (NaN is only allowed in ignored slots)",
+            column=name,
+            index=idx,
+            time_axis=frame.time_dim,
+        )
+
+
+def _needs_nv(p: Problem) -> bool:
+    """The estimator reads V(s_t+1) and so has a missing-bootstrap rule (its declaration)."""
+    from rltscan.estimators import declared_module
+
+    return declared_module(p.kind).DECLARATION.missing_bootstrap is not None
+
+
+def warn_not_contractive(
+    gamma: float, lam: float, c_clip: float, who: str, *, stacklevel: int = 3
+) -> None:
+    """Warn when γ·λ·c̄ > 1 (the traces may grow without bound); ``stacklevel`` names
+    the frame the warning points at (the caller of the public function)."""
+    if gamma * lam * c_clip > 1.0:
+        warnings.warn(
+            f"{who}: gamma * lam * c_clip = {gamma * lam * c_clip:g} > 1, the recurrence is not "
+            "contractive and traces can grow without bound; lower c_clip or lam",
+            RuntimeWarning,
+            stacklevel=stacklevel,
+        )
