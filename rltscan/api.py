@@ -94,7 +94,8 @@ def run(
     read, computed and written ``chunk_steps`` steps at a time with the recurrence
     carried across (:mod:`rltscan.engines.stream`), so memory does not grow with the file.
     ``block_steps`` is the size of one estimator call; for a given ``block_steps``
-    the results are bit-identical whatever ``chunk_steps`` is.
+    the results are bit-identical whatever ``chunk_steps`` is, and for a file read
+    whole (one window); shards give them too where docs/SHARDS.md says.
 
     A directory or glob of Parquet files (or, with ``engine``, a Minari Parquet
     dataset; a LeRobot dataset) is a sharded dataset (:mod:`rltscan.engines.shards`):
@@ -112,8 +113,8 @@ def run(
     look like a role but must not be used. ``dry_run`` plans: it resolves every column, reads only
     the flag columns and the reference column, checks the rest from the file's
     metadata, and computes and writes nothing. ``normalize`` writes the advantage
-    outputs standardised by their dataset-wide mean and std (a second pass over the
-    written outputs only; streamed files).
+    outputs standardised by their dataset-wide mean and std (streamed files: a second
+    pass over the written outputs only; sharded datasets: a second compute pass).
     """
     reading = _reading(
         columns, layout, group, dones_mean, ends_are, ignore, observation_gaps, is_last_row

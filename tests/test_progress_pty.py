@@ -69,9 +69,9 @@ def run_on_a_terminal(*args: str | Path, **env: str) -> tuple[int, bytes, bytes]
 
 
 STAGES = {  # what the bar may name (as the engines time them)
-    "starting", "detect", "plan", "open", "read", "to device", "warm-up", "scan",
-    "statistics", "from device", "write", "stream", "commit", "carries", "cleanup",
-    "pass 1 (aggregates)", "pass 2 (outputs)",
+    "starting", "detect", "plan", "open", "read", "scan", "write", "stream", "commit",
+    "carries", "cleanup", "pass 1 (aggregates)", "pass 2 (statistics for --normalize)",
+    "pass 2 (outputs)",
 }  # fmt: skip
 
 
