@@ -38,10 +38,11 @@ WORDS = {w for row in FORMATS for w in row.words} | {
 # rltscan/engines/ (file -> number of sites). Each is wired by the lead after the engines
 # merge; this list only shrinks.
 ENGINE_SITES = {
-    "rltscan/api_stream.py": 1,  # wired by the lead after the engines merge
-    "rltscan/plan.py": 2,  # wired by the lead after the engines merge
-    "rltscan/shards.py": 10,  # wired by the lead after the engines merge
-    "rltscan/io/shards.py": 5,  # wired by the lead after the engines merge
+    "rltscan/engines/stream/run.py": 1,  # the window sink: to be one registry call
+    "rltscan/plan.py": 2,  # where an HDF5/Minari output lives: to be a row attribute
+    "rltscan/engines/shards/run.py": 6,  # sharded datasets (Minari, LeRobot, file lists)
+    "rltscan/engines/shards/task.py": 4,  # are dataset kinds, not yet registry rows
+    "rltscan/io/shards.py": 5,
 }
 
 
