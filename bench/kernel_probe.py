@@ -25,7 +25,8 @@ rl-triton and the torch.compile scan beside these shapes: ``bench/table.py``.
     python -m bench.kernel_probe merge OUT_PREFIX RUN.json ...
 
 PHASES (comma-separated, default all, or $PROBE): flat (default, validate and tiles at
-2^26 flat), settings, per-step, shapes (the other shapes). ``bash bench/device.sh
+2^26 flat), default (the flat default rows alone: one kernel file against another, a
+run per tree), settings, per-step, shapes (the other shapes). ``bash bench/device.sh
 kernel`` runs flat and shapes, ``bash bench/device.sh settings`` settings and per-step.
 
 ``run`` measures the rltscan on ``PYTHONPATH`` (run it once per tree to compare trees:
@@ -277,6 +278,8 @@ def main() -> None:
     # (in order of what a run cut short by its time limit must not lose)
     if {"all", "flat"} & set(phases):
         estimators(p, [FLAT], variants=True)
+    elif "default" in phases:
+        estimators(p, [FLAT], variants=False)
     if {"all", "settings"} & set(phases):
         settings(p)
     if {"all", "per-step"} & set(phases) and hasattr(triton_scan, "workspace_words"):

@@ -208,7 +208,8 @@ def test_every_tile_publishes_its_inclusive_value(kind, dtype):
 
 
 @pytest.mark.parametrize("kind", bench.ESTIMATOR_ORDER)
-@pytest.mark.parametrize("tiles", [(1, 64, 1, 2), (2, 64, 1, 4), (1, 256, 1, 8), (2, 16, 1, 1)],
+@pytest.mark.parametrize("tiles", [(1, 64, 1, 2), (2, 64, 1, 4), (1, 256, 1, 8), (2, 128, 1, 8),
+                                   (2, 16, 1, 1)],
                          ids=lambda t: f"per{t[3]}")  # fmt: skip
 @pytest.mark.parametrize("shape", [(701,), (3, 300)], ids=["flat", "batched"])
 def test_tiles_of_several_steps_a_thread_match_float64(kind, tiles, shape):
