@@ -39,26 +39,45 @@ float64), never zeroed between launches: each carries the epoch of its launch.
 
 Measured on the H200 at 2^26 flat steps, episode ends every ~1000, full-call µs
 (bench/results/kernel-probe-h200-2026-12-04, -b; the copy floor is 284.5 µs for GAE,
-158 returns, 221 TD(λ), 411 V-trace and Retrace):
+158 returns, 221 TD(λ), 411 V-trace and Retrace), before the in-tile changes at the end
+of this text (not yet timed on the device):
 
 =================  =====  =======  ======  =======  =======
 kernel             GAE    returns  TD(λ)   V-trace  Retrace
 =================  =====  =======  ======  =======  =======
-this one           415.5  273.7    366.0   686.8    515.2
+tagged words       415.5  273.7    366.0   686.8    515.2
 flag + release     466.9  309.7    412.4   917.1    551.8
 reduce-then-scan   677.1  492.5    (two launches, 4 steps a thread: 478 and 349 in one)
 =================  =====  =======  ======  =======  =======
 
-"flag + release" is the kernel this replaced, same tiles (1024 steps, 4 warps): a
-flag word per tile raised with a release after a block barrier, polled with atomics,
-the data read in a second round trip, and the aggregate summed over the tile (two
-reductions, with barriers) where this one takes it from the thread that holds it.
+"tagged words" is this look-back; "flag + release" the one it replaced, same tiles
+(1024 steps, 4 warps): a flag word per tile raised with a release after a block barrier,
+polled with atomics, the data read in a second round trip, and the aggregate summed
+over the tile (two reductions, with barriers) where this one takes it from the thread
+that holds it.
 Reduce-then-scan (a first launch publishes every aggregate, so the scan never waits)
 reads the inputs twice: slower everywhere.
 The look-back still costs: the same steps as rows of one tile (no look-back) run GAE
 at 83% of the floor, Retrace at 101% (4 steps a thread). What remains is the wait for
 a predecessor's aggregate, which a program spends holding its loads' registers; a
 persistent program that loads its next tile while it waits is the way past it.
+
+The in-tile work, read from the sm_90 SASS of the 2^26-flat launches (Triton 3.6,
+1024-step tiles of 4 warps, 8 steps a thread; bench/results/kernel-sass-sm90-2026-12-05):
+Triton's ``associative_scan(reverse=True)`` reverses the whole tile across lanes before
+and after the scan, five butterfly shuffles a register (160 a thread, against 12 for the
+scan itself), even along an axis held inside one thread; and it stores 8 steps a thread
+by first moving the tile through shared memory into 4 steps a thread (two barriers an
+output). :func:`_tile_scan` scans each thread's steps in its registers (reversed there,
+which costs no shuffle) and only the threads' aggregates across lanes; :func:`_put`
+stores two 16-byte halves a thread. GAE went from 648 instructions a thread (172
+shuffles, 5 barriers) to 472 (30, 2), returns from 520 to 376, V-trace from 968 to 744.
+ptxas also issued the flag loads first and the dense columns only once the flags had
+arrived (their values gate the sparse bootstrap reads): a barrier after the dense loads
+now keeps them first, at the price of registers (GAE 40 before, 48 without the barrier,
+61 with it; 12, 10 and 8 programs an SM). Register caps (``maxnreg``) that would win the
+occupancy back spill for V-trace at any cap up to 64 and for GAE, Retrace with
+validation at 48.
 """
 
 from __future__ import annotations
