@@ -25,7 +25,8 @@ rl-triton and the torch.compile scan beside these shapes: ``bench/table.py``.
     python -m bench.kernel_probe merge OUT_PREFIX RUN.json ...
 
 PHASES (comma-separated, default all, or $PROBE): flat (default, validate and tiles at
-2^26 flat), settings, per-step, shapes (the other shapes). ``bash bench/device.sh
+2^26 flat), default (the flat default rows alone: one kernel file against another, a
+run per tree), settings, per-step, shapes (the other shapes). ``bash bench/device.sh
 kernel`` runs flat and shapes, ``bash bench/device.sh settings`` settings and per-step.
 
 ``run`` measures the rltscan on ``PYTHONPATH`` (run it once per tree to compare trees:
@@ -66,7 +67,8 @@ else:
         ((65536, 1024), 1000.0, "rows"),  # the flat steps in one-tile rows: no look-back
     ]
     FLAT = ((1 << 26,), 1000.0)
-    TILES = [(1, 1024, 4), (1, 1024, 8), (1, 2048, 8), (1, 2048, 16), (1, 512, 4), (1, 512, 2)]
+    # (1024/8, 2048/16 and 512/4 were slower twice: kernel-probe-h200-2026-12-04-b)
+    TILES = [(1, 1024, 4), (1, 2048, 8), (1, 4096, 16), (1, 512, 2)]
     SETTING_CASES = [("gae", (1 << 26,)), ("vtrace", (1 << 26,)), ("gae", (4096, 1024))]
     STEP_CASES = [("gae", (1 << 26,)), ("gae", (4096, 1024))]
 GAMMAS = [0.9, 0.99, 0.999]
@@ -277,6 +279,8 @@ def main() -> None:
     # (in order of what a run cut short by its time limit must not lose)
     if {"all", "flat"} & set(phases):
         estimators(p, [FLAT], variants=True)
+    elif "default" in phases:
+        estimators(p, [FLAT], variants=False)
     if {"all", "settings"} & set(phases):
         settings(p)
     if {"all", "per-step"} & set(phases) and hasattr(triton_scan, "workspace_words"):

@@ -21,6 +21,7 @@ import torch
 triton = pytest.importorskip("triton")
 tl = triton.language
 
+import rltscan  # noqa: E402
 from rltscan import bench  # noqa: E402
 from rltscan.scan import triton_scan  # noqa: E402
 from tests.conftest import assert_close_to_oracle  # noqa: E402
@@ -208,7 +209,8 @@ def test_every_tile_publishes_its_inclusive_value(kind, dtype):
 
 
 @pytest.mark.parametrize("kind", bench.ESTIMATOR_ORDER)
-@pytest.mark.parametrize("tiles", [(1, 64, 1, 2), (2, 64, 1, 4), (1, 256, 1, 8), (2, 16, 1, 1)],
+@pytest.mark.parametrize("tiles", [(1, 64, 1, 2), (2, 64, 1, 4), (1, 256, 1, 8), (2, 128, 1, 8),
+                                   (2, 16, 1, 1)],
                          ids=lambda t: f"per{t[3]}")  # fmt: skip
 @pytest.mark.parametrize("shape", [(701,), (3, 300)], ids=["flat", "batched"])
 def test_tiles_of_several_steps_a_thread_match_float64(kind, tiles, shape):
@@ -224,3 +226,58 @@ def test_tiles_of_several_steps_a_thread_match_float64(kind, tiles, shape):
         got = bench.call(kind, inp, backend="triton", validate=False)
     for k, w in want.items():
         assert_close_to_oracle(got[k], w, torch.float32)
+
+
+def _ignored_entries_case(name: str) -> tuple[list, dict]:
+    """Inputs with NaN exactly where ``name`` never reads (docs/CONVENTIONS.md §1.2):
+    next_values at terminal steps (returns: also where no bootstrap is needed),
+    E_π Q at terminal steps, and log π at the first step of an episode (Retrace's
+    trace reads it at t+1, never past a cut)."""
+    n = 600
+    g = torch.Generator().manual_seed(7)
+    r, v, nv, q, ev, vpi, lt, lb = torch.randn(8, n, generator=g)
+    lt, lb = -lt.abs(), -lb.abs()
+    term = torch.zeros(n, dtype=torch.bool)
+    term[[10, 40, 300]] = True
+    trunc = torch.zeros(n, dtype=torch.bool)
+    trunc[[25, 511]] = True
+    flags = {"terminated": term.to(DEVICE), "truncated": trunc.to(DEVICE)}
+    nv[[10, 40, 300]] = float("nan")
+    if name == "discounted_returns":
+        nv[4] = float("nan")
+        return [r], {"next_values": nv, "gamma": 0.9, **flags}
+    if name == "retrace":
+        ev[[10, 40, 300]] = float("nan")
+        lt[[11, 26, 41, 301, 512]] = float("nan")
+        kw = {"next_expected_q": ev, "logp_target": lt, "logp_behavior": lb, "v_pi": vpi}
+        return [r, q], {**kw, "gamma": 0.9, "lam": 0.9, **flags}
+    kw = {"next_values": nv, "gamma": 0.9, "lam": 0.9 if name != "vtrace" else 1.0}
+    if name == "vtrace":
+        kw |= {"logp_target": lt, "logp_behavior": lb}
+    if name == "td_lambda":
+        return [r], {"values": v, **kw, **flags}
+    return [r, v], {**kw, **flags}
+
+
+@pytest.mark.parametrize("name", ["gae", "td_lambda", "discounted_returns", "vtrace", "retrace"])
+def test_columns_read_at_every_step_screen_only_what_is_used(name, monkeypatch):
+    """The kernel reads its dense columns (and V, log π at t+1) at every step, before the
+    flags arrive, and drops what the estimator ignores: its validation screen does not
+    fire on NaN there (the host validator, which it would call, is not reached), and the
+    results match the torch backend (8 steps a thread, several tiles)."""
+
+    def screen_fired(*a, **k):
+        raise AssertionError("the kernel's screen fired on an entry the estimator ignores")
+
+    args, kw = _ignored_entries_case(name)
+    args = [a.to(DEVICE) for a in args]
+    kw = {k: (x.to(DEVICE) if isinstance(x, torch.Tensor) else x) for k, x in kw.items()}
+    f = getattr(rltscan, name)
+    want = dict(f(*args, **kw, backend="torch"))
+    monkeypatch.setattr("rltscan.estimators._common.validate_contents", screen_fired)
+    with triton_scan.tile_override(rows=1, chunk=256, num_warps=1):
+        got = dict(f(*args, **kw, backend="triton", validate=True))
+    assert got.keys() == want.keys()
+    for k in want:
+        assert torch.isfinite(torch.as_tensor(got[k])).all(), k
+        assert_close_to_oracle(got[k], want[k], torch.float32)

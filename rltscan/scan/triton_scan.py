@@ -39,26 +39,45 @@ float64), never zeroed between launches: each carries the epoch of its launch.
 
 Measured on the H200 at 2^26 flat steps, episode ends every ~1000, full-call µs
 (bench/results/kernel-probe-h200-2026-12-04, -b; the copy floor is 284.5 µs for GAE,
-158 returns, 221 TD(λ), 411 V-trace and Retrace):
+158 returns, 221 TD(λ), 411 V-trace and Retrace), before the in-tile changes at the end
+of this text (not yet timed on the device):
 
 =================  =====  =======  ======  =======  =======
 kernel             GAE    returns  TD(λ)   V-trace  Retrace
 =================  =====  =======  ======  =======  =======
-this one           415.5  273.7    366.0   686.8    515.2
+tagged words       415.5  273.7    366.0   686.8    515.2
 flag + release     466.9  309.7    412.4   917.1    551.8
 reduce-then-scan   677.1  492.5    (two launches, 4 steps a thread: 478 and 349 in one)
 =================  =====  =======  ======  =======  =======
 
-"flag + release" is the kernel this replaced, same tiles (1024 steps, 4 warps): a
-flag word per tile raised with a release after a block barrier, polled with atomics,
-the data read in a second round trip, and the aggregate summed over the tile (two
-reductions, with barriers) where this one takes it from the thread that holds it.
+"tagged words" is this look-back; "flag + release" the one it replaced, same tiles
+(1024 steps, 4 warps): a flag word per tile raised with a release after a block barrier,
+polled with atomics, the data read in a second round trip, and the aggregate summed
+over the tile (two reductions, with barriers) where this one takes it from the thread
+that holds it.
 Reduce-then-scan (a first launch publishes every aggregate, so the scan never waits)
 reads the inputs twice: slower everywhere.
 The look-back still costs: the same steps as rows of one tile (no look-back) run GAE
 at 83% of the floor, Retrace at 101% (4 steps a thread). What remains is the wait for
 a predecessor's aggregate, which a program spends holding its loads' registers; a
 persistent program that loads its next tile while it waits is the way past it.
+
+The in-tile work, read from the sm_90 SASS of the 2^26-flat launches (Triton 3.6,
+1024-step tiles of 4 warps, 8 steps a thread; bench/results/kernel-sass-sm90-2026-12-05):
+Triton's ``associative_scan(reverse=True)`` reverses the whole tile across lanes before
+and after the scan, five butterfly shuffles a register (160 a thread, against 12 for the
+scan itself), even along an axis held inside one thread; and it stores 8 steps a thread
+by first moving the tile through shared memory into 4 steps a thread (two barriers an
+output). :func:`_tile_scan` scans each thread's steps in its registers (reversed there,
+which costs no shuffle) and only the threads' aggregates across lanes; :func:`_put`
+stores two 16-byte halves a thread. GAE went from 648 instructions a thread (172
+shuffles, 5 barriers) to 472 (30, 2), returns from 520 to 376, V-trace from 968 to 744.
+ptxas also issued the flag loads first and the dense columns only once the flags had
+arrived (their values gate the sparse bootstrap reads): a barrier after the dense loads
+now keeps them first, at the price of registers (GAE 40 before, 48 without the barrier,
+61 with it; 12, 10 and 8 programs an SM). Register caps (``maxnreg``) that would win the
+occupancy back spill for V-trace at any cap up to 64 and for GAE, Retrace with
+validation at 48.
 """
 
 from __future__ import annotations
@@ -108,8 +127,77 @@ def _combine(a1, b1, a2, b2):
 
 
 @triton.jit
+def _combine_ex(ea1, eb1, ia1, ib1, ea2, eb2, ia2, ib2):
+    """:func:`_combine` over (exclusive, inclusive) pairs: scanning ``(identity, x)``
+    gives both the exclusive and the inclusive value at every position in one scan."""
+    xa, xb = _combine(ia1, ib1, ea2, eb2)
+    na, nb = _combine(ia1, ib1, ia2, ib2)
+    return xa, xb, na, nb
+
+
+@triton.jit
+def _tile_scan(a, b, ROWS: tl.constexpr, CHUNK: tl.constexpr, PER: tl.constexpr,
+               REVERSE: tl.constexpr):  # fmt: skip
+    """The inclusive scan ``(A, B)`` of a tile along time, in two levels: each thread's
+    ``PER`` consecutive steps in its registers, then the threads' aggregates (an
+    exclusive scan, one value a thread). Triton's backward scan of the whole tile
+    reverses the tensor across lanes before and after (five butterfly shuffles a
+    register: 160 a thread at 8 steps a thread, against 12 for the scan itself); here
+    only the aggregates cross lanes."""
+    if PER == 1:
+        A, B = tl.associative_scan((a, b), axis=1, combine_fn=_combine, reverse=REVERSE)
+    else:
+        a3 = tl.reshape(a, [ROWS, CHUNK // PER, PER])
+        b3 = tl.reshape(b, [ROWS, CHUNK // PER, PER])
+        if REVERSE:
+            A3, B3 = tl.associative_scan((tl.flip(a3, 2), tl.flip(b3, 2)), axis=2,
+                                         combine_fn=_combine)  # fmt: skip
+            A3 = tl.flip(A3, 2)
+            B3 = tl.flip(B3, 2)
+        else:
+            A3, B3 = tl.associative_scan((a3, b3), axis=2, combine_fn=_combine)
+        if REVERSE:
+            col = 0
+        else:
+            col = PER - 1
+        sel = (tl.arange(0, PER) == col)[None, None, :]
+        ta = tl.sum(tl.where(sel, A3, 0.0), axis=2)
+        tb = tl.sum(tl.where(sel, B3, 0.0), axis=2)
+        xa, xb, _, _ = tl.associative_scan(
+            (tl.full(ta.shape, 1.0, ta.dtype), tl.zeros(tb.shape, tb.dtype), ta, tb),
+            axis=1, combine_fn=_combine_ex, reverse=REVERSE,
+        )  # fmt: skip
+        A = tl.reshape(A3 * xa[:, :, None], [ROWS, CHUNK])
+        B = tl.reshape(B3 + A3 * xb[:, :, None], [ROWS, CHUNK])
+    return A, B
+
+
+@triton.jit
 def _ld(ptr, offs, mask, COMPUTE: tl.constexpr):
     return tl.load(ptr + offs, mask=mask, other=0.0).to(COMPUTE)
+
+
+@triton.jit
+def _halves(x, ROWS: tl.constexpr, CHUNK: tl.constexpr, PER: tl.constexpr):
+    """``x`` ([ROWS, CHUNK], ``PER`` consecutive steps a thread) as the two halves of
+    every thread's steps, each ``[ROWS, CHUNK // PER, PER // 2]``."""
+    x4 = tl.reshape(x, [ROWS, CHUNK // PER, 2, PER // 2])
+    return tl.split(tl.permute(x4, (0, 1, 3, 2)))
+
+
+@triton.jit
+def _put(ptr, x, offs, mask, o3, m3a, m3b, ROWS: tl.constexpr, CHUNK: tl.constexpr,
+         PER: tl.constexpr):  # fmt: skip
+    """``tl.store(ptr + offs, x, mask)``. With 8 steps a thread, as two 16-byte halves a
+    thread (``o3``: the first half's offsets, ``m3a``, ``m3b``: each half's mask):
+    Triton would otherwise first move the tile through shared memory into 4 steps a
+    thread, its widest store (two barriers and 8 bytes of shared memory a step)."""
+    if PER == 8:
+        x0, x1 = _halves(x, ROWS, CHUNK, PER)
+        tl.store(ptr + o3, x0, mask=m3a)
+        tl.store(ptr + o3 + PER // 2, x1, mask=m3b)
+    else:
+        tl.store(ptr + offs, x, mask=mask)
 
 
 @triton.jit
@@ -230,40 +318,33 @@ def _lookback(ws_ptr, slot, k, boundary, epoch, offs_r, ROWS: tl.constexpr,
 
 
 @triton.jit
-def _next_value(
-    v_ptr,
-    src_ptr,
-    row_ptr,
-    offs,
-    offs1,
-    mask,
-    rows,
-    rmask,
-    term,
-    cut,
-    boot,
-    last,
-    missing,
-    at_end,
-    nxt_ptr,
-    NV_MODE: tl.constexpr,
-    HAS_V: tl.constexpr,
-    COMPUTE: tl.constexpr,
-    CONTINUES: tl.constexpr,
-):
-    """nv_t of docs/CONVENTIONS.md §1.2 as selects; ignored slots are never loaded."""
+def _dense_next(v_ptr, src_ptr, offs, offs1, mask, at_end, NV_MODE: tl.constexpr,
+                HAS_V: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
+    """The part of nv_t read at every step (no flag needed): the ``next_values``
+    column, or V at t+1 (the same cache lines as V at t; a cut's slot is read and
+    dropped by :func:`_next_value`)."""
     if NV_MODE == 0:
-        nv = _ld(src_ptr, offs, mask & ~term, COMPUTE)
+        dense = _ld(src_ptr, offs, mask, COMPUTE)
+    elif HAS_V:
+        dense = _ld(v_ptr, offs1, mask & ~at_end, COMPUTE)
     else:
-        if HAS_V:
-            if CONTINUES:  # past the chunk end, V(s_{t+1}) is the next chunk's first value
-                inside = _ld(v_ptr, offs1, mask & ~cut & ~at_end, COMPUTE)
-                nx = tl.load(nxt_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
-                inside = tl.where(at_end, nx[:, None], inside)
-            else:
-                inside = _ld(v_ptr, offs1, mask & ~cut, COMPUTE)
-        else:
-            inside = tl.zeros(offs.shape, COMPUTE)
+        dense = tl.zeros(offs.shape, COMPUTE)
+    return dense
+
+
+@triton.jit
+def _next_value(dense, src_ptr, row_ptr, offs, mask, rows, rmask, term, boot, last, missing,
+                at_end, nxt_ptr, NV_MODE: tl.constexpr, HAS_V: tl.constexpr,
+                COMPUTE: tl.constexpr, CONTINUES: tl.constexpr):  # fmt: skip
+    """nv_t of docs/CONVENTIONS.md §1.2 as selects over ``dense`` (:func:`_dense_next`);
+    the sparse bootstrap slots are loaded only where they are used."""
+    if NV_MODE == 0:
+        nv = dense
+    else:
+        inside = dense
+        if HAS_V and CONTINUES:  # past the chunk end, V(s_{t+1}) is the next chunk's first value
+            nx = tl.load(nxt_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
+            inside = tl.where(at_end, nx[:, None], inside)
         if NV_MODE == 1:
             bootv = _ld(src_ptr, offs, mask & boot, COMPUTE)
         elif NV_MODE == 2:
@@ -371,16 +452,68 @@ def _scan_kernel(
     t0 = tb.to(tl.int64) * CHUNK
     n_in = tl.minimum(T - t0, CHUNK).to(tl.int32)  # steps of this tile inside the window
     mask = rmask[:, None] & (offs_c < n_in)[None, :]
-    offs = (rows.to(tl.int64) * stride_r + t0 * stride_t)[:, None] + (
-        offs_c.to(tl.int64) * stride_t
-    )[None, :]
-    offs1 = offs + stride_t  # step t+1 (backward kinds) — only read where t is not a cut
+    base = rows.to(tl.int64) * stride_r + t0 * stride_t  # each tile row's first step
+    offs = base[:, None] + (offs_c.to(tl.int64) * stride_t)[None, :]
+    if PER == 8:  # the stores' halves (_put); PER > 1: stride_t is 1 (or T is 1)
+        j3 = (tl.arange(0, CHUNK // 8) * 8)[None, :, None] + tl.arange(0, 4)[None, None, :]
+        o3 = base[:, None, None] + j3
+        m3a = rmask[:, None, None] & (j3 < n_in)
+        m3b = rmask[:, None, None] & (j3 + 4 < n_in)
+    else:
+        o3 = offs
+        m3a = mask
+        m3b = mask
+    offs1 = offs + stride_t  # step t+1 (backward kinds), never past the window's end
     # (the window's last step, if this tile holds it; CHUNK matches no step)
     last = (offs_c == tl.where(t0 + n_in == T, n_in - 1, CHUNK))[None, :]
     at_end = last
     if CONTINUES:
         last = tl.zeros([ROWS, CHUNK], tl.int1)  # a chunk end is not a window end
 
+    # ---- prologue, the part shared by every setting: raw columns read once ----------
+    # Every column read at every step is loaded first, the flags after: the reads that
+    # depend on the flags' values (sparse bootstrap slots) then wait for the flags alone,
+    # not for the dense columns too (ptxas keeps the order of independent loads).
+    # Per-step γ_t / λ_t replace the scalars elementwise: every use below is at step t
+    # (Retrace's trace too: a_t = γ_t·λ_t·ratio_{t+1}), and V-trace's epilogue reuses γ_t.
+    if HAS_DISC:
+        gamma = _ld(disc_ptr, offs, mask, COMPUTE)
+    if HAS_LAMT:
+        lam = _ld(lamt_ptr, offs, mask, COMPUTE)
+    if KIND == 0:  # LINEAR
+        a_in = _ld(c0_ptr, offs, mask, COMPUTE)
+        b_in = _ld(c1_ptr, offs, mask, COMPUTE)
+    elif KIND == 6 or KIND == 7:  # TRACES, PREFIX_SUM
+        b_in = _ld(c0_ptr, offs, mask, COMPUTE)
+    else:
+        r = _ld(c0_ptr, offs, mask, COMPUTE)
+        if KIND == 5:  # RETRACE
+            q = _ld(c1_ptr, offs, mask, COMPUTE)
+            ev = _ld(c2_ptr, offs, mask, COMPUTE)  # (dropped at terminal steps below)
+            # the trace c_{t+1} / λ by TRACE (0 Retrace, 1 tree-backup, 2 Q(λ), 3 IS), all
+            # through one log-ratio at t+1: log π − log μ (Retrace, IS), log π
+            # (tree-backup), 0 (Q(λ)); read at every step but the window's last, and
+            # dropped at a cut (a = 0 there)
+            nxt_mask = mask & ~at_end
+            if TRACE == 2:
+                lt = tl.zeros([ROWS, CHUNK], COMPUTE)
+                lb = tl.zeros([ROWS, CHUNK], COMPUTE)
+            else:
+                lt = _ld(c3_ptr, offs1, nxt_mask, COMPUTE)
+                if TRACE == 1:
+                    lb = tl.zeros([ROWS, CHUNK], COMPUTE)
+                else:
+                    lb = _ld(c4_ptr, offs1, nxt_mask, COMPUTE)
+        else:
+            dense_nv = _dense_next(c1_ptr, c2_ptr, offs, offs1, mask, at_end, NV_MODE, HAS_V,
+                                   COMPUTE)  # fmt: skip
+            if KIND == 1 or KIND == 4:  # GAE, VTRACE
+                v = _ld(c1_ptr, offs, mask, COMPUTE)
+            if KIND == 4:
+                lt = _ld(c3_ptr, offs, mask, COMPUTE)
+                lb = _ld(c4_ptr, offs, mask, COMPUTE)
+
+    tl.debug_barrier()
     if HAS_TERM:
         term = _flag(term_ptr, offs, mask)
     else:
@@ -391,18 +524,8 @@ def _scan_kernel(
         done = term
     cut = done | last
     boot = cut & ~term
-    # Per-step γ_t / λ_t replace the scalars elementwise: every use below is at step t
-    # (Retrace's trace too: a_t = γ_t·λ_t·ratio_{t+1}), and V-trace's epilogue reuses γ_t.
-    if HAS_DISC:
-        gamma = _ld(disc_ptr, offs, mask, COMPUTE)
-    if HAS_LAMT:
-        lam = _ld(lamt_ptr, offs, mask, COMPUTE)
 
-    # ---- prologue, the part shared by every setting: raw columns read once ----------
-    if KIND == 0:  # LINEAR
-        a_in = _ld(c0_ptr, offs, mask, COMPUTE)
-        b_in = _ld(c1_ptr, offs, mask, COMPUTE)
-    elif KIND == 6 or KIND == 7:  # TRACES, PREFIX_SUM: forward, reset at episode starts
+    if KIND == 6 or KIND == 7:  # TRACES, PREFIX_SUM: forward, reset at episode starts
         if FIRST_GIVEN:
             first = term
         else:
@@ -415,67 +538,25 @@ def _scan_kernel(
             if CONTINUES:  # step 0 starts an episode if the previous chunk's last ended one
                 pd = tl.load(pdone_ptr + rows, mask=rmask, other=0) != 0
                 first = first | ((t0 + offs_c == 0)[None, :] & pd[:, None])
-        b_in = _ld(c0_ptr, offs, mask, COMPUTE)
-    else:
-        r = _ld(c0_ptr, offs, mask, COMPUTE)
-        if KIND == 5:  # RETRACE
-            q = _ld(c1_ptr, offs, mask, COMPUTE)
-            ev = tl.where(term, 0.0, _ld(c2_ptr, offs, mask & ~term, COMPUTE))
-            # c_{t+1}: the NEXT row's ratio, never read at a cut
-            nxt_mask = mask & ~cut
-            if CONTINUES:
-                nxt_mask = nxt_mask & ~at_end
-            # the trace c_{t+1} / λ by TRACE (0 Retrace, 1 tree-backup, 2 Q(λ), 3 IS), all
-            # through one log-ratio: log π − log μ (Retrace, IS), log π (tree-backup), 0
-            if TRACE == 2:
-                lt = tl.zeros([ROWS, CHUNK], COMPUTE)
-                lb = tl.zeros([ROWS, CHUNK], COMPUTE)
-            else:
-                lt = _ld(c3_ptr, offs1, nxt_mask, COMPUTE)
-                if TRACE == 1:
-                    lb = tl.zeros([ROWS, CHUNK], COMPUTE)
-                else:
-                    lb = _ld(c4_ptr, offs1, nxt_mask, COMPUTE)
-            lr1 = lt - lb
-            if CONTINUES and TRACE != 2:
-                nlr = tl.load(nlr_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
-                lr1 = tl.where(at_end, nlr[:, None], lr1)
-            if TRACE == 0:  # Retrace clips at c̄; tree-backup and IS do not; Q(λ): c = λ
-                ratio1 = tl.exp(tl.minimum(lr1, log_c))
-            elif TRACE == 2:
-                ratio1 = tl.full([ROWS, CHUNK], 1.0, COMPUTE)
-            else:
-                ratio1 = tl.exp(lr1)
+    elif KIND == 5:
+        ev = tl.where(term, 0.0, ev)
+        lr1 = lt - lb
+        if CONTINUES and TRACE != 2:
+            nlr = tl.load(nlr_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
+            lr1 = tl.where(at_end, nlr[:, None], lr1)
+        if TRACE == 0:  # Retrace clips at c̄; tree-backup and IS do not; Q(λ): c = λ
+            ratio1 = tl.exp(tl.minimum(lr1, log_c))
+        elif TRACE == 2:
+            ratio1 = tl.full([ROWS, CHUNK], 1.0, COMPUTE)
         else:
-            nv = _next_value(
-                c1_ptr,
-                c2_ptr,
-                row_ptr,
-                offs,
-                offs1,
-                mask,
-                rows,
-                rmask,
-                term,
-                cut,
-                boot,
-                last,
-                missing,
-                at_end,
-                nxt_ptr,
-                NV_MODE,
-                HAS_V,
-                COMPUTE,
-                CONTINUES,
-            )
-            if KIND == 1 or KIND == 4:  # GAE, VTRACE
-                v = _ld(c1_ptr, offs, mask, COMPUTE)
-            if KIND == 4:
-                lt = _ld(c3_ptr, offs, mask, COMPUTE)
-                lb = _ld(c4_ptr, offs, mask, COMPUTE)
-                lr = lt - lb
-                rho = tl.exp(tl.minimum(lr, log_rho))
-                ratio = tl.exp(tl.minimum(lr, log_c))
+            ratio1 = tl.exp(lr1)
+    elif KIND != 0:
+        nv = _next_value(dense_nv, c2_ptr, row_ptr, offs, mask, rows, rmask, term, boot, last,
+                         missing, at_end, nxt_ptr, NV_MODE, HAS_V, COMPUTE, CONTINUES)  # fmt: skip
+        if KIND == 4:
+            lr = lt - lb
+            rho = tl.exp(tl.minimum(lr, log_rho))
+            ratio = tl.exp(tl.minimum(lr, log_c))
 
     # Out-of-range steps are identities (1, 0); out-of-range rows resets (0, 0), so
     # they never hold a look-back open.
@@ -493,11 +574,13 @@ def _scan_kernel(
             g = gamma
             lm = lam
             oofs = offs  # outputs share the inputs' strides
+            oo3 = o3
             brow = rows  # the boundary (carry y / init) of each tile row
         else:  # one block of outputs per setting; boundaries per (row, setting)
             g = tl.load(set_ptr + 2 * s).to(COMPUTE)
             lm = tl.load(set_ptr + 2 * s + 1).to(COMPUTE)
             oofs = offs + s * set_stride
+            oo3 = o3 + s * set_stride
             brow = rows * NSET + s
         # ---- this setting's (a, b), built on-chip ------------------------------------
         if KIND == 0:
@@ -531,8 +614,10 @@ def _scan_kernel(
             # bootstrap arrives as NaN), except the log-ratios, which are clipped.
             # Only masked-in (read) entries can be non-finite here.
             bad = _nonfinite(b)
-            if KIND == 4 or KIND == 5:
+            if KIND == 4:
                 bad = bad | (lt != lt) | (lt == float("inf")) | _nonfinite(lb)
+            if KIND == 5:  # (the log-ratio at t+1 is used, and screened, only past no cut)
+                bad = bad | (((lt != lt) | (lt == float("inf")) | _nonfinite(lb)) & ~cut)
             if KIND == 5 and HAS_OUT1:
                 bad = bad | _nonfinite(_ld(c5_ptr, offs, mask, COMPUTE))
             # γ_t and λ_t must lie in [0, 1] (NaN fails both comparisons): checked here
@@ -551,7 +636,7 @@ def _scan_kernel(
         b = tl.where(mask, b, 0.0).to(COMPUTE)
 
         # ---- the scan ------------------------------------------------------------------
-        A, B = tl.associative_scan((a, b), axis=1, combine_fn=_combine, reverse=REVERSE)
+        A, B = _tile_scan(a, b, ROWS, CHUNK, PER, REVERSE)
         if HAS_INIT:
             boundary = tl.load(row_ptr + brow, mask=rmask, other=0.0).to(COMPUTE)
         else:
@@ -580,11 +665,11 @@ def _scan_kernel(
         # ---- epilogue ------------------------------------------------------------------
         out_ty = out0_ptr.dtype.element_ty
         if KIND == 1:  # GAE: advantages, value_targets
-            tl.store(out0_ptr + oofs, y.to(out_ty), mask=mask)
-            tl.store(out1_ptr + oofs, (y + v).to(out_ty), mask=mask)
+            _put(out0_ptr, y.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
+            _put(out1_ptr, (y + v).to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
         elif KIND == 4:  # VTRACE: vs, pg_advantages
             vs = v + y
-            tl.store(out0_ptr + oofs, vs.to(out_ty), mask=mask)
+            _put(out0_ptr, vs.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
             # vs_{t+1} is re-read below, written by a neighbour thread. A register shift
             # (tl.gather) instead measured slower on the H200: 64% of copy bandwidth against
             # 73% at 65536x1024 (bench/results/kernel-probe-h200-2026-12-03-b).
@@ -603,15 +688,16 @@ def _scan_kernel(
             vs_next = tl.where(vedge, v_next + carry[:, None], vs_next)
             target = tl.where(cut, nv, vs_next)
             rhopg = tl.exp(tl.minimum(lr, log_pg))
-            tl.store(out1_ptr + oofs, (rhopg * (r + g * target - v)).to(out_ty), mask=mask)
+            pg = rhopg * (r + g * target - v)
+            _put(out1_ptr, pg.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
         elif KIND == 5:  # RETRACE: targets (+ advantages against V^π)
             tgt = q + y
-            tl.store(out0_ptr + oofs, tgt.to(out_ty), mask=mask)
+            _put(out0_ptr, tgt.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
             if HAS_OUT1:
                 vpi = _ld(c5_ptr, offs, mask, COMPUTE)
-                tl.store(out1_ptr + oofs, (tgt - vpi).to(out_ty), mask=mask)
+                _put(out1_ptr, (tgt - vpi).to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
         else:
-            tl.store(out0_ptr + oofs, y.to(out_ty), mask=mask)
+            _put(out0_ptr, y.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
 
 
 # ---------------------------------------------------------------------------
