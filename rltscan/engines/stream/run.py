@@ -215,7 +215,49 @@ def run_whole(
     plan = make_plan(opts, source, target, prepared)
     if opts.dry_run:
         return dry_run_report(plan, source, clock, dev, prepared)
-    spec = plan.spec
+    written, compute = _one_window(plan, source, prepared, clock, dev)
+    # on the stored rows: rows that are not transitions (RLDS final observations) NaN
+    arrays = {k: prepared.restore(v) for k, v in written.items()}
+    with clock.stage("write", steps=prepared.steps) as box:
+        box["bytes"] = wb.write(
+            source,
+            prepared,
+            target,
+            arrays,
+            metadata=plan.metadata,
+            overwrite=opts.overwrite,
+            stdout=stdout,
+        )
+    outputs = [
+        OutputInfo(name, _whole_shape(a, prepared), str(a.dtype), location(source, target, name))
+        for name, a in arrays.items()
+    ]
+    return report(
+        plan,
+        source,
+        clock,
+        device=dev,
+        backend=compute.backend or backend_name(opts.backend, dev),
+        dtype=prepared.dtype,
+        steps=prepared.steps,
+        episodes=prepared.episodes,
+        sequences=prepared.sequences,
+        outputs=outputs,
+        counts=prepared.counts,
+        notes=prepared.notes,
+        written=True,
+        statistics=stats.summary(
+            compute.accumulator.result(), stats.episodes_from(prepared, opts.reading.columns)
+        ),
+    )
+
+
+def _one_window(
+    plan: Plan, source: Any, prepared: Any, clock: Clock, dev: Any
+) -> tuple[dict[str, np.ndarray], windows.BlockCall]:
+    """The walk over a file read whole: one window (``prepared``), the run's block grid;
+    its outputs by column, and the block call (statistics, dtypes, backend)."""
+    spec, opts = plan.spec, plan.opts
     ref = next(v for v in prepared.kwargs.values() if hasattr(v, "ndim") and v.ndim > 0)
     axis = -1 if (prepared.time_dim == -1 and ref.ndim >= 2) else 0
     length = int(ref.shape[axis])  # the time axis
@@ -257,40 +299,7 @@ def run_whole(
             clock.stages.append(Stage(stage, totals.busy[stage], nbytes, prepared.steps))
         else:
             clock.skip(stage)
-    # on the stored rows: rows that are not transitions (RLDS final observations) NaN
-    arrays = {k: prepared.restore(v) for k, v in written.items()}
-    with clock.stage("write", steps=prepared.steps) as box:
-        box["bytes"] = wb.write(
-            source,
-            prepared,
-            target,
-            arrays,
-            metadata=plan.metadata,
-            overwrite=opts.overwrite,
-            stdout=stdout,
-        )
-    outputs = [
-        OutputInfo(name, _whole_shape(a, prepared), str(a.dtype), location(source, target, name))
-        for name, a in arrays.items()
-    ]
-    return report(
-        plan,
-        source,
-        clock,
-        device=dev,
-        backend=compute.backend or backend_name(opts.backend, dev),
-        dtype=prepared.dtype,
-        steps=prepared.steps,
-        episodes=prepared.episodes,
-        sequences=prepared.sequences,
-        outputs=outputs,
-        counts=prepared.counts,
-        notes=prepared.notes,
-        written=True,
-        statistics=stats.summary(
-            compute.accumulator.result(), stats.episodes_from(prepared, opts.reading.columns)
-        ),
-    )
+    return written, compute
 
 
 def _whole_shape(array: np.ndarray, prepared: Any) -> tuple[int, ...]:
