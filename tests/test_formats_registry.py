@@ -38,7 +38,6 @@ WORDS = {w for row in FORMATS for w in row.words} | {
 # rltscan/engines/ (file -> number of sites). Each is wired by the lead after the engines
 # merge; this list only shrinks.
 ENGINE_SITES = {
-    "rltscan/engines/stream/run.py": 1,  # the window sink: to be one registry call
     "rltscan/plan.py": 2,  # where an HDF5/Minari output lives: to be a row attribute
     "rltscan/engines/shards/run.py": 6,  # sharded datasets (Minari, LeRobot, file lists)
     "rltscan/engines/shards/task.py": 4,  # are dataset kinds, not yet registry rows

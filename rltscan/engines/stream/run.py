@@ -19,9 +19,10 @@ import numpy as np
 from rltscan import stats
 from rltscan.engines.stream import windows
 from rltscan.errors import MissingBootstrapError, OutputRefusedError, ParameterError
+from rltscan.io import formats
 from rltscan.io import writeback as wb
 from rltscan.io.layout import prepare
-from rltscan.io.sinks import HDF5Sink, ParquetSink
+from rltscan.io.sinks import HDF5Sink
 from rltscan.options import RunOptions
 from rltscan.plan import (
     Clock,
@@ -343,24 +344,13 @@ def _sink(source: Any, plan: Plan, full_shape: tuple[int, ...], probe: Any) -> A
     dst = target.path if target.kind == "file" else source.path
     if target.kind == "file" and target.path.exists() and not overwrite:
         raise OutputRefusedError(f"{target.path} already exists; pass --overwrite to replace it")
-    if source.format == "hdf5":
-        return HDF5Sink(
-            source.path,
-            dst,
-            group=source.group,
-            shape=full_shape,
-            time_axis=1 if source.layout == "batch-major" else 0,
-            attrs=wb.hdf5_attrs(plan.metadata),
-            template=probe.template,
-            overwrite=overwrite,
-        )
-    return ParquetSink(
-        source.raw,
+    return formats.named(source.format).sink(
+        source,
         dst,
-        steps=full_shape[0],
-        metadata=wb.parquet_entry(list(plan.names), plan.metadata),
+        shape=full_shape,
+        record=wb.provenance(list(plan.names), plan.metadata),
+        template=probe.template,
         overwrite=overwrite,
-        where=source.where,
     )
 
 
