@@ -165,22 +165,22 @@ def _per_row(x: Tensor | None, rows: int) -> np.ndarray:
     return x.detach().to(torch.float64).reshape(-1).expand(rows).contiguous().numpy()
 
 
-_POOL: ThreadPoolExecutor | None = None
+_POOL: dict[int, ThreadPoolExecutor] = {}  # threads -> the pool of that size
 
 
 def _split(rows: int, run: Callable[[int, int], None]) -> None:
     """Run ``run(r0, r1)`` over row ranges on ``torch.get_num_threads()`` threads (the
     kernels release the GIL); one range on this thread when there is one row or one
     thread."""
-    global _POOL
     n = min(rows, torch.get_num_threads())
     if n <= 1:
         run(0, rows)
         return
-    if _POOL is None or _POOL._max_workers < n:  # noqa: SLF001 - our own pool's size
-        _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="rltscan-cpu")
+    pool = _POOL.get(n)
+    if pool is None:
+        pool = _POOL[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="rltscan-cpu")
     bounds = [rows * k // n for k in range(n + 1)]
-    futures = [_POOL.submit(run, bounds[k], bounds[k + 1]) for k in range(n)]
+    futures = [pool.submit(run, bounds[k], bounds[k + 1]) for k in range(n)]
     for f in futures:
         f.result()
 
