@@ -36,6 +36,7 @@ I/O floor. What was not reached, and why:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -164,7 +165,9 @@ def _per_row(x: Tensor | None, rows: int) -> np.ndarray:
     return x.detach().to(torch.float64).reshape(-1).expand(rows).contiguous().numpy()
 
 
-_POOL: dict[int, ThreadPoolExecutor] = {}  # threads -> the pool of that size
+# (process, threads) -> the pool: a forked child (a Ray worker) starts its own, since
+# the parent's worker threads do not exist in it
+_POOL: dict[tuple[int, int], ThreadPoolExecutor] = {}
 
 
 def _split(rows: int, run: Callable[[int, int], None]) -> None:
@@ -175,9 +178,10 @@ def _split(rows: int, run: Callable[[int, int], None]) -> None:
     if n <= 1:
         run(0, rows)
         return
-    pool = _POOL.get(n)
+    key = (os.getpid(), n)
+    pool = _POOL.get(key)
     if pool is None:
-        pool = _POOL[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="rltscan-cpu")
+        pool = _POOL[key] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="rltscan-cpu")
     bounds = [rows * k // n for k in range(n + 1)]
     futures = [pool.submit(run, bounds[k], bounds[k + 1]) for k in range(n)]
     for f in futures:
