@@ -271,3 +271,23 @@ def test_backend_choice(monkeypatch):
     assert scan.resolve_backend("auto", torch.device("cpu")) == "torch"
     with pytest.raises(BackendUnavailableError, match="rltscan\\[cpu\\]"):
         scan.resolve_backend("cpu", torch.device("cpu"))
+
+
+def test_forked_child_runs_its_own_threads(rng):
+    """A process forked after the thread pool started (a Ray worker) computes too."""
+    import os
+
+    x = rng.standard_normal((4, 50))
+    flags = np.zeros((4, 50), bool)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        want = rltscan.gae(x, x, terminated=flags, missing_bootstrap="zero", backend="cpu")
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 when it computes the same
+            got = rltscan.gae(x, x, terminated=flags, missing_bootstrap="zero", backend="cpu")
+            os._exit(0 if np.array_equal(got.advantages, want.advantages) else 3)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        torch.set_num_threads(before)
+    assert os.waitstatus_to_exitcode(status) == 0
