@@ -490,7 +490,7 @@ CHOICES = {
     "is_last_row": ("--is-last-row", ("observation", "transition")),
     "layout": ("--layout", ("flat", "episodes", "time-major", "batch-major")),
     "missing_bootstrap": ("--missing-bootstrap", ("error", "zero")),
-    "backend": ("--backend", ("auto", "triton", "torch", "reference")),
+    "backend": ("--backend", ("auto", "triton", "torch", "cpu", "reference")),
     "engine": ("--engine", ("local", "ray")),
 }
 
@@ -721,7 +721,7 @@ def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
             str,
             _opt(
                 "--backend",
-                help="auto, triton, torch or reference.",
+                help="auto, triton, torch, cpu (fused numba kernels) or reference.",
                 default=defaults["backend"],
             ),
         ),

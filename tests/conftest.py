@@ -7,6 +7,7 @@ the multi-tile, multi-program and look-back paths run at small sizes.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import zlib
 
@@ -18,7 +19,14 @@ HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-BACKENDS = ["reference", "torch", "triton"]
+HAS_NUMBA = importlib.util.find_spec("numba") is not None
+# the fused CPU backend needs numba (an optional extra, in the test extra so CI runs it)
+BACKENDS = [
+    "reference",
+    "torch",
+    "triton",
+    pytest.param("cpu", marks=pytest.mark.skipif(not HAS_NUMBA, reason="numba not installed")),
+]
 
 # ALGORITHMS.md §2.6: rtol 1e-5, atol 1e-5 * max(1, max|out|) for fp32 against float64.
 RTOL = {

@@ -68,6 +68,10 @@ def solve(
         return mod.finalize(p, y)
     if validate:
         validate_contents(p, reads, frame)
+    if which == "cpu":
+        from rltscan.scan import cpu_fused
+
+        return cpu_fused.solve(p, mod.coefficients, mod.finalize, tuple(mod.OUTPUTS))
     if which == "reference":
         from rltscan.scan import reference
 

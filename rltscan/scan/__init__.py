@@ -9,7 +9,9 @@ Backends share one signature, ``linear_scan(a, b, *, reverse, init)`` over
 - ``reference``: float64 Python loop, the oracle (``reference.py``);
 - ``torch``: vectorised chunked scan, CPU or GPU (``torch_scan.py``);
 - ``triton``: the fused single-pass kernel (``triton_scan.py``), loaded lazily;
-  triton is optional (:func:`triton_missing`, :func:`resolve_backend`).
+  triton is optional (:func:`triton_missing`, :func:`resolve_backend`);
+- ``cpu``: fused numba kernels for CPU tensors (``cpu_fused.py``); numba is optional
+  (``pip install 'rltscan[cpu]'``, :func:`numba_missing`).
 
 Estimators with a fused Triton prologue do not call this for the Triton backend:
 they hand the kernel their raw columns so the coefficients are built on-chip
@@ -31,12 +33,15 @@ from rltscan.errors import BackendUnavailableError, DataError, ParameterError
 if TYPE_CHECKING:  # torch loads with the first scan: choosing a backend needs none
     from torch import Tensor
 
-BACKENDS = ("auto", "triton", "torch", "reference")
+BACKENDS = ("auto", "triton", "torch", "cpu", "reference")
 # The fix named wherever the triton backend cannot load (README, "Install").
 TRITON_FIX = (
     "install it (pip install 'rltscan[triton]'; CUDA builds of torch on Linux bring it) "
     'or pass --backend torch (backend="torch")'
 )
+
+# The fix named wherever the cpu backend cannot load.
+NUMBA_FIX = "install it (pip install 'rltscan[cpu]') or pass --backend torch (backend=\"torch\")"
 
 
 class BackendFallbackWarning(RuntimeWarning):
@@ -64,6 +69,27 @@ def triton_missing(*, load: bool = True) -> str | None:
     return _import_failure() if load else None
 
 
+def numba_missing(*, load: bool = True) -> str | None:
+    """Why the cpu backend cannot run here, or None when it can (numba is optional).
+    ``load=False`` asks only whether numba is installed (no import)."""
+    try:
+        installed = importlib.util.find_spec("numba") is not None
+    except (ImportError, ValueError):
+        installed = False
+    if not installed:
+        return "the numba package is not installed"
+    return _cpu_import_failure() if load else None
+
+
+@functools.cache
+def _cpu_import_failure() -> str | None:
+    try:
+        importlib.import_module("rltscan.scan.cpu_fused")
+    except ImportError as err:
+        return f"numba cannot be imported ({err})"
+    return None
+
+
 @functools.cache
 def _import_failure() -> str | None:
     try:
@@ -77,7 +103,8 @@ def resolve_backend(backend: str, device: Any, *, load: bool = True) -> str:
     """Pick the backend that will run on ``device`` (a ``torch.device`` or anything with
     its ``type``); raise if the named one cannot run there.
 
-    ``auto``: triton on CUDA, torch on the CPU; on CUDA without triton, torch, with a
+    ``auto``: triton on CUDA; on the CPU cpu (fused numba kernels) when numba can load,
+    else torch; on CUDA without triton, torch, with a
     :class:`BackendFallbackWarning` once (a file run's report says it in a note,
     :func:`fallback_note`). ``triton`` without triton is exit 6 naming the fix.
     ``load=False`` decides without importing anything (see :func:`triton_missing`)."""
@@ -87,12 +114,21 @@ def resolve_backend(backend: str, device: Any, *, load: bool = True) -> str:
         )
     if backend == "auto":
         if device.type != "cuda":
-            return "torch"
+            return "cpu" if numba_missing(load=load) is None else "torch"
         if triton_missing(load=load) is None:
             return "triton"
         if load:
             _warn_fallback()
         return "torch"
+    if backend == "cpu":
+        if device.type != "cpu":
+            raise BackendUnavailableError(
+                f"the cpu backend needs CPU tensors, got {device.type}; "
+                'move the inputs to the CPU (--device cpu) or pass backend="torch"'
+            )
+        missing = numba_missing(load=load)
+        if missing is not None:
+            raise BackendUnavailableError(f"the cpu backend was asked for but {missing}", NUMBA_FIX)
     if backend == "triton":
         if device.type != "cuda" and not triton_interpreting():
             raise BackendUnavailableError(
@@ -170,6 +206,10 @@ def linear_scan(
         from rltscan.scan import reference
 
         y = reference.linear_scan(a2, b2, reverse=reverse, init=init2).to(dtype)
+    elif which == "cpu":
+        from rltscan.scan import cpu_fused
+
+        y = cpu_fused.linear_scan(a2, b2, reverse=reverse, init=init2)
     elif which == "torch":
         from rltscan.scan import torch_scan
 

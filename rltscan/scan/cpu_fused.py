@@ -1,0 +1,281 @@
+"""The fused CPU backend (``backend="cpu"``): one numba pass per estimator call.
+
+For GAE, discounted returns, TD(λ) and V-trace with scalar γ and λ, the kernel reads
+the raw columns (rewards, values, the bootstrap source, the 1-byte flags, V-trace's
+log-probabilities), forms the coefficients of docs/CONVENTIONS.md §3 and solves the
+backward recurrence in the same loop: each input is read once and each output
+written once, with no ``(a, b)`` temporaries. Any other problem (another estimator,
+a per-step ``discount`` or ``lam_per_step`` column) has its module build ``(a, b)``
+with torch and runs :func:`linear_scan` here, the plain recurrence.
+
+Precision: the recurrence and the coefficients are accumulated in float64 whatever
+the input dtype and rounded once to the output dtype, so float32 results agree with
+the torch backend to float32 rounding (tests/test_cpu_fused.py compares both with the
+float64 oracles of tests/oracles.py).
+
+Layout: ``[R, T]`` views are read through their strides (no copy). A row-major view
+(time stride 1: ``[B, T]``, a flat file) runs one row after the other with the carry
+in a register; a time-major view (``[T, B]`` buffers) walks time outermost and the
+rows innermost, so every step reads contiguous memory. Rows are split among
+``torch.get_num_threads()`` Python threads (the kernels release the GIL); one row is
+one sequential chain and runs on one core.
+
+Measured (bench/cpu_fused.py; bench/results/cpu-fused-2core-*/): see the README
+there for ns/step against the torch CPU backend and the streamed runs against their
+I/O floor. What was not reached, and why:
+
+- a single row (a flat file) cannot use a second core: the recurrence is one
+  dependency chain, and the two-pass chunked split that would parallelise it reads
+  and writes every step twice, which costs more than the second core gives on a
+  memory-bound loop at 2 cores;
+- V-trace spends most of its time in the three ``exp`` of the clipped ratios (one
+  per clip, computed in float64 to keep the torch backend's rounding within
+  float32's); it is the slowest per step of the fused kinds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numba
+import numpy as np
+import torch
+from torch import Tensor
+
+# Estimator kind -> the fused kernel's code; the Problem columns the kernel reads.
+_KINDS = {"gae": 0, "returns": 1, "td_lambda": 2, "vtrace": 3}
+_READS = {
+    "rewards",
+    "values",
+    "next_values",
+    "bootstrap_values",
+    "terminated",
+    "truncated",
+    "logp_target",
+    "logp_behavior",
+}
+# How nv_t is formed (estimators' Problem.nv_mode, docs/CONVENTIONS.md §1.2).
+_NV = {"next": 0, "boot": 1, "last": 2, "none": 3}
+
+
+def fused(p: Any) -> bool:
+    """Whether the fused kernel solves the ``Problem`` ``p`` (else :func:`solve` takes
+    the generic path): a fused kind reading only columns the kernel knows, and, when the
+    sequence continues, a carry that holds the next chunk's first value where it is read."""
+    if p.kind not in _KINDS or any(name not in _READS for name in p.cols):
+        return False
+    c = p.carry
+    reads_next = "values" in p.cols and p.nv_mode != "next"
+    return c is None or c.next_value is not None or not reads_next
+
+
+def solve(
+    p: Any,
+    coefficients: Callable[[Any], tuple[Tensor, Tensor]],
+    finalize: Callable[[Any, Tensor], dict[str, Tensor]],
+    outputs: tuple[str, ...],
+) -> dict[str, Tensor]:
+    """Run an ``estimators`` ``Problem`` on the CPU: the fused kernel where
+    :func:`fused`, else ``coefficients`` → :func:`linear_scan` → ``finalize``.
+    Returns ``{output: [R, T]}`` in ``p.dtype``."""
+    if not fused(p):
+        a, b = coefficients(p)
+        init = None if p.boundary is None else p.boundary.to(p.dtype)
+        return finalize(p, linear_scan(a.to(p.dtype), b.to(p.dtype), reverse=p.reverse, init=init))
+    rows, steps = p.shape
+    kind = _KINDS[p.kind]
+    ref = p.cols["rewards"]
+    outs = [torch.empty((rows, steps), dtype=p.dtype) for _ in outputs]
+    # the outputs take the inputs' layout, so a time-major problem writes contiguously
+    if ref.stride(1) != 1 and rows > 1:
+        outs = [torch.empty((steps, rows), dtype=p.dtype).t() for _ in outputs]
+    dummy2 = np.zeros((1, 1), dtype=_np_dtype(p.dtype))
+    flag_dummy = np.zeros((1, 1), dtype=np.uint8)
+
+    def col(name: str) -> np.ndarray:
+        return _host(p.col(name)) if name in p.cols else dummy2
+
+    def flag(name: str) -> np.ndarray:
+        f = p.cols.get(name)
+        return flag_dummy if f is None else _host(f.view(torch.uint8))
+
+    src = "next_values" if p.nv_mode == "next" else "bootstrap_values"
+    c = p.carry
+    params = p.params
+    gamma, lam = float(params["gamma"]), float(params.get("lam", 1.0))
+    logs = [math.log(float(params.get(k, 1.0))) for k in ("rho_clip", "c_clip", "pg_rho_clip")]
+    args = (
+        kind,
+        col("rewards"),
+        col("values"),
+        "values" in p.cols,
+        col(src),
+        flag("terminated"),
+        flag("truncated"),
+        "truncated" in p.cols,
+        col("logp_target"),
+        col("logp_behavior"),
+        _per_row(p.last_value, rows),
+        _per_row(p.boundary, rows),
+        _per_row(None if c is None else c.next_value, rows),
+        c is not None,
+        _NV[p.nv_mode],
+        0.0 if p.missing_zero else math.nan,
+        gamma,
+        lam,
+        logs[0],
+        logs[1],
+        logs[2],
+        _host(outs[0]),
+        _host(outs[1]) if len(outs) > 1 else dummy2,
+    )
+    time_major = ref.stride(1) != 1 and rows > 1
+    _split(rows, lambda r0, r1: _fused(r0, r1, time_major, *args))
+    return dict(zip(outputs, outs, strict=True))
+
+
+def linear_scan(a: Tensor, b: Tensor, *, reverse: bool, init: Tensor | None = None) -> Tensor:
+    """Solve ``y_t = a_t * y_{t±1} + b_t`` for ``[R, T]`` CPU tensors of one float dtype
+    (accumulated in float64); ``init`` is the ``[R]`` boundary value (0 when None)."""
+    rows, steps = b.shape
+    time_major = b.stride(1) != 1 and rows > 1
+    y = torch.empty((steps, rows), dtype=b.dtype).t() if time_major else torch.empty_like(b)
+    args = (_host(a), _host(b), _per_row(init, rows), reverse, _host(y))
+    _split(rows, lambda r0, r1: _scan(r0, r1, time_major, *args))
+    return y
+
+
+def _np_dtype(dtype: torch.dtype) -> np.dtype:
+    return np.dtype(np.float64 if dtype == torch.float64 else np.float32)
+
+
+def _host(t: Tensor) -> np.ndarray:
+    """A CPU tensor as a numpy view (strides kept; the kernels read them)."""
+    return t.detach().numpy()
+
+
+def _per_row(x: Tensor | None, rows: int) -> np.ndarray:
+    """A per-row value as float64 ``[R]`` (zeros when absent)."""
+    if x is None:
+        return np.zeros(rows)
+    return x.detach().to(torch.float64).reshape(-1).expand(rows).contiguous().numpy()
+
+
+# (process, threads) -> the pool: a forked child (a Ray worker) starts its own, since
+# the parent's worker threads do not exist in it
+_POOL: dict[tuple[int, int], ThreadPoolExecutor] = {}
+
+
+def _split(rows: int, run: Callable[[int, int], None]) -> None:
+    """Run ``run(r0, r1)`` over row ranges on ``torch.get_num_threads()`` threads (the
+    kernels release the GIL); one range on this thread when there is one row or one
+    thread."""
+    n = min(rows, torch.get_num_threads())
+    if n <= 1:
+        run(0, rows)
+        return
+    key = (os.getpid(), n)
+    pool = _POOL.get(key)
+    if pool is None:
+        pool = _POOL[key] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="rltscan-cpu")
+    bounds = [rows * k // n for k in range(n + 1)]
+    futures = [pool.submit(run, bounds[k], bounds[k + 1]) for k in range(n)]
+    for f in futures:
+        f.result()
+
+
+# ---------------------------------------------------------------------------
+# Kernels. Each walks rows ``[r0, r1)`` one after the other along time, with the carry
+# in a register; a time-major view is walked in tiles of ``_TILE`` steps (every row's
+# share of a tile, then the next tile), so the cache lines a tile reads serve all its
+# rows. The step is written inline: as a called function with its two dozen array
+# arguments it measured 10-20x slower, and a single loop over (row, step) pairs 1.7x.
+
+# Time steps per tile of a time-major walk: 2048 steps of 16 rows of 6 columns stay in L2.
+_TILE = 2048
+
+_JIT = {"cache": True, "nogil": True, "fastmath": False}
+
+
+@numba.njit(**_JIT)
+def _fused(
+    r0, r1, time_major, kind, rew, val, has_val, src, term, trunc, has_trunc, lt, lb,
+    lastv, y0, nxt0, cont, mode, miss, gamma, lam, lrho, lc, lpg, out0, out1,
+):  # fmt: skip
+    """Backward fused steps (docs/CONVENTIONS.md §3). Kinds: 0 GAE, 1 returns, 2 TD(λ),
+    3 V-trace; ``mode``: how nv_t is formed (``_NV``)."""
+    steps = rew.shape[1]
+    ys = y0.copy()
+    vsn = nxt0 + y0 if cont else np.zeros_like(y0)  # V-trace's vs_{t+1} past the chunk
+    gl = gamma * lam
+    tile = _TILE if time_major else steps
+    for hi in range(steps, 0, -tile):
+        for r in range(r0, r1):
+            y, vs_next = ys[r], vsn[r]
+            for t in range(hi - 1, max(hi - tile, 0) - 1, -1):
+                ended = term[r, t] != 0
+                cut = ended or (has_trunc and trunc[r, t] != 0) or (t == steps - 1 and not cont)
+                boot = cut and not ended
+                # nv_t (§1.2): the explicit source, else V_{t+1}, else the bootstrap form at a cut
+                if mode == 0:
+                    nv = np.float64(src[r, t])
+                elif boot:
+                    if mode == 1:
+                        nv = np.float64(src[r, t])
+                    elif mode == 2 and t == steps - 1:
+                        nv = lastv[r]
+                    else:
+                        nv = miss
+                elif not has_val:
+                    nv = 0.0
+                elif t + 1 < steps:
+                    nv = np.float64(val[r, t + 1])
+                else:
+                    nv = nxt0[r]
+                nvt = 0.0 if ended else nv
+                x = np.float64(rew[r, t])
+                if kind == 0:
+                    v = np.float64(val[r, t])
+                    y = x + gamma * nvt - v + (0.0 if cut else gl * y)
+                    out0[r, t] = y
+                    out1[r, t] = y + v
+                elif kind == 1:
+                    y = (x + gamma * nv if boot else x) + (0.0 if cut else gamma * y)
+                    out0[r, t] = y
+                elif kind == 2:
+                    w = gamma if boot else gamma * (1.0 - lam)
+                    y = x + w * nvt + (0.0 if cut else gl * y)
+                    out0[r, t] = y
+                else:
+                    v = np.float64(val[r, t])
+                    lr = np.float64(lt[r, t]) - np.float64(lb[r, t])
+                    rho = math.exp(min(lr, lrho))
+                    c = lam * math.exp(min(lr, lc))
+                    y = rho * (x + gamma * nvt - v) + (0.0 if cut else gamma * c * y)
+                    vs = v + y
+                    target = nvt if cut else vs_next
+                    out0[r, t] = vs
+                    out1[r, t] = math.exp(min(lr, lpg)) * (x + gamma * target - v)
+                    vs_next = vs
+            ys[r], vsn[r] = y, vs_next
+
+
+@numba.njit(**_JIT)
+def _scan(r0, r1, time_major, a, b, y0, reverse, out):
+    """``y_t = a_t * y_{t±1} + b_t`` over rows ``[r0, r1)`` (float64 carry)."""
+    steps = b.shape[1]
+    ys = y0.copy()
+    tile = _TILE if time_major else steps
+    for k in range(0, steps, tile):
+        lo, hi = (max(steps - k - tile, 0), steps - k) if reverse else (k, min(k + tile, steps))
+        for r in range(r0, r1):
+            y = ys[r]
+            for j in range(hi - lo):
+                t = hi - 1 - j if reverse else lo + j
+                y = np.float64(a[r, t]) * y + np.float64(b[r, t])
+                out[r, t] = y
+            ys[r] = y
