@@ -274,7 +274,7 @@ def test_columns_read_at_every_step_screen_only_what_is_used(name, monkeypatch):
     kw = {k: (x.to(DEVICE) if isinstance(x, torch.Tensor) else x) for k, x in kw.items()}
     f = getattr(rltscan, name)
     want = dict(f(*args, **kw, backend="torch"))
-    monkeypatch.setattr("rltscan.estimators._common.validate_contents", screen_fired)
+    monkeypatch.setattr("rltscan.estimators._solve.validate_contents", screen_fired)
     with triton_scan.tile_override(rows=1, chunk=256, num_warps=1):
         got = dict(f(*args, **kw, backend="triton", validate=True))
     assert got.keys() == want.keys()

@@ -29,6 +29,8 @@ arrays and write their results into it under TorchRL's keys.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -59,6 +61,7 @@ from rltscan.estimators._result import (
     TracesResult,
     VTraceResult,
 )
+from rltscan.estimators.declaration import Declaration
 
 _compiling = torch.compiler.is_compiling
 _GAE, _VTRACE, _RETRACE, _TD_LAMBDA = (
@@ -75,11 +78,35 @@ _RETURNS_KEY, _TRACES_KEY, _PREFIX_SUM_KEY, _RETURN_TO_GO_KEY = map(
     bound.key_function, (_RETURNS, _TRACES, _PREFIX_SUM, _RETURN_TO_GO)
 )
 
-# Each function's body: under torch.compile, the custom op; else the bound launch of a
+
+def _compiles_as_op(d: Declaration) -> Callable[[Callable[..., Result]], Callable[..., Result]]:
+    """Under ``torch.compile`` a public function is the one custom op (:mod:`rltscan.ops`),
+    so the graph does not break at the front end's host checks. This wrapper hands the op
+    the arguments by name: the function's own ``locals()`` cannot be traced by dynamo
+    before torch 2.13 (measured on torch 2.11: "Failed to trace builtin operator")."""
+
+    def wrap(fn: Callable[..., Result]) -> Callable[..., Result]:
+        params = inspect.signature(fn).parameters.values()
+        positional = tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
+
+        @functools.wraps(fn)
+        def public(*args: Any, **kwargs: Any) -> Result:
+            if _compiling():
+                named = dict(zip(positional[: len(args)], args, strict=True))
+                return as_op(d, {**named, **kwargs})
+            return fn(*args, **kwargs)
+
+        return public
+
+    return wrap
+
+
+# Each function's body: the bound launch of a
 # call of this shape when there is one (a call with dones-style arguments never is:
 # their flags are derived by the front end); else the whole front end.
 
 
+@_compiles_as_op(_GAE)
 def gae(
     rewards: ArrayLike,
     values: ArrayLike | None = None,
@@ -130,8 +157,6 @@ def gae(
         rewards' shape (numpy in, numpy out); ``.carry`` hands the state on.
     """
     args = locals()
-    if _compiling():
-        return as_op(_GAE, args)
     bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
     key = _GAE_KEY(args) if bindable else None
     b = None if key is None else bound.lookup(_GAE, key)
@@ -140,6 +165,7 @@ def gae(
     return front_end(_GAE, args, key)
 
 
+@_compiles_as_op(_VTRACE)
 def vtrace(
     rewards: ArrayLike,
     values: ArrayLike | None = None,
@@ -196,8 +222,6 @@ def vtrace(
         A :class:`VTraceResult` with ``vs`` and ``pg_advantages``.
     """
     args = locals()
-    if _compiling():
-        return as_op(_VTRACE, args)
     bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
     key = _VTRACE_KEY(args) if bindable else None
     b = None if key is None else bound.lookup(_VTRACE, key)
@@ -206,6 +230,7 @@ def vtrace(
     return front_end(_VTRACE, args, key)
 
 
+@_compiles_as_op(_RETRACE)
 def retrace(
     rewards: ArrayLike,
     q_values: ArrayLike | None = None,
@@ -263,8 +288,6 @@ def retrace(
         ``v_pi`` is given, else None).
     """
     args = locals()
-    if _compiling():
-        return as_op(_RETRACE, args)
     bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
     key = _RETRACE_KEY(args) if bindable else None
     b = None if key is None else bound.lookup(_RETRACE, key)
@@ -273,6 +296,7 @@ def retrace(
     return front_end(_RETRACE, args, key)
 
 
+@_compiles_as_op(_TD_LAMBDA)
 def td_lambda(
     rewards: ArrayLike,
     values: ArrayLike | None = None,
@@ -319,8 +343,6 @@ def td_lambda(
         A :class:`TDLambdaResult` with ``lambda_returns``.
     """
     args = locals()
-    if _compiling():
-        return as_op(_TD_LAMBDA, args)
     bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
     key = _TD_LAMBDA_KEY(args) if bindable else None
     b = None if key is None else bound.lookup(_TD_LAMBDA, key)
@@ -329,6 +351,7 @@ def td_lambda(
     return front_end(_TD_LAMBDA, args, key)
 
 
+@_compiles_as_op(_RETURNS)
 def discounted_returns(
     rewards: ArrayLike,
     *,
@@ -372,8 +395,6 @@ def discounted_returns(
         A :class:`ReturnsResult` with ``returns``.
     """
     args = locals()
-    if _compiling():
-        return as_op(_RETURNS, args)
     bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
     key = _RETURNS_KEY(args) if bindable else None
     b = None if key is None else bound.lookup(_RETURNS, key)
@@ -382,6 +403,7 @@ def discounted_returns(
     return front_end(_RETURNS, args, key)
 
 
+@_compiles_as_op(_TRACES)
 def eligibility_traces(
     x: ArrayLike,
     *,
@@ -418,8 +440,6 @@ def eligibility_traces(
         A :class:`TracesResult` with ``eligibility_traces``, of ``x``'s shape.
     """
     args = locals()
-    if _compiling():
-        return as_op(_TRACES, args)
     bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
     key = _TRACES_KEY(args) if bindable else None
     b = None if key is None else bound.lookup(_TRACES, key)
@@ -428,6 +448,7 @@ def eligibility_traces(
     return front_end(_TRACES, args, key)
 
 
+@_compiles_as_op(_PREFIX_SUM)
 def prefix_sum(
     x: ArrayLike,
     *,
@@ -462,8 +483,6 @@ def prefix_sum(
         A :class:`PrefixSumResult` with ``prefix_sums``, of ``x``'s shape.
     """
     args = locals()
-    if _compiling():
-        return as_op(_PREFIX_SUM, args)
     bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
     key = _PREFIX_SUM_KEY(args) if bindable else None
     b = None if key is None else bound.lookup(_PREFIX_SUM, key)
@@ -472,6 +491,7 @@ def prefix_sum(
     return front_end(_PREFIX_SUM, args, key)
 
 
+@_compiles_as_op(_RETURN_TO_GO)
 def return_to_go(
     rewards: ArrayLike,
     *,
@@ -506,8 +526,6 @@ def return_to_go(
         A :class:`ReturnToGoResult` with ``returns_to_go``.
     """
     args = locals()
-    if _compiling():
-        return as_op(_RETURN_TO_GO, args)
     bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
     key = _RETURN_TO_GO_KEY(args) if bindable else None
     b = None if key is None else bound.lookup(_RETURN_TO_GO, key)
