@@ -107,7 +107,7 @@ def solve(
     c = p.carry
     params = p.params
     gamma, lam = float(params["gamma"]), float(params.get("lam", 1.0))
-    logs = [math.log(float(params.get(k, 1.0))) for k in ("rho_clip", "c_clip", "pg_rho_clip")]
+    clips = [float(params.get(k, 1.0)) for k in ("rho_clip", "c_clip", "pg_rho_clip")]
     args = (
         kind,
         col("rewards"),
@@ -127,9 +127,9 @@ def solve(
         0.0 if p.missing_zero else math.nan,
         gamma,
         lam,
-        logs[0],
-        logs[1],
-        logs[2],
+        clips[0],
+        clips[1],
+        clips[2],
         _host(outs[0]),
         _host(outs[1]) if len(outs) > 1 else dummy2,
     )
@@ -204,7 +204,7 @@ _JIT = {"cache": True, "nogil": True, "fastmath": False}
 @numba.njit(**_JIT)
 def _fused(
     r0, r1, time_major, kind, rew, val, has_val, src, term, trunc, has_trunc, lt, lb,
-    lastv, y0, nxt0, cont, mode, miss, gamma, lam, lrho, lc, lpg, out0, out1,
+    lastv, y0, nxt0, cont, mode, miss, gamma, lam, rho_clip, c_clip, pg_clip, out0, out1,
 ):  # fmt: skip
     """Backward fused steps (docs/CONVENTIONS.md §3). Kinds: 0 GAE, 1 returns, 2 TD(λ),
     3 V-trace; ``mode``: how nv_t is formed (``_NV``)."""
@@ -252,14 +252,16 @@ def _fused(
                     out0[r, t] = y
                 else:
                     v = np.float64(val[r, t])
-                    lr = np.float64(lt[r, t]) - np.float64(lb[r, t])
-                    rho = math.exp(min(lr, lrho))
-                    c = lam * math.exp(min(lr, lc))
+                    # one exp for the three clips: min(clip, ratio) equals torch's
+                    # exp(min(log ratio, log clip)) to rounding (§2.6)
+                    ratio = math.exp(np.float64(lt[r, t]) - np.float64(lb[r, t]))
+                    rho = min(ratio, rho_clip)
+                    c = lam * min(ratio, c_clip)
                     y = rho * (x + gamma * nvt - v) + (0.0 if cut else gamma * c * y)
                     vs = v + y
                     target = nvt if cut else vs_next
                     out0[r, t] = vs
-                    out1[r, t] = math.exp(min(lr, lpg)) * (x + gamma * target - v)
+                    out1[r, t] = min(ratio, pg_clip) * (x + gamma * target - v)
                     vs_next = vs
             ys[r], vsn[r] = y, vs_next
 
