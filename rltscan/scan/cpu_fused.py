@@ -20,17 +20,26 @@ rows innermost, so every step reads contiguous memory. Rows are split among
 ``torch.get_num_threads()`` Python threads (the kernels release the GIL); one row is
 one sequential chain and runs on one core.
 
-Measured (bench/cpu_fused.py; bench/results/cpu-fused-2core-*/): see the README
-there for ns/step against the torch CPU backend and the streamed runs against their
-I/O floor. What was not reached, and why:
+Measured (bench/cpu_fused.py, bench/results/cpu-fused-2core-2026-12-05/: the 2-core
+development machine, shared, ``taskset -c 0,1``; the 16-core device could not be
+started): one flat float32 sequence, one thread, 1e6-1e8 steps: GAE 4.4-7.9 ns/step
+(torch CPU backend 19-69), returns 3.8-5.4 (15-46), V-trace 11-15 (26-127).
+What was not reached, and the measured cause:
 
-- a single row (a flat file) cannot use a second core: the recurrence is one
-  dependency chain, and the two-pass chunked split that would parallelise it reads
-  and writes every step twice, which costs more than the second core gives on a
-  memory-bound loop at 2 cores;
-- V-trace spends most of its time in the three ``exp`` of the clipped ratios (one
-  per clip, computed in float64 to keep the torch backend's rounding within
-  float32's); it is the slowest per step of the fused kinds.
+- GAE ≤ 5 ns/step per core holds in cache (1e6 steps) but not from memory (7.6-7.9 at
+  1e7-1e8). A minimal GAE loop (one bootstrap form, no carry) measured 2.9-4.2 ns
+  beside this kernel's 5.8-7.8 at 1e7 in the same process: the general kernel's
+  bootstrap-form branches and carry bookkeeping cost about 2x. Specialising it per
+  (kind, form) with numba's literal dispatch was tried and measured no faster on the
+  loaded machine; per-kind kernels are what is left to try;
+- one flat sequence cannot use a second core: the recurrence is one dependency chain,
+  and a two-pass chunked split reads and writes every step twice, which costs more
+  than a second core gives on a memory-bound loop at 2 cores. Rows ([64, T/64]) are
+  split over threads; on the shared machine the second core gave 0-25%;
+- a streamed CLI run stays several times its I/O floor: in its compute stage the fused
+  scan takes ~3% of the time; the output statistics (``stats.OutputAccumulator``:
+  moments and buckets, ~10x the scan) and the input validation (``isfinite`` sums)
+  take the rest (cProfile of a 1e7-step HDF5 run). They are outside this module.
 """
 
 from __future__ import annotations
