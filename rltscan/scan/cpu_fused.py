@@ -23,7 +23,7 @@ one sequential chain and runs on one core.
 Measured (bench/cpu_fused.py, bench/results/cpu-fused-2core-2026-12-05/: the 2-core
 development machine, shared, ``taskset -c 0,1``; the 16-core device could not be
 started): one flat float32 sequence, one thread, 1e6-1e8 steps: GAE 4.4-7.9 ns/step
-(torch CPU backend 19-69), returns 3.8-5.4 (15-46), V-trace 11-15 (26-127).
+(torch CPU backend 25-45), returns 3.8-5.7 (16-40), V-trace 11-15 (27-118).
 What was not reached, and the measured cause:
 
 - GAE ≤ 5 ns/step per core holds in cache (1e6 steps) but not from memory (7.6-7.9 at
@@ -35,7 +35,7 @@ What was not reached, and the measured cause:
 - one flat sequence cannot use a second core: the recurrence is one dependency chain,
   and a two-pass chunked split reads and writes every step twice, which costs more
   than a second core gives on a memory-bound loop at 2 cores. Rows ([64, T/64]) are
-  split over threads; on the shared machine the second core gave 0-25%;
+  split over threads: 1.7-1.8x at 2 threads;
 - a streamed CLI run stays several times its I/O floor: in its compute stage the fused
   scan takes ~3% of the time; the output statistics (``stats.OutputAccumulator``:
   moments and buckets, ~10x the scan) and the input validation (``isfinite`` sums)
@@ -190,7 +190,7 @@ def _split(rows: int, run: Callable[[int, int], None]) -> None:
     key = (os.getpid(), n)
     pool = _POOL.get(key)
     if pool is None:
-        pool = _POOL[key] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="rltscan-cpu")
+        pool = _POOL[key] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="cpu_fused")
     bounds = [rows * k // n for k in range(n + 1)]
     futures = [pool.submit(run, bounds[k], bounds[k + 1]) for k in range(n)]
     for f in futures:
