@@ -20,17 +20,26 @@ rows innermost, so every step reads contiguous memory. Rows are split among
 ``torch.get_num_threads()`` Python threads (the kernels release the GIL); one row is
 one sequential chain and runs on one core.
 
-Measured (bench/cpu_fused.py; bench/results/cpu-fused-2core-*/): see the README
-there for ns/step against the torch CPU backend and the streamed runs against their
-I/O floor. What was not reached, and why:
+Measured (bench/cpu_fused.py, bench/results/cpu-fused-2core-2026-12-05/: the 2-core
+development machine, shared, ``taskset -c 0,1``; the 16-core device could not be
+started): one flat float32 sequence, one thread, 1e6-1e8 steps: GAE 4.4-7.9 ns/step
+(torch CPU backend 25-45), returns 3.8-5.7 (16-40), V-trace 11-15 (27-118).
+What was not reached, and the measured cause:
 
-- a single row (a flat file) cannot use a second core: the recurrence is one
-  dependency chain, and the two-pass chunked split that would parallelise it reads
-  and writes every step twice, which costs more than the second core gives on a
-  memory-bound loop at 2 cores;
-- V-trace spends most of its time in the three ``exp`` of the clipped ratios (one
-  per clip, computed in float64 to keep the torch backend's rounding within
-  float32's); it is the slowest per step of the fused kinds.
+- GAE ≤ 5 ns/step per core holds in cache (1e6 steps) but not from memory (7.6-7.9 at
+  1e7-1e8). A minimal GAE loop (one bootstrap form, no carry) measured 2.9-4.2 ns
+  beside this kernel's 5.8-7.8 at 1e7 in the same process: the general kernel's
+  bootstrap-form branches and carry bookkeeping cost about 2x. Specialising it per
+  (kind, form) with numba's literal dispatch was tried and measured no faster on the
+  loaded machine; per-kind kernels are what is left to try;
+- one flat sequence cannot use a second core: the recurrence is one dependency chain,
+  and a two-pass chunked split reads and writes every step twice, which costs more
+  than a second core gives on a memory-bound loop at 2 cores. Rows ([64, T/64]) are
+  split over threads: 1.7-1.8x at 2 threads;
+- a streamed CLI run stays several times its I/O floor: in its compute stage the fused
+  scan takes ~3% of the time; the output statistics (``stats.OutputAccumulator``:
+  moments and buckets, ~10x the scan) and the input validation (``isfinite`` sums)
+  take the rest (cProfile of a 1e7-step HDF5 run). They are outside this module.
 """
 
 from __future__ import annotations
@@ -107,7 +116,7 @@ def solve(
     c = p.carry
     params = p.params
     gamma, lam = float(params["gamma"]), float(params.get("lam", 1.0))
-    logs = [math.log(float(params.get(k, 1.0))) for k in ("rho_clip", "c_clip", "pg_rho_clip")]
+    clips = [float(params.get(k, 1.0)) for k in ("rho_clip", "c_clip", "pg_rho_clip")]
     args = (
         kind,
         col("rewards"),
@@ -127,9 +136,9 @@ def solve(
         0.0 if p.missing_zero else math.nan,
         gamma,
         lam,
-        logs[0],
-        logs[1],
-        logs[2],
+        clips[0],
+        clips[1],
+        clips[2],
         _host(outs[0]),
         _host(outs[1]) if len(outs) > 1 else dummy2,
     )
@@ -181,7 +190,7 @@ def _split(rows: int, run: Callable[[int, int], None]) -> None:
     key = (os.getpid(), n)
     pool = _POOL.get(key)
     if pool is None:
-        pool = _POOL[key] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="rltscan-cpu")
+        pool = _POOL[key] = ThreadPoolExecutor(max_workers=n, thread_name_prefix="cpu_fused")
     bounds = [rows * k // n for k in range(n + 1)]
     futures = [pool.submit(run, bounds[k], bounds[k + 1]) for k in range(n)]
     for f in futures:
@@ -204,7 +213,7 @@ _JIT = {"cache": True, "nogil": True, "fastmath": False}
 @numba.njit(**_JIT)
 def _fused(
     r0, r1, time_major, kind, rew, val, has_val, src, term, trunc, has_trunc, lt, lb,
-    lastv, y0, nxt0, cont, mode, miss, gamma, lam, lrho, lc, lpg, out0, out1,
+    lastv, y0, nxt0, cont, mode, miss, gamma, lam, rho_clip, c_clip, pg_clip, out0, out1,
 ):  # fmt: skip
     """Backward fused steps (docs/CONVENTIONS.md §3). Kinds: 0 GAE, 1 returns, 2 TD(λ),
     3 V-trace; ``mode``: how nv_t is formed (``_NV``)."""
@@ -252,14 +261,16 @@ def _fused(
                     out0[r, t] = y
                 else:
                     v = np.float64(val[r, t])
-                    lr = np.float64(lt[r, t]) - np.float64(lb[r, t])
-                    rho = math.exp(min(lr, lrho))
-                    c = lam * math.exp(min(lr, lc))
+                    # one exp for the three clips: min(clip, ratio) equals torch's
+                    # exp(min(log ratio, log clip)) to rounding (§2.6)
+                    ratio = math.exp(np.float64(lt[r, t]) - np.float64(lb[r, t]))
+                    rho = min(ratio, rho_clip)
+                    c = lam * min(ratio, c_clip)
                     y = rho * (x + gamma * nvt - v) + (0.0 if cut else gamma * c * y)
                     vs = v + y
                     target = nvt if cut else vs_next
                     out0[r, t] = vs
-                    out1[r, t] = math.exp(min(lr, lpg)) * (x + gamma * target - v)
+                    out1[r, t] = min(ratio, pg_clip) * (x + gamma * target - v)
                     vs_next = vs
             ys[r], vsn[r] = y, vs_next
 

@@ -156,8 +156,11 @@ class _Worker(threading.Thread):
 
 
 _DONE = object()
-# Windows held at once (read, computed, written): what bounds a streamed run's memory.
-WINDOWS_ALIVE = 3
+# Windows held at once: one read while one is computed, then written while the next is
+# computed. What bounds a streamed run's memory: with 3 (read, computed and written at
+# once) peak RSS rose 14-30% from 1e7 to 5e7 steps, with 2 by 7%, at the same wall
+# clock on 2 cores (the compute stage is the longest: bench/results/cpu-fused-2core-*/).
+WINDOWS_ALIVE = 2
 
 
 def release_heap() -> None:
@@ -174,9 +177,16 @@ def release_heap() -> None:
 def _malloc_trim() -> Callable[[int], int] | None:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        # window-sized arrays always in their own mappings, returned to the system when
+        # freed: glibc's threshold otherwise rises after the first free (up to 32 MiB) and
+        # later windows land in the per-thread arenas, which only grow
+        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
         return libc.malloc_trim
     except (OSError, AttributeError):
         return None
+
+
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 
 
 def run_windows(
@@ -201,11 +211,12 @@ def run_windows(
     """
     totals = Totals()
     windows = plan.windows()
+    _malloc_trim()  # sets the mmap threshold before the first window is read
     inbox: queue.Queue = queue.Queue(maxsize=depth)
     outbox: queue.Queue = queue.Queue(maxsize=depth)
     stop_flag = threading.Event()
-    # windows alive from the start of their read to the end of their write: one read,
-    # one computed, one written at a time, whatever the queues could hold
+    # windows alive from the start of their read to the end of their write, whatever
+    # the queues could hold
     alive = threading.Semaphore(WINDOWS_ALIVE)
 
     def put(q: queue.Queue, item: Any) -> bool:
