@@ -88,6 +88,21 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout
 
 
+NO_NUMBA = """
+import importlib.abc, sys
+
+
+class _NoNumba(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "numba" or name.startswith("numba."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NoNumba())
+"""
+
+
 def run_main_command(repo: Path) -> subprocess.CompletedProcess:
     """The main command, less its ``pip install``, in ``repo`` (``rltscan`` is this
     interpreter's ``python -m rltscan`` on ``repo``'s code), at :data:`WIDTH` columns,
@@ -99,10 +114,15 @@ def run_main_command(repo: Path) -> subprocess.CompletedProcess:
     shim = bin_dir / "rltscan"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m rltscan "$@"\n')
     shim.chmod(0o755)
+    # the main command installs rltscan alone: numba (the optional cpu backend, in the
+    # test extra) is hidden, so --backend auto picks what a fresh install picks
+    hide = repo.parent / "no-numba"
+    hide.mkdir(exist_ok=True)
+    (hide / "sitecustomize.py").write_text(NO_NUMBA)
     env = {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYTHONPATH": str(repo),
+        "PYTHONPATH": f"{repo}{os.pathsep}{hide}",
         "COLUMNS": WIDTH,
         "PYTHONIOENCODING": "utf-8",
         "CUDA_VISIBLE_DEVICES": "",  # --device auto: the CPU, as in the README
