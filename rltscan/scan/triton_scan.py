@@ -40,7 +40,7 @@ float64), never zeroed between launches: each carries the epoch of its launch.
 Measured on the H200 at 2^26 flat steps, episode ends every ~1000, full-call µs
 (bench/results/kernel-probe-h200-2026-12-04, -b; the copy floor is 284.5 µs for GAE,
 158 returns, 221 TD(λ), 411 V-trace and Retrace), before the in-tile changes at the end
-of this text (not yet timed on the device):
+of this text (timed below, on an H100):
 
 =================  =====  =======  ======  =======  =======
 kernel             GAE    returns  TD(λ)   V-trace  Retrace
@@ -78,6 +78,13 @@ now keeps them first, at the price of registers (GAE 40 before, 48 without the b
 61 with it; 12, 10 and 8 programs an SM). Register caps (``maxnreg``) that would win the
 occupancy back spill for V-trace at any cap up to 64 and for GAE, Retrace with
 validation at 48.
+
+Timed on an H100 (bench/results/kernel-probe-h100-2026-12-05, the H200 was not lent),
+kernel µs at 2^26 flat, before -> after these in-tile changes (% of the copy floor):
+GAE 492.9 -> 513.3 (81.7 -> 78.4%), returns 307.4 -> 308.7 (72.8 -> 72.4%), TD(λ)
+409.3 -> 388.6 (76.5 -> 80.5%), V-trace 771.6 -> 701.0 (75.4 -> 82.9%), Retrace 618.0 ->
+599.6 (94.1 -> 96.9%); without the load barrier GAE 520.5, TD(λ) 407.0, V-trace 725.8,
+so the barrier stays. GAE's loss is the occupancy the early loads cost (above).
 """
 
 from __future__ import annotations
