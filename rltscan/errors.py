@@ -14,7 +14,11 @@ and :meth:`~RltscanError.from_dict` carry an error as plain JSON (shard tasks, R
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 Index = int | tuple[int, ...]
 
@@ -193,3 +197,13 @@ class Interrupted(RltscanError):
     """Ctrl-C or SIGTERM; nothing was left half-written."""
 
     exit_code = 130
+
+
+def outside_stacklevel() -> int:
+    """The ``stacklevel`` at which a ``warnings.warn`` made by this function's caller
+    names the first frame outside the rltscan package (the user's line), however many
+    rltscan frames lie between."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -332,3 +332,17 @@ def test_public_functions_compile_and_replay_in_a_cuda_graph():
     adv, ret = _oracle_rows(*fresh, gamma=0.97, lam=0.9)
     assert_close_to_oracle(outs[0], adv, torch.float32)
     assert_close_to_oracle(outs[2], ret, torch.float32)
+
+
+@pytest.mark.parametrize("gamma", [1.0, [1.0, 0.9]], ids=["one setting", "settings"])
+def test_warnings_name_the_callers_line(gamma) -> None:
+    """A warning from inside the package points at the line that called the public
+    function, whatever wrapper or driver frames lie between (it pointed at
+    functions.py once the compile wrapper added a frame)."""
+    n = 10
+    z = torch.zeros(n)
+    with pytest.warns(RuntimeWarning, match="not contractive") as caught:
+        rltscan.vtrace(torch.rand(n), torch.rand(n), logp_target=z, logp_behavior=z,
+                       terminated=z, truncated=z, last_value=torch.zeros(()),
+                       gamma=gamma, lam=1.0, c_clip=5.0)  # fmt: skip
+    assert {w.filename for w in caught} == {__file__}

@@ -15,6 +15,7 @@ from rltscan.errors import (
     DataError,
     MissingBootstrapError,
     ParameterError,
+    outside_stacklevel,
 )
 from rltscan.estimators import check_params as declared_check_params
 from rltscan.estimators._frame import Frame
@@ -132,15 +133,12 @@ def _needs_nv(p: Problem) -> bool:
     return declared_module(p.kind).DECLARATION.missing_bootstrap is not None
 
 
-def warn_not_contractive(
-    gamma: float, lam: float, c_clip: float, who: str, *, stacklevel: int = 3
-) -> None:
-    """Warn when γ·λ·c̄ > 1 (the traces may grow without bound); ``stacklevel`` names
-    the frame the warning points at (the caller of the public function)."""
+def warn_not_contractive(gamma: float, lam: float, c_clip: float, who: str) -> None:
+    """Warn when γ·λ·c̄ > 1 (the traces may grow without bound), at the user's line."""
     if gamma * lam * c_clip > 1.0:
         warnings.warn(
             f"{who}: gamma * lam * c_clip = {gamma * lam * c_clip:g} > 1, the recurrence is not "
             "contractive and traces can grow without bound; lower c_clip or lam",
             RuntimeWarning,
-            stacklevel=stacklevel,
+            stacklevel=outside_stacklevel(),
         )

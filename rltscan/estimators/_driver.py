@@ -562,7 +562,7 @@ def _finish_settings(d: Declaration, args: dict[str, Any]) -> Result:
         )
     if d.contraction_warning:
         top = max(s["gamma"] * s["lam"] for s in settings)
-        warn_not_contractive(top, 1.0, float(args["c_clip"]), d.function_name, stacklevel=5)
+        warn_not_contractive(top, 1.0, float(args["c_clip"]), d.function_name)
     as_numpy, args = _on_compute_device(d, args)
     if _one_launch(d, args):
         first = {**args, **settings[0], "carry": None if carry is None else carry.joined()}
@@ -609,11 +609,9 @@ def front_end(d: Declaration, args: dict[str, Any], key: tuple | None) -> Result
     if any(n in d.params for n in SWEEPABLE) and sweeps(d, args):  # gamma=[...]
         return _finish_settings(d, _begin(d, args))
     args = _begin(d, args)
-    if d.contraction_warning:  # stacklevel: the warning points at the caller's line
-        warn_not_contractive(
-            float(args["gamma"]), float(args["lam"]), float(args["c_clip"]), d.function_name,
-            stacklevel=4,
-        )  # fmt: skip
+    if d.contraction_warning:
+        gamma, lam, c_clip = (float(args[n]) for n in ("gamma", "lam", "c_clip"))
+        warn_not_contractive(gamma, lam, c_clip, d.function_name)
     return _finish(d, args, key)
 
 

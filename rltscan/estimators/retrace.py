@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from rltscan.errors import outside_stacklevel
 from rltscan.estimators.declaration import (
     PER_STEP_PARAMETERS,
     READ_AFTER_UNCUT,
@@ -134,7 +135,7 @@ def _expected_next_q(probs: Any, q: Any, validate: bool, terminated: Any) -> Any
                 f'"next_target_probs" rows do not sum to 1 (first at index '
                 f"{tuple(torch.nonzero(off)[0].tolist())}); the expectation is taken as given",
                 RuntimeWarning,
-                stacklevel=6,  # the caller of retrace (prepare <- _finish <- front_end <- retrace)
+                stacklevel=outside_stacklevel(),
             )
     ev = (p * qq).sum(-1)
     return ev if isinstance(probs, torch.Tensor) else ev.numpy()
