@@ -101,9 +101,19 @@ def _compiles_as_op(d: Declaration) -> Callable[[Callable[..., Result]], Callabl
     return wrap
 
 
-# Each function's body: the bound launch of a
-# call of this shape when there is one (a call with dones-style arguments never is:
-# their flags are derived by the front end); else the whole front end.
+def _call(d: Declaration, key_of: Callable[[dict[str, Any]], Any], args: dict[str, Any]) -> Result:
+    """Every public function's body: the bound launch of a call of this shape when there
+    is one (a call with dones-style arguments never is: their flags are derived by the
+    front end); else the whole front end. ``args``: the function's ``locals()``."""
+    bindable = (
+        args["dones"] is args["dones_mean"] is args["episode_starts"] is args["last_dones"]
+        is args["ends_are"] is None
+    )  # fmt: skip
+    key = key_of(args) if bindable else None
+    b = None if key is None else bound.lookup(d, key)
+    if b is not None:
+        return bound_call(d, b, args)
+    return front_end(d, args, key)
 
 
 @_compiles_as_op(_GAE)
@@ -156,13 +166,7 @@ def gae(
         A :class:`GAEResult` with ``advantages`` and ``value_targets``, each of the
         rewards' shape (numpy in, numpy out); ``.carry`` hands the state on.
     """
-    args = locals()
-    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
-    key = _GAE_KEY(args) if bindable else None
-    b = None if key is None else bound.lookup(_GAE, key)
-    if b is not None:
-        return bound_call(_GAE, b, args)
-    return front_end(_GAE, args, key)
+    return _call(_GAE, _GAE_KEY, locals())
 
 
 @_compiles_as_op(_VTRACE)
@@ -221,13 +225,7 @@ def vtrace(
     Returns:
         A :class:`VTraceResult` with ``vs`` and ``pg_advantages``.
     """
-    args = locals()
-    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
-    key = _VTRACE_KEY(args) if bindable else None
-    b = None if key is None else bound.lookup(_VTRACE, key)
-    if b is not None:
-        return bound_call(_VTRACE, b, args)
-    return front_end(_VTRACE, args, key)
+    return _call(_VTRACE, _VTRACE_KEY, locals())
 
 
 @_compiles_as_op(_RETRACE)
@@ -287,13 +285,7 @@ def retrace(
         A :class:`RetraceResult` with ``retrace_targets`` (and ``advantages`` when
         ``v_pi`` is given, else None).
     """
-    args = locals()
-    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
-    key = _RETRACE_KEY(args) if bindable else None
-    b = None if key is None else bound.lookup(_RETRACE, key)
-    if b is not None:
-        return bound_call(_RETRACE, b, args)
-    return front_end(_RETRACE, args, key)
+    return _call(_RETRACE, _RETRACE_KEY, locals())
 
 
 @_compiles_as_op(_TD_LAMBDA)
@@ -342,13 +334,7 @@ def td_lambda(
     Returns:
         A :class:`TDLambdaResult` with ``lambda_returns``.
     """
-    args = locals()
-    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
-    key = _TD_LAMBDA_KEY(args) if bindable else None
-    b = None if key is None else bound.lookup(_TD_LAMBDA, key)
-    if b is not None:
-        return bound_call(_TD_LAMBDA, b, args)
-    return front_end(_TD_LAMBDA, args, key)
+    return _call(_TD_LAMBDA, _TD_LAMBDA_KEY, locals())
 
 
 @_compiles_as_op(_RETURNS)
@@ -394,13 +380,7 @@ def discounted_returns(
     Returns:
         A :class:`ReturnsResult` with ``returns``.
     """
-    args = locals()
-    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
-    key = _RETURNS_KEY(args) if bindable else None
-    b = None if key is None else bound.lookup(_RETURNS, key)
-    if b is not None:
-        return bound_call(_RETURNS, b, args)
-    return front_end(_RETURNS, args, key)
+    return _call(_RETURNS, _RETURNS_KEY, locals())
 
 
 @_compiles_as_op(_TRACES)
@@ -439,13 +419,7 @@ def eligibility_traces(
     Returns:
         A :class:`TracesResult` with ``eligibility_traces``, of ``x``'s shape.
     """
-    args = locals()
-    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
-    key = _TRACES_KEY(args) if bindable else None
-    b = None if key is None else bound.lookup(_TRACES, key)
-    if b is not None:
-        return bound_call(_TRACES, b, args)
-    return front_end(_TRACES, args, key)
+    return _call(_TRACES, _TRACES_KEY, locals())
 
 
 @_compiles_as_op(_PREFIX_SUM)
@@ -482,13 +456,7 @@ def prefix_sum(
     Returns:
         A :class:`PrefixSumResult` with ``prefix_sums``, of ``x``'s shape.
     """
-    args = locals()
-    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
-    key = _PREFIX_SUM_KEY(args) if bindable else None
-    b = None if key is None else bound.lookup(_PREFIX_SUM, key)
-    if b is not None:
-        return bound_call(_PREFIX_SUM, b, args)
-    return front_end(_PREFIX_SUM, args, key)
+    return _call(_PREFIX_SUM, _PREFIX_SUM_KEY, locals())
 
 
 @_compiles_as_op(_RETURN_TO_GO)
@@ -525,13 +493,7 @@ def return_to_go(
     Returns:
         A :class:`ReturnToGoResult` with ``returns_to_go``.
     """
-    args = locals()
-    bindable = dones is dones_mean is episode_starts is last_dones is ends_are is None
-    key = _RETURN_TO_GO_KEY(args) if bindable else None
-    b = None if key is None else bound.lookup(_RETURN_TO_GO, key)
-    if b is not None:
-        return bound_call(_RETURN_TO_GO, b, args)
-    return front_end(_RETURN_TO_GO, args, key)
+    return _call(_RETURN_TO_GO, _RETURN_TO_GO_KEY, locals())
 
 
 # ---------------------------------------------------------------------------
