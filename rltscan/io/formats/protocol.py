@@ -301,7 +301,8 @@ class TableFile(Format, Protocol):
 
 class Row:
     """What most rows share: no layout beyond the magic bytes, no stdin (a seekable file
-    is needed), no ``-o`` refusal of their own, never a conversion target."""
+    is needed), no ``-o`` refusal of their own, outputs that clash with columns of the
+    same name, never a conversion target."""
 
     title: str  # see Format
 
@@ -320,6 +321,10 @@ class Row:
 
     def check_output(self, source: Source, word: str, path: Path) -> None:
         """Nothing to refuse (see :meth:`Format.check_output`)."""
+
+    def existing(self, source: Source, names: list[str]) -> list[str]:
+        """Output names that are columns already (see :meth:`Format.existing`)."""
+        return [n for n in names if n in source.columns]
 
     def from_table(
         self,

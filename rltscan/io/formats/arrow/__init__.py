@@ -160,10 +160,6 @@ class Arrow(Row):
             ) from None
         return parquet.table_source(table, word, where, None, raw=table, form=form)
 
-    def existing(self, source: Source, names: list[str]) -> list[str]:
-        """Output names that are columns already (see :meth:`Format.existing`)."""
-        return [n for n in names if n in source.columns]
-
     def write_back(
         self,
         source: Source,

@@ -50,10 +50,6 @@ class Parquet(Row):
         flat_only(options.layout, word, where)
         return parquet.open_bytes(data, where)
 
-    def existing(self, source: Source, names: list[str]) -> list[str]:
-        """Output names that are columns already (see :meth:`Format.existing`)."""
-        return [n for n in names if n in source.columns]
-
     def write_back(
         self,
         source: Source,
