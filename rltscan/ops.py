@@ -25,7 +25,7 @@ plain functions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import Tensor
@@ -113,10 +113,18 @@ def _estimate_fake(kind: str, arrays: list[Tensor | None], *_: Any) -> list[Tens
     return [ref.new_empty(ref.shape, dtype=dtype) for _ in _outputs(kind, arrays)]
 
 
+@torch.compiler.disable
+def _refuse(what: str, fix: str) -> NoReturn:
+    """Raise rltscan's one-line ParameterError; never traced (dynamo 2.11 fails an internal
+    assertion tracing a raise of it and reports that instead), so under ``torch.compile``
+    the refusal runs eagerly and the caller sees this message."""
+    raise ParameterError(what, fix)
+
+
 def call(d: Declaration, kwargs: dict[str, Any]) -> dict[str, Tensor]:
     """The op on a public function's keyword arguments (unset ones may be absent)."""
     if kwargs.get("carry") is not None:
-        raise ParameterError(
+        _refuse(
             "carry is not supported by rltscan.ops or under torch.compile",
             f"call rltscan.{d.function_name} outside the compiled function",
         )
@@ -126,7 +134,7 @@ def call(d: Declaration, kwargs: dict[str, Any]) -> dict[str, Tensor]:
         None,
     )  # fmt: skip
     if wrong is not None:
-        raise ParameterError(
+        _refuse(
             f'rltscan.ops.{d.function_name} takes tensors, "{wrong}" is a '
             f"{type(kwargs[wrong]).__name__}",
             f"pass a tensor, or call rltscan.{d.function_name}",
@@ -138,7 +146,7 @@ def call(d: Declaration, kwargs: dict[str, Any]) -> dict[str, Tensor]:
         if isinstance(value, Tensor):
             value = defaults[name]  # passed in its array slot
         elif is_sweep(value):
-            raise ParameterError(
+            _refuse(
                 f"several settings ({name}={value!r}) are not supported by rltscan.ops",
                 "call once per setting",
             )
@@ -163,7 +171,7 @@ def call(d: Declaration, kwargs: dict[str, Any]) -> dict[str, Tensor]:
 def _wrapper(d: Declaration) -> Callable[..., dict[str, Tensor]]:
     def op(*args: Any, **kwargs: Any) -> dict[str, Tensor]:
         if len(args) > d.positional:
-            raise ParameterError(
+            _refuse(
                 f"{d.function_name} takes {d.positional} positional arrays",
                 "pass the others by name",
             )
