@@ -108,9 +108,9 @@ PASSES: list[dict] = []  # (start, end, rows) of every RayEngine.map call, in or
 _map = ray_engine.RayEngine.map
 
 
-def _logged_map(self, job, items):
+def _logged_map(self, job, items, on_done=None):
     t0 = time.time()
-    rows = _map(self, job, items)
+    rows = _map(self, job, items, on_done)
     PASSES.append({"t0": t0, "t1": time.time(), "rows": rows})
     return rows
 
