@@ -133,6 +133,32 @@ def test_a_walk_that_never_returns_is_killed(tmp_path: Path, monkeypatch) -> Non
     assert time.perf_counter() - start < 3
 
 
+def test_time_waiting_for_a_core_is_not_a_stall(tmp_path: Path, monkeypatch) -> None:
+    """On a loaded machine the child may wait for a core longer than the budget: that
+    time does not count (here every second looks queued, so a 1 s pause is no stall),
+    while the same pause on an idle machine is one."""
+    monkeypatch.setenv(hdf5.STALL_ENV, "0.3")
+    real = h5py.File
+
+    def pausing(path: object, mode: str = "r", **kw: object) -> object:
+        if str(path).endswith("rollouts.h5") and mode == "r":
+            time.sleep(1.0)
+        return real(path, mode, **kw)
+
+    monkeypatch.setattr(h5py, "File", pausing)
+    path = _copy(tmp_path)
+    with pytest.raises(InputFileError, match=r"no progress in 0\.3 s"):
+        api.inspect(str(path))
+    monkeypatch.setattr(hdf5, "queued_seconds", lambda pid: time.monotonic())
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))  # a new mtime: walked again
+    api.inspect(str(path))
+
+
+def test_the_queued_time_of_a_process_is_read() -> None:
+    assert hdf5.queued_seconds(os.getpid()) >= 0.0
+    assert hdf5.queued_seconds(2**22 + 12345) == 0.0  # no such process
+
+
 def test_a_walk_that_crashes_libhdf5_is_exit_3(tmp_path: Path, monkeypatch) -> None:
     real = h5py.File
 

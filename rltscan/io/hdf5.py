@@ -9,7 +9,8 @@ structure (every group, link, attribute, dataset header and chunk index) is walk
 forked child (:func:`check_structure`): libhdf5 spins forever, holding the GIL and
 deaf to SIGTERM, on some corrupt headers (a global heap whose object sizes make no
 progress), and segfaults on others. A child that makes no progress for
-``RLTSCAN_HDF5_STALL_SECONDS`` (2 s, plus 1 s per 100 MB of file), crashes, meets more
+``RLTSCAN_HDF5_STALL_SECONDS`` (2 s, plus 1 s per 100 MB of file; time it spends
+waiting for a core on a loaded machine does not count), crashes, meets more
 links than the file has bytes, or finds two datasets' storage sharing bytes is killed
 (or says so) and the run ends with exit 3 and one line saying "unreadable structure".
 A number type must be IEEE or full-width (:func:`check_number_type`): libhdf5 would
@@ -124,7 +125,8 @@ def check_structure(path: Path, where: str | None = None) -> None:
 
     libhdf5 loops forever on some corrupt metadata, inside C and holding the GIL, where
     no Python thread, signal handler or SIGTERM can stop it; and it crashes on others.
-    The child reports progress through a pipe; if none comes for :func:`stall_seconds`,
+    The child reports progress through a pipe; if none comes for :func:`stall_seconds`
+    (not counting the time it waits for a core, :func:`queued_seconds`),
     or the child dies of a signal, or it counts more links than the file has bytes,
     the child is killed and this raises InputFileError (exit 3). Errors the walk meets
     are not reported here: the reader meets them again and names them.
@@ -168,12 +170,19 @@ def _walk_in_child(path: Path, size: int, budget: float) -> str | None:
         os._exit(status)
     os.close(write_end)
     try:
+        mark, queued = time.monotonic(), queued_seconds(pid)
         while True:
-            ready, _, _ = select.select([read_end], [], [], budget)
-            if not ready:
+            # time without progress, less the time the child waited for a core: a
+            # loaded machine (a node of busy workers) slows the walk, it does not stall it
+            left = budget - (time.monotonic() - mark - (queued_seconds(pid) - queued))
+            if left <= 0:
                 return f"its HDF5 metadata made no progress in {budget:.1f} s"
+            ready, _, _ = select.select([read_end], [], [], left)
+            if not ready:
+                continue
             if not os.read(read_end, 4096):
                 break  # the child closed the pipe: it is done
+            mark, queued = time.monotonic(), queued_seconds(pid)
         _, status = os.waitpid(pid, 0)
         pid = 0
     finally:
@@ -189,6 +198,16 @@ def _walk_in_child(path: Path, size: int, budget: float) -> str | None:
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _OVERLAP:
         return "two datasets' storage shares bytes"
     return None
+
+
+def queued_seconds(pid: int) -> float:
+    """Seconds process ``pid`` has spent runnable but waiting for a core (Linux's
+    ``/proc/<pid>/schedstat``); 0 where the kernel does not say."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _walk_structure(path: Path, beat_fd: int, size: int) -> int:
