@@ -483,7 +483,8 @@ def _finish(
         settings=settings,
         ends=args.get("_ends"),
     )
-    result = RESULTS[d.name](**out)
+    # (with ``outputs``, ``out`` holds only the carry: the outputs are those given)
+    result = RESULTS[d.name](**(outputs or {}), **out)
     write = args.get("_write")
     if write is not None and outputs is None:
         write(result)  # a TensorDict: TorchRL's output keys
