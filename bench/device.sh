@@ -77,7 +77,7 @@ step() {
 for s in $steps; do
   case $s in
     suite)
-      step suite 330 python -m pytest -q -p no:cacheprovider -m "gpu or not gpu" \
+      step suite 330 python -m pytest -q -p no:cacheprovider -n 8 -m "gpu or not gpu" \
         tests/test_gpu.py tests/test_lookback.py tests/test_generic_kernel.py \
         tests/test_stream_gpu.py tests/test_public_functions.py ;;
     table)
