@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from rltscan.io.formats.arrow.physical import IpcForm
-    from rltscan.io.layout import Prepared
     from rltscan.io.source import Source
 
 FILE, STREAM = "arrow", "arrow-stream"
@@ -158,31 +157,6 @@ class Arrow(Row):
         flat_only(options.layout, word, where)
         return _read_ipc(
             data, word, where, f"readable {word} data", "the stream is truncated or corrupt"
-        )
-
-    def write_back(
-        self,
-        source: Source,
-        prepared: Prepared,
-        target: Any,
-        outputs: Mapping[str, np.ndarray],
-        *,
-        record: Record,
-        overwrite: bool,
-    ) -> int | None:
-        """In place: the file rewritten in its own IPC format and form (see
-        :meth:`Format.write_back`); None otherwise."""
-        if target.kind != "inplace":
-            return None
-        return write_arrow(
-            source.raw,
-            target.path,
-            outputs=outputs,
-            metadata=record.entry,
-            overwrite=overwrite,
-            where=source.where,
-            stream=source.format == STREAM,
-            form=source.form,
         )
 
     def to_table(self, source: Source, *, same: bool) -> Tabled:
