@@ -220,19 +220,7 @@ def table_source(
         return to_numpy(table.column(name), where, name)
 
     meta = table.schema.metadata or {}
-    attrs = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in meta.items()}
-    return Source(
-        format=fmt,
-        layout="flat",
-        where=where,
-        path=path,
-        columns=columns,
-        read=read,
-        attrs=attrs,
-        raw=raw,
-        form=form,
-        notes=list(getattr(form, "notes", ())),
-    )
+    return _flat_source(fmt, where, path, columns, read, meta, raw=raw, form=form)
 
 
 def open_parquet(path: Path, display: str | None = None) -> Source:
@@ -245,7 +233,6 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
         names = list(schema.names)
         columns = {f.name: _column_info(f.name, f.type, rows) for f in schema}
         meta = schema.metadata or {}
-        attrs = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in meta.items()}
         reader = RowGroupReader(pf, where)
         form = parquet_form(pf, where)
     check_names(names, where)
@@ -255,19 +242,48 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
             table = pf.read(columns=[name])
         return to_numpy(table.column(0), where, name)
 
+    return _flat_source(
+        "parquet",
+        where,
+        path,
+        columns,
+        read,
+        meta,
+        raw=pf,
+        form=form,
+        read_range=reader.read,
+        steps=rows,
+    )
+
+
+def _flat_source(
+    fmt: str,
+    where: str,
+    path: Path | None,
+    columns: dict[str, ColumnInfo],
+    read: Callable[[str], np.ndarray],
+    meta: Mapping[bytes, bytes],
+    *,
+    raw: Any,
+    form: Any,
+    **fields: Any,
+) -> Source:
+    """A flat source of a table (Parquet, Arrow IPC): its attributes are the schema's
+    key-value metadata ``meta`` as text, its notes its ``form``'s; ``fields``: the rest
+    of the :class:`Source`."""
+    attrs = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in meta.items()}
     return Source(
-        format="parquet",
+        format=fmt,
         layout="flat",
         where=where,
         path=path,
         columns=columns,
         read=read,
         attrs=attrs,
-        raw=pf,
+        raw=raw,
         form=form,
-        read_range=reader.read,
-        steps=rows,
-        notes=list(form.notes),
+        notes=list(getattr(form, "notes", ())),
+        **fields,
     )
 
 
