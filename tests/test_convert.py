@@ -193,6 +193,12 @@ def test_a_dataset_that_cannot_be_carried_refuses_by_name(tmp_path: Path) -> Non
         api.run("gae", str(src), output=str(tmp_path / "x.parquet"), **CPU)
     assert err.value.exit_code == 4
     assert '"pairs"' in str(err.value) and '"big_table"' in str(err.value)
+    assert str(err.value).startswith(
+        f"{src}: 2 dataset(s) cannot be carried to the output format ("
+    )
+    assert str(err.value).endswith(
+        "); write to the input's own format (-o out.h5) or remove them first"
+    )
     assert not (tmp_path / "x.parquet").exists() and src.read_bytes() == before
 
 
@@ -206,6 +212,10 @@ def test_a_column_that_cannot_be_carried_to_hdf5_refuses_by_name(tmp_path: Path)
     with pytest.raises(DataError) as err:
         api.run("gae", str(src), output=str(tmp_path / "x.h5"), ends_are="truncated", **CPU)
     assert '"tags"' in str(err.value) and '"maybe"' in str(err.value)
+    assert str(err.value).startswith(f"{src}: 2 column(s) cannot be carried to HDF5 (")
+    assert str(err.value).endswith(
+        "); write Parquet or Arrow (-o out.parquet) or fix those columns first"
+    )
     assert not (tmp_path / "x.h5").exists()
 
 

@@ -450,6 +450,29 @@ def test_buffers_rltscan_cannot_order_are_refused(rollout: dict, tmp_path: Path)
         run(path / "storage")  # its rows are in write order only with the writer's state
 
 
+@pytest.mark.parametrize(
+    ("record", "text", "message"),
+    [
+        ("writer/metadata.json", "[1]", "holds a JSON list, not an object"),
+        (
+            "storage/storage_metadata.json",
+            "{",
+            "is not readable JSON (JSONDecodeError); the replay buffer dump is damaged",
+        ),
+        ("storage/meta.json", "[]", "holds a JSON list, not a TensorDict's metadata"),
+    ],
+)
+def test_a_damaged_json_record_is_named_with_what_it_damages(
+    rollout: dict, tmp_path: Path, record: str, text: str, message: str
+) -> None:
+    """A dump's JSON records (the writer's state, the storage's metadata, a level's
+    meta.json) that cannot be read, or hold no object, are one line naming the file."""
+    path = flat_buffer(rollout, tmp_path)
+    (path / record).write_text(text)
+    with pytest.raises(InputFileError, match=re.escape(f"{path / record} {message}")):
+        run(path, columns=NAMED)
+
+
 # --------------------------------------------------------------------------- torch.save
 
 

@@ -226,7 +226,7 @@ def table_from_hdf5(source: Source) -> tuple[Any, dict[str, Any]]:
         for name, ds in datasets.items():
             if ds.attrs:
                 meta["attrs"][name] = _attrs(ds, bad, f'"{name}"')
-    _refuse(bad, source.where)
+    _refuse_datasets(bad, source.where)
     meta["per_sequence"] = per_seq
     meta["datasets"] = other
     table = pa.table({k: _arrow_column(v) for k, v in columns.items()})
@@ -283,7 +283,7 @@ def _episodes_table(source: Source, root: Any) -> tuple[Any, dict[str, Any]]:
             bad.append(f'"{name}": T+1 rows in some episodes and T in others')
         elif f"next_{name}" in parts:
             bad.append(f'"{name}": its row T would go to "next_{name}", which the file has')
-    _refuse(bad, source.where)
+    _refuse_datasets(bad, source.where)
     columns = {EPISODE: np.repeat(np.asarray(ids, np.int64), lengths)}
     columns.update({name: np.concatenate(p) for name, p in parts.items()})
     columns.update({f"next_{name}": np.concatenate(p) for name, p in nexts.items()})
@@ -323,13 +323,30 @@ def parquet_codecs(carried: Mapping[str, Codec]) -> dict[str, tuple[str, int | N
     }
 
 
-def _refuse(bad: list[str], where: str) -> None:
+def _refuse(bad: list[str], where: str, what: str, fix: str) -> None:
+    """Refuse a conversion that would drop ``bad`` (the first eight shown by name).
+
+    Args:
+        bad: why each dataset or column cannot be carried (empty: nothing to refuse).
+        where: how messages name the input.
+        what: what cannot be carried, and to where.
+        fix: the way out the message gives.
+
+    Raises:
+        DataError: ``bad`` is not empty.
+    """
     if bad:
         shown = "; ".join(bad[:8]) + ("; ..." if len(bad) > 8 else "")
-        raise DataError(
-            f"{where}: {len(bad)} dataset(s) cannot be carried to the output format ({shown}); "
-            "write to the input's own format (-o out.h5) or remove them first"
-        )
+        raise DataError(f"{where}: {len(bad)} {what} ({shown}); {fix}")
+
+
+def _refuse_datasets(bad: list[str], where: str) -> None:
+    _refuse(
+        bad,
+        where,
+        "dataset(s) cannot be carried to the output format",
+        "write to the input's own format (-o out.h5) or remove them first",
+    )
 
 
 def output_rows(array: np.ndarray, layout: str) -> np.ndarray:
@@ -416,7 +433,12 @@ def write_hdf5(
         arr = _numpy_column(column, name, bad)
         if arr is not None:
             arrays[name] = arr
-    _refuse_columns(bad, where)
+    _refuse(
+        bad,
+        where,
+        "column(s) cannot be carried to HDF5",
+        "write Parquet or Arrow (-o out.parquet) or fix those columns first",
+    )
     clash = [n for n in outputs if n in arrays]
     if clash and not overwrite:
         raise OutputRefusedError(
@@ -493,12 +515,3 @@ def _restore(fh: Any, convert: Mapping[str, Any]) -> None:
                     holder.attrs[key] = value
                 except (TypeError, ValueError):
                     continue
-
-
-def _refuse_columns(bad: list[str], where: str) -> None:
-    if bad:
-        shown = "; ".join(bad[:8]) + ("; ..." if len(bad) > 8 else "")
-        raise DataError(
-            f"{where}: {len(bad)} column(s) cannot be carried to HDF5 ({shown}); "
-            "write Parquet or Arrow (-o out.parquet) or fix those columns first"
-        )

@@ -644,18 +644,15 @@ def _array_source(
     steps = None
     if rewards_name is not None:
         steps = int(datasets[rewards_name].shape[1 if layout == "batch-major" else 0])
-    return Source(
-        format="hdf5",
+    return _group_source(
+        fh,
+        path,
+        where,
+        gpath,
         layout=layout,
-        where=where,
-        path=path,
         columns=columns,
         extra=extra,
         read=read,
-        group=gpath,
-        attrs={k: _attr(v) for k, v in fh[gpath].attrs.items()},
-        close=fh.close,
-        raw=fh,
         read_range=read_range,
         steps=steps,
         steps_column=rewards_name,
@@ -697,18 +694,23 @@ def _episodes_source(
             out.append(arr)
         return out
 
+    return _group_source(
+        fh, path, where, gpath, layout="episodes", columns=columns, read=read, episode_keys=keys
+    )
+
+
+def _group_source(fh: Any, path: Path, where: str, gpath: str, **fields: Any) -> Source:
+    """The source of group ``gpath`` of the open file ``fh`` (its attributes, closed with
+    the file, ``raw`` the file); ``fields``: the rest of the :class:`Source`."""
     return Source(
         format="hdf5",
-        layout="episodes",
         where=where,
         path=path,
-        columns=columns,
-        read=read,
         group=gpath,
-        episode_keys=keys,
         attrs={k: _attr(v) for k, v in fh[gpath].attrs.items()},
         close=fh.close,
         raw=fh,
+        **fields,
     )
 
 

@@ -20,9 +20,10 @@ import errno
 import io
 import json
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -219,19 +220,7 @@ def table_source(
         return to_numpy(table.column(name), where, name)
 
     meta = table.schema.metadata or {}
-    attrs = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in meta.items()}
-    return Source(
-        format=fmt,
-        layout="flat",
-        where=where,
-        path=path,
-        columns=columns,
-        read=read,
-        attrs=attrs,
-        raw=raw,
-        form=form,
-        notes=list(getattr(form, "notes", ())),
-    )
+    return _flat_source(fmt, where, path, columns, read, meta, raw=raw, form=form)
 
 
 def open_parquet(path: Path, display: str | None = None) -> Source:
@@ -244,7 +233,6 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
         names = list(schema.names)
         columns = {f.name: _column_info(f.name, f.type, rows) for f in schema}
         meta = schema.metadata or {}
-        attrs = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in meta.items()}
         reader = RowGroupReader(pf, where)
         form = parquet_form(pf, where)
     check_names(names, where)
@@ -254,19 +242,48 @@ def open_parquet(path: Path, display: str | None = None) -> Source:
             table = pf.read(columns=[name])
         return to_numpy(table.column(0), where, name)
 
+    return _flat_source(
+        "parquet",
+        where,
+        path,
+        columns,
+        read,
+        meta,
+        raw=pf,
+        form=form,
+        read_range=reader.read,
+        steps=rows,
+    )
+
+
+def _flat_source(
+    fmt: str,
+    where: str,
+    path: Path | None,
+    columns: dict[str, ColumnInfo],
+    read: Callable[[str], np.ndarray],
+    meta: Mapping[bytes, bytes],
+    *,
+    raw: Any,
+    form: Any,
+    **fields: Any,
+) -> Source:
+    """A flat source of a table (Parquet, Arrow IPC): its attributes are the schema's
+    key-value metadata ``meta`` as text, its notes its ``form``'s; ``fields``: the rest
+    of the :class:`Source`."""
+    attrs = {k.decode(errors="replace"): v.decode(errors="replace") for k, v in meta.items()}
     return Source(
-        format="parquet",
+        format=fmt,
         layout="flat",
         where=where,
         path=path,
         columns=columns,
         read=read,
         attrs=attrs,
-        raw=pf,
+        raw=raw,
         form=form,
-        read_range=reader.read,
-        steps=rows,
-        notes=list(form.notes),
+        notes=list(getattr(form, "notes", ())),
+        **fields,
     )
 
 
@@ -499,10 +516,42 @@ def write_parquet(
     """
     pa, pq = _pa()
     if isinstance(src, pa.Table):
-        return _write_table_parquet(
-            src, sink, outputs, metadata, overwrite, where, atomic, form=form, codecs=codecs
-        )
-    pf = src if isinstance(src, pq.ParquetFile) else _parquet_file(src, where)
+        out = table_with_outputs(src, outputs, metadata, overwrite, where)
+        plan = _table_plan(src, out, metadata, form, codecs)
+    else:
+        pf = src if isinstance(src, pq.ParquetFile) else _parquet_file(src, where)
+        plan = _file_plan(pf, outputs, metadata, overwrite, where)
+
+    def emit(target: Any) -> None:
+        with _parquet_writer(target, plan.schema, plan.options, plan.form) as w:
+            for table, size in plan.groups():
+                w.write_table(table, row_group_size=size)
+
+    return emit_into(emit, sink, outputs, atomic)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A Parquet file to write: its schema, the ``ParquetWriter`` options, the form whose
+    footer-only entries are kept, and its row groups (a table and its ``row_group_size``,
+    None for pyarrow's own), made as they are written."""
+
+    schema: Any
+    options: Mapping[str, Any]
+    form: ParquetForm | None
+    groups: Callable[[], Iterator[tuple[Any, int | None]]]
+
+
+def _file_plan(
+    pf: Any,
+    outputs: Mapping[str, np.ndarray],
+    metadata: Mapping[str, Any],
+    overwrite: bool,
+    where: str,
+) -> _Plan:
+    """The ParquetFile ``pf`` with ``outputs`` added, in its own physical form, row
+    group by row group (decoded one ahead)."""
+    pa, _ = _pa()
     schema = pf.schema_arrow
     _check_existing(schema.names, outputs, overwrite, where, schema.metadata)
     order = _order(schema.names, outputs)
@@ -520,13 +569,12 @@ def write_parquet(
         ),
     )
 
-    def emit(target: Any) -> None:
-        with _parquet_writer(target, new_schema, options, form) as w:
-            for batch, start in _prefetched(pf, where):
-                table = _with_outputs(batch, outputs, start, order).cast(new_schema)
-                w.write_table(table, row_group_size=max(batch.num_rows, 1))
+    def groups() -> Iterator[tuple[Any, int | None]]:
+        for batch, start in _prefetched(pf, where):
+            table = _with_outputs(batch, outputs, start, order).cast(new_schema)
+            yield table, max(batch.num_rows, 1)
 
-    return emit_into(emit, sink, outputs, atomic)
+    return _Plan(new_schema, options, form, groups)
 
 
 def _with_levels(metadata: Mapping[str, Any], options: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -599,19 +647,16 @@ def table_with_outputs(
     return out.replace_schema_metadata(hf.declared(meta, _dtype_names(outputs)))
 
 
-def _write_table_parquet(
+def _table_plan(
     table: Any,
-    sink: Path | BinaryIO,
-    outputs: Mapping[str, np.ndarray],
+    out: Any,
     metadata: Mapping[str, Any],
-    overwrite: bool,
-    where: str,
-    atomic: bool = True,
-    *,
     form: ParquetForm | None,
     codecs: Mapping[str, tuple[str, int | None]] | None,
-) -> int:
-    out = table_with_outputs(table, outputs, metadata, overwrite, where)
+) -> _Plan:
+    """``out`` (``table`` with the outputs) written in ``form`` (the Parquet file the table
+    was read from: its row groups too where the rows still match), else with ``codecs``
+    (converted from another format), else pyarrow's defaults."""
     like = like_column(metadata)
     rows: list[int] = []
     options: dict[str, Any] = {}
@@ -626,16 +671,15 @@ def _write_table_parquet(
     if entry is not metadata:
         out = out.replace_schema_metadata(merged_metadata(table.schema.metadata, entry))
 
-    def emit(target: Any) -> None:
-        with _parquet_writer(target, out.schema, options, form) as w:
-            if not rows:  # pyarrow's row groups
-                w.write_table(out)
-            start = 0
-            for size in rows:
-                w.write_table(out.slice(start, size), row_group_size=max(size, 1))
-                start += size
+    def groups() -> Iterator[tuple[Any, int | None]]:
+        if not rows:  # pyarrow's row groups
+            yield out, None
+        start = 0
+        for size in rows:
+            yield out.slice(start, size), max(size, 1)
+            start += size
 
-    return emit_into(emit, sink, outputs, atomic)
+    return _Plan(out.schema, options, form, groups)
 
 
 def emit_into(

@@ -104,6 +104,18 @@ def _hidden(rel: str) -> bool:
     return any(part.startswith((".", "_")) for part in Path(rel).parts)
 
 
+def _carried(root: Path, shards: set[str]) -> list[str]:
+    """The files under ``root`` that ``-o`` copies: neither a shard (``shards``: their
+    POSIX paths relative to ``root``) nor hidden, sorted."""
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file()
+        and p.relative_to(root).as_posix() not in shards
+        and not _hidden(str(p.relative_to(root)))
+    )
+
+
 def discover(input: str, *, order_by: str | None = None) -> Dataset:
     """The shards of a directory, glob or Minari Parquet dataset, in data order."""
     path = Path(input)
@@ -128,12 +140,7 @@ def discover(input: str, *, order_by: str | None = None) -> Dataset:
         if not found:
             raise InputFileError(f"{input} is a directory that {DIRECTORIES}")
         root = path.absolute()
-        shard_set = set(found)
-        extra = sorted(
-            str(p.relative_to(path))
-            for p in path.rglob("*")
-            if p.is_file() and p not in shard_set and not _hidden(str(p.relative_to(path)))
-        )
+        extra = _carried(path, {p.relative_to(path).as_posix() for p in found})
     else:
         found = [Path(p) for p in glob.glob(input, recursive=True) if Path(p).is_file()]
         if not found:
@@ -167,14 +174,7 @@ def _minari(root: Path, backend: str, input: str) -> Dataset:
         shards.append(Shard(str(p), p.relative_to(root.absolute()).as_posix(), episode=d.name))
     if not shards:
         raise InputFileError(f"{input} has no episode directories under data/; nothing to read")
-    names = {s.rel for s in shards}
-    extra = sorted(
-        str(p.relative_to(root))
-        for p in root.rglob("*")
-        if p.is_file()
-        and p.relative_to(root).as_posix() not in names
-        and not _hidden(str(p.relative_to(root)))
-    )
+    extra = _carried(root, {s.rel for s in shards})
     return Dataset("minari", str(root.absolute()), input, tuple(shards), tuple(extra))
 
 
@@ -191,14 +191,7 @@ def _lerobot(root: Path, input: str, order_by: str | None) -> Dataset:
     shards.sort(key=lambda s: (natural_key(s.rel), s.rel))
     if order_by is not None:
         shards = _ordered_by(shards, order_by)
-    names = {s.rel for s in shards}
-    extra = sorted(
-        str(p.relative_to(root))
-        for p in root.rglob("*")
-        if p.is_file()
-        and p.relative_to(root).as_posix() not in names
-        and not _hidden(str(p.relative_to(root)))
-    )
+    extra = _carried(root, {s.rel for s in shards})
     return Dataset("lerobot", str(top), input, tuple(shards), tuple(extra))
 
 

@@ -288,20 +288,43 @@ def _shown(leaf: Leaf) -> str:
     return leaf.dtype.removeprefix("torch.") if dtype is None else str(dtype)
 
 
-def _read_meta(directory: Path, where: str) -> dict[str, Any]:
-    path = directory / META
+def _json(path: Path, damaged: str, kind: str) -> dict[str, Any]:
+    """The JSON object in the file ``path``.
+
+    Args:
+        path: the file.
+        damaged: what the message calls damaged where the file is not readable JSON.
+        kind: what the message says the JSON should be where it is not an object.
+
+    Returns:
+        The object.
+
+    Raises:
+        InputFileError: the file is not readable JSON, or holds no object.
+    """
     try:
-        meta = json.loads(path.read_bytes().decode("utf-8"))
+        record = json.loads(path.read_bytes().decode("utf-8"))
     except (OSError, ValueError, RecursionError) as err:
         raise InputFileError(
-            f"{path} is not readable JSON ({err.__class__.__name__}); the TensorDict memmap "
-            "is damaged or still being written"
+            f"{path} is not readable JSON ({err.__class__.__name__}); {damaged}"
         ) from None
-    if not isinstance(meta, dict):
-        raise InputFileError(
-            f"{path} holds a JSON {type(meta).__name__}, not a TensorDict's metadata"
-        )
-    return meta
+    if not isinstance(record, dict):
+        raise InputFileError(f"{path} holds a JSON {type(record).__name__}, not {kind}")
+    return record
+
+
+def _read_meta(directory: Path) -> dict[str, Any]:
+    """The ``meta.json`` of one level of a TensorDict memmap."""
+    return _json(
+        directory / META,
+        "the TensorDict memmap is damaged or still being written",
+        "a TensorDict's metadata",
+    )
+
+
+def _dump_json(path: Path) -> dict[str, Any]:
+    """A JSON record of a replay buffer's dump."""
+    return _json(path, "the replay buffer dump is damaged", "an object")
 
 
 def _child(directory: Path, key: str) -> Path:
@@ -318,7 +341,7 @@ def _child(directory: Path, key: str) -> Path:
 
 def _memmap(root: Path, tree: Path, where: str) -> Storage:
     """Every leaf of the TensorDict memmap whose root level is ``tree``."""
-    meta = _read_meta(tree, where)
+    meta = _read_meta(tree)
     kind = meta.get("_type")
     if kind != TD_TYPE:
         stacked = isinstance(kind, str) and "LazyStacked" in kind
@@ -363,7 +386,7 @@ def _walk(
                 root_keys[key] = str(entry["type"])
             sub = _child(directory, key)
             if entry["type"] == "TensorDict" and (sub / META).is_file():
-                child = _read_meta(sub, where)
+                child = _read_meta(sub)
                 if child.get("_type") == TD_TYPE:
                     _walk(sub, child, f"{name}/", batch, leaves, others, {}, where)
                     continue
@@ -411,7 +434,7 @@ def _check_size(leaf: Leaf, where: str) -> None:
 def _replay(root: Path, where: str) -> Storage:
     """A replay buffer's ``dumps`` directory: its storage, filled rows in insertion order."""
     tree = root / "storage"
-    record = _json(tree / "storage_metadata.json", where)
+    record = _dump_json(tree / "storage_metadata.json")
     if record.get("is_pytree"):
         raise InputFileError(
             f"{where} is a replay buffer of plain tensors (a pytree storage); rltscan reads "
@@ -438,7 +461,7 @@ def _replay(root: Path, where: str) -> Storage:
             f'{tree / "storage_metadata.json"} has no valid "len"; the dump is damaged'
         )
     writer = tree.parent / "writer" / "metadata.json"
-    state = _json(writer, where) if writer.is_file() else {}
+    state = _dump_json(writer) if writer.is_file() else {}
     if "rank_key" in state:
         raise InputFileError(
             f"{where} is a replay buffer filled by TensorDictMaxValueWriter: its rows are "
@@ -447,19 +470,6 @@ def _replay(root: Path, where: str) -> Storage:
         )
     storage.order = _fill_order(storage.batch, length, state, where)
     return storage
-
-
-def _json(path: Path, where: str) -> dict[str, Any]:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as err:
-        raise InputFileError(
-            f"{path} is not readable JSON ({err.__class__.__name__}); the replay buffer dump "
-            "is damaged"
-        ) from None
-    if not isinstance(record, dict):
-        raise InputFileError(f"{path} holds a JSON {type(record).__name__}, not an object")
-    return record
 
 
 def _fill_order(
@@ -772,7 +782,7 @@ def write_back(
     if storage.kind == SAVED:
         return _write_saved(storage, arrays, overwrite)  # (a pickle has no place for provenance)
     meta_path = storage.tree / META
-    meta = _read_meta(storage.tree, source.where)  # as it is now, not as it was opened
+    meta = _read_meta(storage.tree)  # as it is now, not as it was opened
     _check_clash(meta, list(arrays), overwrite, source.where)
     root = storage.root
     stage = root / f"{atomic.TMP_MARK}stage-{secrets.token_hex(4)}"

@@ -302,7 +302,8 @@ class TableFile(Format, Protocol):
 class Row:
     """What most rows share: no layout beyond the magic bytes, no stdin (a seekable file
     is needed), no ``-o`` refusal of their own, outputs that clash with columns of the
-    same name, never a conversion target."""
+    same name and go back through a table (in place too: the table written back into its
+    own format), never a conversion target."""
 
     title: str  # see Format
 
@@ -325,6 +326,20 @@ class Row:
     def existing(self, source: Source, names: list[str]) -> list[str]:
         """Output names that are columns already (see :meth:`Format.existing`)."""
         return [n for n in names if n in source.columns]
+
+    def write_back(
+        self,
+        source: Source,
+        prepared: Prepared,
+        target: Any,
+        outputs: Mapping[str, np.ndarray],
+        *,
+        record: Record,
+        overwrite: bool,
+    ) -> int | None:
+        """None: the outputs go through a table, in place as the input's :meth:`to_table`
+        written back by its :meth:`from_table` (see :meth:`Format.write_back`)."""
+        return None
 
     def from_table(
         self,

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from rltscan.io.formats.arrow.physical import IpcForm
-    from rltscan.io.layout import Prepared
     from rltscan.io.source import Source
 
 FILE, STREAM = "arrow", "arrow-stream"
@@ -43,6 +42,26 @@ def open_ipc(path: Path, word: str, display: str | None = None) -> Source:
     Returns:
         The source; ``raw`` is the table, ``form`` its IPC form.
     """
+    where = display or str(path)
+    return _read_ipc(path, word, where, f"a readable {_kind(word)}", "the file is corrupt")
+
+
+def _read_ipc(data: Path | bytes, word: str, where: str, what: str, why: str) -> Source:
+    """IPC (file or stream) from a file, memory-mapped, or from bytes, read whole.
+
+    Args:
+        data: the file's path, or the bytes themselves (stdin).
+        word: ``"arrow"`` (IPC file) or ``"arrow-stream"``.
+        where: how messages name it.
+        what: what the message says it is not, where pyarrow cannot read it.
+        why: the cause the message gives then.
+
+    Returns:
+        The source; ``raw`` is the table, ``form`` its IPC form.
+
+    Raises:
+        InputFileError: pyarrow cannot read or validate it.
+    """
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
@@ -50,20 +69,17 @@ def open_ipc(path: Path, word: str, display: str | None = None) -> Source:
     from rltscan.io import parquet
     from rltscan.io.formats.arrow.physical import ipc_form
 
-    where = display or str(path)
+    path = data if isinstance(data, Path) else None
     try:
-        source = pa.memory_map(str(path), "r")
-        reader = ipc.open_file(source) if word == FILE else ipc.open_stream(source)
+        opened = pa.py_buffer(data) if path is None else pa.memory_map(str(path), "r")
+        reader = ipc.open_file(opened) if word == FILE else ipc.open_stream(opened)
         table = reader.read_all()
         table.validate(full=True)
-        form = ipc_form(source, stream=word != FILE)
+        form = ipc_form(opened, stream=word != FILE)
     except RltscanError:
         raise
     except parquet.pyarrow_errors() as err:
-        raise InputFileError(
-            f"{where} is not a readable {_kind(word)} ({parquet.first_line(err)}); "
-            "the file is corrupt"
-        ) from None
+        raise InputFileError(f"{where} is not {what} ({parquet.first_line(err)}); {why}") from None
     return parquet.table_source(table, word, where, path, raw=table, form=form)
 
 
@@ -138,51 +154,9 @@ class Arrow(Row):
 
     def open_bytes(self, data: bytes, word: str, where: str, options: OpenOptions) -> Source:
         """IPC file or stream bytes from stdin (see :meth:`Format.open_bytes`)."""
-        import pyarrow as pa
-        import pyarrow.ipc as ipc
-
-        from rltscan.errors import InputFileError, RltscanError
-        from rltscan.io import parquet
-        from rltscan.io.formats.arrow.physical import ipc_form
-
         flat_only(options.layout, word, where)
-        buf = pa.py_buffer(data)
-        try:
-            table = (ipc.open_file(buf) if word == FILE else ipc.open_stream(buf)).read_all()
-            table.validate(full=True)
-            form = ipc_form(buf, stream=word != FILE)
-        except RltscanError:
-            raise
-        except parquet.pyarrow_errors() as err:
-            raise InputFileError(
-                f"{where} is not readable {word} data ({parquet.first_line(err)}); the stream "
-                "is truncated or corrupt"
-            ) from None
-        return parquet.table_source(table, word, where, None, raw=table, form=form)
-
-    def write_back(
-        self,
-        source: Source,
-        prepared: Prepared,
-        target: Any,
-        outputs: Mapping[str, np.ndarray],
-        *,
-        record: Record,
-        overwrite: bool,
-    ) -> int | None:
-        """In place: the file rewritten in its own IPC format and form (see
-        :meth:`Format.write_back`); None otherwise."""
-        if target.kind != "inplace":
-            return None
-        return write_arrow(
-            source.raw,
-            target.path,
-            outputs=outputs,
-            metadata=record.entry,
-            overwrite=overwrite,
-            where=source.where,
-            stream=source.format == STREAM,
-            form=source.form,
+        return _read_ipc(
+            data, word, where, f"readable {word} data", "the stream is truncated or corrupt"
         )
 
     def to_table(self, source: Source, *, same: bool) -> Tabled:

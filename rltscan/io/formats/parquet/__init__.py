@@ -15,7 +15,6 @@ from rltscan.io.formats.protocol import OpenOptions, Record, Row, Sniffed, Table
 if TYPE_CHECKING:
     import numpy as np
 
-    from rltscan.io.layout import Prepared
     from rltscan.io.source import Source
 
 WORD = "parquet"
@@ -49,31 +48,6 @@ class Parquet(Row):
 
         flat_only(options.layout, word, where)
         return parquet.open_bytes(data, where)
-
-    def write_back(
-        self,
-        source: Source,
-        prepared: Prepared,
-        target: Any,
-        outputs: Mapping[str, np.ndarray],
-        *,
-        record: Record,
-        overwrite: bool,
-    ) -> int | None:
-        """In place: the file rewritten row group by row group in its own form (see
-        :meth:`Format.write_back`); None otherwise."""
-        from rltscan.io import parquet
-
-        if target.kind != "inplace":
-            return None
-        return parquet.write_parquet(
-            source.raw,
-            target.path,
-            outputs=outputs,
-            metadata=record.entry,
-            overwrite=overwrite,
-            where=source.where,
-        )
 
     def sink(
         self,
