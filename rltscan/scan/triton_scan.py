@@ -4,10 +4,14 @@
 
 One kernel, ``_scan_kernel``. The first seven estimators are each a constexpr ``KIND``
 that selects a small prologue (load its raw columns, build ``a_t``/``b_t`` on-chip)
-and epilogue (``value_targets = A + V``, V-trace's ``pg_advantages``, ...): for them
-no ``a``, ``b`` or ``delta`` tensor ever reaches device memory; flags are read as
-stored (1 byte). A per-step discount γ_t or λ_t (docs/CONVENTIONS.md §1.7) is two more
-columns read at step t in place of the scalars (constexpr ``HAS_DISC``, ``HAS_LAMT``:
+and epilogue (``value_targets = A + V``, V-trace's ``pg_advantages``, ...), each kind's
+in its own module, ``kinds/<name>.py``; the kernel here is the shell around them
+(tiles, flags, settings, the scan, the look-back, the stores), and Triton inlines them
+into it: the same sm_90a code as when they were branches of its body
+(bench/results/kernel-kinds-sass-sm90-2026-12-05). For them no ``a``, ``b`` or
+``delta`` tensor ever reaches device memory; flags are read as stored (1 byte). A
+per-step discount γ_t or λ_t (docs/CONVENTIONS.md §1.7) is two more columns read at
+step t in place of the scalars (constexpr ``HAS_DISC``, ``HAS_LAMT``:
 without them the scalar kernel is compiled as before). Any other estimator
 (:func:`fused` is False) runs the ``LINEAR`` kind: its module builds ``(a, b)`` with
 torch and :func:`linear_scan` solves it (``estimators._solve.solve``), so a new
