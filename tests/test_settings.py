@@ -724,7 +724,7 @@ def test_per_step_with_several_lambdas_runs_one_fused_launch_per_setting(rng, mo
     )  # fmt: skip
     seen = launch_kinds(monkeypatch)
     res = rltscan.gae(**inp, discount=g, lam=[0.5, 0.9], backend="triton")
-    assert nsets == [1, 1] and seen == [(triton_scan.GAE, True, False)] * 2
+    assert nsets == [1, 1] and seen == [(triton_scan.KINDS["gae"], True, False)] * 2
     for k, lam in enumerate((0.5, 0.9)):
         want = _oracle_2d("gae", None, inp, g, torch.full((2, 9), lam, dtype=torch.float64))
         assert_close_to_oracle(res.advantages[k], want["advantages"], torch.float64)

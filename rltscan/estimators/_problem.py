@@ -207,6 +207,21 @@ def next_state_values(p: Problem) -> Tensor:
     return torch.where(boot, fallback, inside)
 
 
+def live_next_values(p: Problem) -> Tensor:
+    """nv_t, 0 after a terminal step (a select: NaN-safe)."""
+    return torch.where(p.flag("terminated"), 0.0, next_state_values(p))
+
+
+def decay_to_cut(p: Problem, decay: float | Tensor) -> Tensor:
+    """The backward kinds' a_t: 0 where cut_t, else ``decay`` (γλ, γ, 1)."""
+    return select(cut_mask(p), 0.0, decay, p)
+
+
+def reset_at_first(p: Problem, decay: float | Tensor) -> tuple[Tensor, Tensor]:
+    """The forward kinds' (a, b): a_t = 0 where first_t, else ``decay``; b = ``x``."""
+    return select(first_mask(p), 0.0, decay, p), p.col("x")
+
+
 def clipped_ratio(p: Problem, clip: float) -> Tensor:
     """``min(clip, pi/mu)`` computed as ``exp(min(log pi - log mu, log clip))`` (§2.6)."""
     log_ratio = p.col("logp_target") - p.col("logp_behavior")

@@ -26,6 +26,9 @@ FLAG_INPUTS = ("terminated", "truncated", "is_first")
 PER_STEP_PARAMETERS = ("discount", "lam_per_step")
 PER_STEP_OF = {"discount": "gamma", "lam_per_step": "lam"}
 PER_ROW_INPUTS = ("last_value", "init")
+# The inputs of the estimators that bootstrap from a critic V (GAE, TD(λ))
+CRITIC_INPUTS = ("rewards", "values", "terminated", "truncated", *BOOTSTRAP_INPUTS,
+                 *PER_STEP_PARAMETERS)  # fmt: skip
 
 # When an entry of a float input is read (docs/CONVENTIONS.md §5: only read entries are
 # checked). The estimators' ``reads`` name these; ``_checks.read_mask`` implements them.

@@ -55,19 +55,12 @@ OUTPUTS = DECLARATION.outputs
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._problem import (
-        boot_mask,
-        cut_mask,
-        discount,
-        next_state_values,
-        select,
-    )
+    from rltscan.estimators._problem import boot_mask, decay_to_cut, discount, next_state_values
 
     gamma = discount(p)
     r = p.col("rewards")
     b = torch.where(boot_mask(p), r + gamma * next_state_values(p), r)
-    a = select(cut_mask(p), 0.0, gamma, p)
-    return a, b
+    return decay_to_cut(p, gamma), b
 
 
 def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:

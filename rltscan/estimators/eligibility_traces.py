@@ -37,11 +37,9 @@ OUTPUTS = DECLARATION.outputs
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
-    from rltscan.estimators._problem import first_mask, select
+    from rltscan.estimators._problem import reset_at_first
 
-    gl = p.params["gamma"] * p.params["lam"]
-    a = select(first_mask(p), 0.0, gl, p)
-    return a, p.col("x")
+    return reset_at_first(p, p.params["gamma"] * p.params["lam"])
 
 
 def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:

@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rltscan.estimators.declaration import (
-    BOOTSTRAP_INPUTS,
-    PER_STEP_PARAMETERS,
+    CRITIC_INPUTS,
     Declaration,
     gamma_param,
     lam_param,
@@ -31,14 +30,7 @@ DECLARATION = Declaration(
     command="gae",
     function_name="gae",
     direction="backward",
-    inputs=(
-        "rewards",
-        "values",
-        "terminated",
-        "truncated",
-        *BOOTSTRAP_INPUTS,
-        *PER_STEP_PARAMETERS,
-    ),
+    inputs=CRITIC_INPUTS,
     required=("rewards", "values", "terminated"),
     outputs=("advantages", "value_targets"),
     parameters=(gamma_param(), lam_param(0.95)),
@@ -55,23 +47,16 @@ OUTPUTS = DECLARATION.outputs
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
     import torch
 
-    from rltscan.estimators._problem import (
-        cut_mask,
-        discount,
-        next_state_values,
-        select,
-        trace_decay,
-    )
+    from rltscan.estimators._problem import decay_to_cut, discount, live_next_values, trace_decay
 
-    gamma, lam = discount(p), trace_decay(p)
+    gamma = discount(p)
     r, v = p.col("rewards"), p.col("values")
-    nv = torch.where(p.flag("terminated"), 0.0, next_state_values(p))  # select: NaN-safe
+    nv = live_next_values(p)
     if isinstance(gamma, float):
         delta = torch.add(r, nv, alpha=gamma).sub_(v)
     else:
         delta = (r + gamma * nv).sub_(v)
-    a = select(cut_mask(p), 0.0, gamma * lam, p)
-    return a, delta
+    return decay_to_cut(p, gamma * trace_decay(p)), delta
 
 
 def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:

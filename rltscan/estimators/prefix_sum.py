@@ -50,10 +50,9 @@ def prepare(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
-    from rltscan.estimators._problem import first_mask, select
+    from rltscan.estimators._problem import reset_at_first
 
-    a = select(first_mask(p), 0.0, 1.0, p)
-    return a, p.col("x")
+    return reset_at_first(p, 1.0)
 
 
 def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:

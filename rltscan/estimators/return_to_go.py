@@ -44,10 +44,9 @@ OUTPUTS = DECLARATION.outputs
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
-    from rltscan.estimators._problem import cut_mask, select
+    from rltscan.estimators._problem import decay_to_cut
 
-    a = select(cut_mask(p), 0.0, 1.0, p)
-    return a, p.col("rewards") / p.params["scale"]
+    return decay_to_cut(p, 1.0), p.col("rewards") / p.params["scale"]
 
 
 def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:

@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rltscan.estimators.declaration import (
-    BOOTSTRAP_INPUTS,
-    PER_STEP_PARAMETERS,
+    CRITIC_INPUTS,
     READ_AFTER_UNCUT,
     Declaration,
     gamma_param,
@@ -33,14 +32,7 @@ DECLARATION = Declaration(
     command="td-lambda",
     function_name="td_lambda",
     direction="backward",
-    inputs=(
-        "rewards",
-        "values",
-        "terminated",
-        "truncated",
-        *BOOTSTRAP_INPUTS,
-        *PER_STEP_PARAMETERS,
-    ),
+    inputs=CRITIC_INPUTS,
     required=("rewards", "terminated"),
     outputs=("lambda_returns",),
     parameters=(gamma_param(), lam_param(0.95)),
@@ -64,24 +56,18 @@ def prepare(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
-    import torch
-
     from rltscan.estimators._problem import (
         boot_mask,
-        cut_mask,
+        decay_to_cut,
         discount,
-        next_state_values,
+        live_next_values,
         select,
         trace_decay,
     )
 
     gamma, lam = discount(p), trace_decay(p)
-    r = p.col("rewards")
-    nv = torch.where(p.flag("terminated"), 0.0, next_state_values(p))
     weight = select(boot_mask(p), gamma, gamma * (1.0 - lam), p)
-    b = r + weight * nv
-    a = select(cut_mask(p), 0.0, gamma * lam, p)
-    return a, b
+    return decay_to_cut(p, gamma * lam), p.col("rewards") + weight * live_next_values(p)
 
 
 def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:

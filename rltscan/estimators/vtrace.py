@@ -75,24 +75,20 @@ OUTPUTS = DECLARATION.outputs
 
 
 def coefficients(p: Problem) -> tuple[Tensor, Tensor]:
-    import torch
-
     from rltscan.estimators._problem import (
         clipped_ratio,
-        cut_mask,
+        decay_to_cut,
         discount,
-        next_state_values,
+        live_next_values,
         trace_decay,
     )
 
     gamma, lam = discount(p), trace_decay(p)
     r, v = p.col("rewards"), p.col("values")
-    nv = torch.where(p.flag("terminated"), 0.0, next_state_values(p))
+    nv = live_next_values(p)
     rho = clipped_ratio(p, p.params["rho_clip"])
     c = lam * clipped_ratio(p, p.params["c_clip"])
-    delta = rho * (r + gamma * nv - v)
-    a = torch.where(cut_mask(p), 0.0, gamma * c)
-    return a, delta
+    return decay_to_cut(p, gamma * c), rho * (r + gamma * nv - v)
 
 
 def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:
@@ -102,8 +98,8 @@ def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:
         boot_mask,
         clipped_ratio,
         discount,
+        live_next_values,
         next_of,
-        next_state_values,
         shift_next,
     )
 
@@ -111,7 +107,7 @@ def finalize(p: Problem, y: Tensor) -> dict[str, Tensor]:
     r, v = p.col("rewards"), p.col("values")
     vs = v + y
     term = p.flag("terminated")
-    nv = torch.where(term, 0.0, next_state_values(p))
+    nv = live_next_values(p)
     # vs_{t+1}: only read where t is not a cut, so the next row is the same episode
     # vs at the first step of the next chunk = V + y there (both from the carry)
     vs_last = next_of(p, "next_value") + p.carry.y.to(p.dtype) if p.continues else 0.0

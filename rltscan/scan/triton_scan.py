@@ -4,10 +4,14 @@
 
 One kernel, ``_scan_kernel``. The first seven estimators are each a constexpr ``KIND``
 that selects a small prologue (load its raw columns, build ``a_t``/``b_t`` on-chip)
-and epilogue (``value_targets = A + V``, V-trace's ``pg_advantages``, ...): for them
-no ``a``, ``b`` or ``delta`` tensor ever reaches device memory; flags are read as
-stored (1 byte). A per-step discount γ_t or λ_t (docs/CONVENTIONS.md §1.7) is two more
-columns read at step t in place of the scalars (constexpr ``HAS_DISC``, ``HAS_LAMT``:
+and epilogue (``value_targets = A + V``, V-trace's ``pg_advantages``, ...), each kind's
+in its own module, ``kinds/<name>.py``; the kernel here is the shell around them
+(tiles, flags, settings, the scan, the look-back, the stores), and Triton inlines them
+into it: the same sm_90a code as when they were branches of its body
+(bench/results/kernel-kinds-sass-sm90-2026-12-05). For them no ``a``, ``b`` or
+``delta`` tensor ever reaches device memory; flags are read as stored (1 byte). A
+per-step discount γ_t or λ_t (docs/CONVENTIONS.md §1.7) is two more columns read at
+step t in place of the scalars (constexpr ``HAS_DISC``, ``HAS_LAMT``:
 without them the scalar kernel is compiled as before). Any other estimator
 (:func:`fused` is False) runs the ``LINEAR`` kind: its module builds ``(a, b)`` with
 torch and :func:`linear_scan` solves it (``estimators._solve.solve``), so a new
@@ -103,22 +107,16 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-# Estimator kinds (constexpr KIND)
-LINEAR, GAE, TD_LAMBDA, RETURNS, VTRACE, RETRACE, TRACES, PREFIX_SUM = range(8)
-KINDS = {
-    "linear": LINEAR,
-    "gae": GAE,
-    "td_lambda": TD_LAMBDA,
-    "returns": RETURNS,
-    "vtrace": VTRACE,
-    "retrace": RETRACE,
-    "traces": TRACES,
-    "prefix_sum": PREFIX_SUM,
-}
+from rltscan.scan import kinds
+from rltscan.scan._tile import _flag, _ld, _nonfinite
+
+# Estimator kinds (constexpr KIND); each kind's prologue and epilogue: kinds/<name>.py
+KINDS = kinds.KINDS
+LINEAR = KINDS["linear"]
 # nv modes (docs/CONVENTIONS.md §1.2), matching estimators._problem
 NV_CODES = {"next": 0, "boot": 1, "last": 2, "none": 3}
 # The off-policy trace of the RETRACE kind (docs/CONVENTIONS.md §3.5), constexpr TRACE
-TRACES = {"retrace": 0, "tree-backup": 1, "q-lambda": 2, "is": 3}
+TRACES = kinds.TRACES
 
 
 @triton.jit
@@ -177,44 +175,6 @@ def _tile_scan(a, b, ROWS: tl.constexpr, CHUNK: tl.constexpr, PER: tl.constexpr,
         A = tl.reshape(A3 * xa[:, :, None], [ROWS, CHUNK])
         B = tl.reshape(B3 + A3 * xb[:, :, None], [ROWS, CHUNK])
     return A, B
-
-
-@triton.jit
-def _ld(ptr, offs, mask, COMPUTE: tl.constexpr):
-    return tl.load(ptr + offs, mask=mask, other=0.0).to(COMPUTE)
-
-
-@triton.jit
-def _halves(x, ROWS: tl.constexpr, CHUNK: tl.constexpr, PER: tl.constexpr):
-    """``x`` ([ROWS, CHUNK], ``PER`` consecutive steps a thread) as the two halves of
-    every thread's steps, each ``[ROWS, CHUNK // PER, PER // 2]``."""
-    x4 = tl.reshape(x, [ROWS, CHUNK // PER, 2, PER // 2])
-    return tl.split(tl.permute(x4, (0, 1, 3, 2)))
-
-
-@triton.jit
-def _put(ptr, x, offs, mask, o3, m3a, m3b, ROWS: tl.constexpr, CHUNK: tl.constexpr,
-         PER: tl.constexpr):  # fmt: skip
-    """``tl.store(ptr + offs, x, mask)``. With 8 steps a thread, as two 16-byte halves a
-    thread (``o3``: the first half's offsets, ``m3a``, ``m3b``: each half's mask):
-    Triton would otherwise first move the tile through shared memory into 4 steps a
-    thread, its widest store (two barriers and 8 bytes of shared memory a step)."""
-    if PER == 8:
-        x0, x1 = _halves(x, ROWS, CHUNK, PER)
-        tl.store(ptr + o3, x0, mask=m3a)
-        tl.store(ptr + o3 + PER // 2, x1, mask=m3b)
-    else:
-        tl.store(ptr + offs, x, mask=mask)
-
-
-@triton.jit
-def _nonfinite(x):
-    return (x != x) | (tl.abs(x) == float("inf"))
-
-
-@triton.jit
-def _flag(ptr, offs, mask):
-    return tl.load(ptr + offs, mask=mask, other=0) != 0
 
 
 # ---- the look-back's words ----------------------------------------------------------
@@ -324,45 +284,6 @@ def _lookback(ws_ptr, slot, k, boundary, epoch, offs_r, ROWS: tl.constexpr,
     return carry
 
 
-@triton.jit
-def _dense_next(v_ptr, src_ptr, offs, offs1, mask, at_end, NV_MODE: tl.constexpr,
-                HAS_V: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
-    """The part of nv_t read at every step (no flag needed): the ``next_values``
-    column, or V at t+1 (the same cache lines as V at t; a cut's slot is read and
-    dropped by :func:`_next_value`)."""
-    if NV_MODE == 0:
-        dense = _ld(src_ptr, offs, mask, COMPUTE)
-    elif HAS_V:
-        dense = _ld(v_ptr, offs1, mask & ~at_end, COMPUTE)
-    else:
-        dense = tl.zeros(offs.shape, COMPUTE)
-    return dense
-
-
-@triton.jit
-def _next_value(dense, src_ptr, row_ptr, offs, mask, rows, rmask, term, boot, last, missing,
-                at_end, nxt_ptr, NV_MODE: tl.constexpr, HAS_V: tl.constexpr,
-                COMPUTE: tl.constexpr, CONTINUES: tl.constexpr):  # fmt: skip
-    """nv_t of docs/CONVENTIONS.md §1.2 as selects over ``dense`` (:func:`_dense_next`);
-    the sparse bootstrap slots are loaded only where they are used."""
-    if NV_MODE == 0:
-        nv = dense
-    else:
-        inside = dense
-        if HAS_V and CONTINUES:  # past the chunk end, V(s_{t+1}) is the next chunk's first value
-            nx = tl.load(nxt_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
-            inside = tl.where(at_end, nx[:, None], inside)
-        if NV_MODE == 1:
-            bootv = _ld(src_ptr, offs, mask & boot, COMPUTE)
-        elif NV_MODE == 2:
-            lv = tl.load(row_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
-            bootv = tl.where(last, lv[:, None], missing)
-        else:
-            bootv = tl.zeros(offs.shape, COMPUTE) + missing
-        nv = tl.where(boot, bootv, inside)
-    return tl.where(term, 0.0, nv)
-
-
 # The epoch grows by one per launch and check_id by one per checked call: Triton would
 # otherwise specialise them (== 1, divisible by 16) and recompile on the 1st, 2nd, 16th call.
 @triton.jit(do_not_specialize=["epoch", "check_id"])
@@ -427,13 +348,9 @@ def _scan_kernel(
     HAS_DISC: tl.constexpr,  # γ_t from disc_ptr instead of the scalar γ
     HAS_LAMT: tl.constexpr,  # λ_t from lamt_ptr instead of the scalar λ
 ):
-    # Columns by KIND:
-    #   LINEAR: c0=a c1=b | GAE: c0=r c1=V c2=nv-source | TD_LAMBDA, RETURNS: same
-    #   VTRACE: c0=r c1=V c2=nv-source c3=logπ c4=logμ
-    #   RETRACE: c0=r c1=Q c2=E_πQ(s_{t+1}) c3=logπ c4=logμ c5=V^π
-    #   TRACES, PREFIX_SUM: c0=x (PREFIX_SUM with FIRST_GIVEN: term_ptr holds is_first)
-    #   GAE ... RETRACE may also take γ_t (disc_ptr) and λ_t (lamt_ptr), read at step t: they
-    #   belong to the transition out of step t (§1.7), so no carry holds the next chunk's
+    # Columns by KIND: kinds/<name>.py (SLOTS); LINEAR: c0=a c1=b. GAE ... RETRACE may also
+    # take γ_t (disc_ptr) and λ_t (lamt_ptr), read at step t: they belong to the transition
+    # out of step t (§1.7), so no carry holds the next chunk's
     # Float scalars arrive as fp32; fp64 runs get them back to ~48 bits as hi + lo.
     gamma = (tl.zeros([], COMPUTE) + gamma) + gamma_lo
     lam = (tl.zeros([], COMPUTE) + lam) + lam_lo
@@ -487,38 +404,10 @@ def _scan_kernel(
         gamma = _ld(disc_ptr, offs, mask, COMPUTE)
     if HAS_LAMT:
         lam = _ld(lamt_ptr, offs, mask, COMPUTE)
-    if KIND == 0:  # LINEAR
-        a_in = _ld(c0_ptr, offs, mask, COMPUTE)
-        b_in = _ld(c1_ptr, offs, mask, COMPUTE)
-    elif KIND == 6 or KIND == 7:  # TRACES, PREFIX_SUM
-        b_in = _ld(c0_ptr, offs, mask, COMPUTE)
-    else:
-        r = _ld(c0_ptr, offs, mask, COMPUTE)
-        if KIND == 5:  # RETRACE
-            q = _ld(c1_ptr, offs, mask, COMPUTE)
-            ev = _ld(c2_ptr, offs, mask, COMPUTE)  # (dropped at terminal steps below)
-            # the trace c_{t+1} / λ by TRACE (0 Retrace, 1 tree-backup, 2 Q(λ), 3 IS), all
-            # through one log-ratio at t+1: log π − log μ (Retrace, IS), log π
-            # (tree-backup), 0 (Q(λ)); read at every step but the window's last, and
-            # dropped at a cut (a = 0 there)
-            nxt_mask = mask & ~at_end
-            if TRACE == 2:
-                lt = tl.zeros([ROWS, CHUNK], COMPUTE)
-                lb = tl.zeros([ROWS, CHUNK], COMPUTE)
-            else:
-                lt = _ld(c3_ptr, offs1, nxt_mask, COMPUTE)
-                if TRACE == 1:
-                    lb = tl.zeros([ROWS, CHUNK], COMPUTE)
-                else:
-                    lb = _ld(c4_ptr, offs1, nxt_mask, COMPUTE)
-        else:
-            dense_nv = _dense_next(c1_ptr, c2_ptr, offs, offs1, mask, at_end, NV_MODE, HAS_V,
-                                   COMPUTE)  # fmt: skip
-            if KIND == 1 or KIND == 4:  # GAE, VTRACE
-                v = _ld(c1_ptr, offs, mask, COMPUTE)
-            if KIND == 4:
-                lt = _ld(c3_ptr, offs, mask, COMPUTE)
-                lb = _ld(c4_ptr, offs, mask, COMPUTE)
+    cols = (c0_ptr, c1_ptr, c2_ptr, c3_ptr, c4_ptr, c5_ptr)
+    ptrs = (term_ptr, trunc_ptr, row_ptr, nxt_ptr, nlr_ptr, pdone_ptr)
+    at = (offs, offs1, mask, at_end, rows, rmask, offs_c, t0, stride_t)
+    st = kinds.load(KIND, (cols, at, NV_MODE, HAS_V, TRACE, ROWS, CHUNK, COMPUTE))
 
     tl.debug_barrier()
     if HAS_TERM:
@@ -532,38 +421,9 @@ def _scan_kernel(
     cut = done | last
     boot = cut & ~term
 
-    if KIND == 6 or KIND == 7:  # TRACES, PREFIX_SUM: forward, reset at episode starts
-        if FIRST_GIVEN:
-            first = term
-        else:
-            prev = mask & (t0 + offs_c >= 1)[None, :]
-            first = tl.zeros([ROWS, CHUNK], tl.int1)
-            if HAS_TERM:
-                first = _flag(term_ptr, offs - stride_t, prev)
-            if HAS_TRUNC:
-                first = first | _flag(trunc_ptr, offs - stride_t, prev)
-            if CONTINUES:  # step 0 starts an episode if the previous chunk's last ended one
-                pd = tl.load(pdone_ptr + rows, mask=rmask, other=0) != 0
-                first = first | ((t0 + offs_c == 0)[None, :] & pd[:, None])
-    elif KIND == 5:
-        ev = tl.where(term, 0.0, ev)
-        lr1 = lt - lb
-        if CONTINUES and TRACE != 2:
-            nlr = tl.load(nlr_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
-            lr1 = tl.where(at_end, nlr[:, None], lr1)
-        if TRACE == 0:  # Retrace clips at c̄; tree-backup and IS do not; Q(λ): c = λ
-            ratio1 = tl.exp(tl.minimum(lr1, log_c))
-        elif TRACE == 2:
-            ratio1 = tl.full([ROWS, CHUNK], 1.0, COMPUTE)
-        else:
-            ratio1 = tl.exp(lr1)
-    elif KIND != 0:
-        nv = _next_value(dense_nv, c2_ptr, row_ptr, offs, mask, rows, rmask, term, boot, last,
-                         missing, at_end, nxt_ptr, NV_MODE, HAS_V, COMPUTE, CONTINUES)  # fmt: skip
-        if KIND == 4:
-            lr = lt - lb
-            rho = tl.exp(tl.minimum(lr, log_rho))
-            ratio = tl.exp(tl.minimum(lr, log_c))
+    st = kinds.prepare(KIND, (st, cols, ptrs, at, term, boot, last, missing, log_rho, log_c,
+                              NV_MODE, HAS_V, HAS_TERM, HAS_TRUNC, FIRST_GIVEN, CONTINUES,
+                              TRACE, ROWS, CHUNK, COMPUTE))  # fmt: skip
 
     # Out-of-range steps are identities (1, 0); out-of-range rows resets (0, 0), so
     # they never hold a look-back open.
@@ -590,43 +450,14 @@ def _scan_kernel(
             oo3 = o3 + s * set_stride
             brow = rows * NSET + s
         # ---- this setting's (a, b), built on-chip ------------------------------------
-        if KIND == 0:
-            a = a_in
-            b = b_in
-        elif KIND == 6 or KIND == 7:
-            if KIND == 6:
-                decay = g * lm
-            else:
-                decay = 1.0
-            a = tl.where(first, 0.0, decay).to(COMPUTE)
-            b = b_in
-        elif KIND == 5:
-            b = r + g * ev - q
-            a = tl.where(cut, 0.0, g * lm * ratio1)
-        elif KIND == 1:  # GAE
-            b = r + g * nv - v
-            a = tl.where(cut, 0.0, g * lm).to(COMPUTE)
-        elif KIND == 2:  # TD_LAMBDA
-            b = r + tl.where(boot, g, g * (1.0 - lm)) * nv
-            a = tl.where(cut, 0.0, g * lm).to(COMPUTE)
-        elif KIND == 3:  # RETURNS
-            b = tl.where(boot, r + g * nv, r)
-            a = tl.where(cut, 0.0, g).to(COMPUTE)
-        else:  # VTRACE
-            b = rho * (r + g * nv - v)
-            a = tl.where(cut, 0.0, g * lm * ratio)
+        a, b = kinds.coefficients(KIND, (st, g, lm, cut, boot, COMPUTE))
 
         if CHECK and s == 0:
             # A fast screen for validation: every read input flows into b (a missing
             # bootstrap arrives as NaN), except the log-ratios, which are clipped.
             # Only masked-in (read) entries can be non-finite here.
             bad = _nonfinite(b)
-            if KIND == 4:
-                bad = bad | (lt != lt) | (lt == float("inf")) | _nonfinite(lb)
-            if KIND == 5:  # (the log-ratio at t+1 is used, and screened, only past no cut)
-                bad = bad | (((lt != lt) | (lt == float("inf")) | _nonfinite(lb)) & ~cut)
-            if KIND == 5 and HAS_OUT1:
-                bad = bad | _nonfinite(_ld(c5_ptr, offs, mask, COMPUTE))
+            bad = kinds.screen(KIND, (st, bad, cut, cols, at, HAS_OUT1, COMPUTE))
             # γ_t and λ_t must lie in [0, 1] (NaN fails both comparisons): checked here
             # rather than through b, which reads γ_t only where nv is read
             if HAS_DISC:
@@ -670,41 +501,9 @@ def _scan_kernel(
             y = B + A * carry[:, None]
 
         # ---- epilogue ------------------------------------------------------------------
-        out_ty = out0_ptr.dtype.element_ty
-        if KIND == 1:  # GAE: advantages, value_targets
-            _put(out0_ptr, y.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
-            _put(out1_ptr, (y + v).to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
-        elif KIND == 4:  # VTRACE: vs, pg_advantages
-            vs = v + y
-            _put(out0_ptr, vs.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
-            # vs_{t+1} is re-read below, written by a neighbour thread. A register shift
-            # (tl.gather) instead measured slower on the H200: 64% of copy bandwidth against
-            # 73% at 65536x1024 (bench/results/kernel-probe-h200-2026-12-03-b).
-            tl.debug_barrier()
-            tile_end = (offs_c == CHUNK - 1)[None, :]
-            inside = mask & ~cut
-            vedge = tile_end
-            if CONTINUES:  # past the chunk end: vs = the next chunk's first V + the carry y
-                vedge = tile_end | at_end
-            vs_next = tl.load(out0_ptr + oofs + stride_t, mask=inside & ~vedge, other=0.0)
-            vs_next = vs_next.to(COMPUTE)
-            v_next = _ld(c1_ptr, offs1, inside & tile_end & ~at_end, COMPUTE)
-            if CONTINUES:
-                nx = tl.load(nxt_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
-                v_next = tl.where(at_end, nx[:, None], v_next)
-            vs_next = tl.where(vedge, v_next + carry[:, None], vs_next)
-            target = tl.where(cut, nv, vs_next)
-            rhopg = tl.exp(tl.minimum(lr, log_pg))
-            pg = rhopg * (r + g * target - v)
-            _put(out1_ptr, pg.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
-        elif KIND == 5:  # RETRACE: targets (+ advantages against V^π)
-            tgt = q + y
-            _put(out0_ptr, tgt.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
-            if HAS_OUT1:
-                vpi = _ld(c5_ptr, offs, mask, COMPUTE)
-                _put(out1_ptr, (tgt - vpi).to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
-        else:
-            _put(out0_ptr, y.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
+        outs = (out0_ptr, out1_ptr, oofs, oo3, m3a, m3b)
+        kinds.epilogue(KIND, (st, y, carry, g, cut, cols, ptrs, at, outs, log_pg, HAS_OUT1,
+                              CONTINUES, ROWS, CHUNK, PER, COMPUTE))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------
@@ -1321,40 +1120,17 @@ def linear_scan(a: Tensor, b: Tensor, *, reverse: bool, init: Tensor | None = No
     return out["y"]
 
 
-# Which Problem column feeds which kernel slot, per estimator.
-_STEP = {"discount": "disc", "lam_per_step": "lamt"}  # per-step γ_t, λ_t (§1.7)
-_SLOTS = {
-    "gae": {
-        "rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2", **_STEP,
-    },
-    "td_lambda": {
-        "rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2", **_STEP,
-    },
-    "returns": {"rewards": "c0", "next_values": "c2", "bootstrap_values": "c2", **_STEP},
-    "vtrace": {
-        "rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2",
-        "logp_target": "c3", "logp_behavior": "c4", **_STEP,
-    },
-    "retrace": {
-        "rewards": "c0", "q_values": "c1", "next_expected_q": "c2",
-        "logp_target": "c3", "logp_behavior": "c4", "v_pi": "c5", **_STEP,
-    },
-    "traces": {"x": "c0"},
-    "prefix_sum": {"x": "c0"},
-}  # fmt: skip
-
-
 def fused(kind: str) -> bool:
     """Whether ``kind`` has a fused prologue here; any other estimator runs through
     :func:`linear_scan` with the ``(a, b)`` its module builds (``estimators._solve.solve``)."""
-    return kind in _SLOTS
+    return kind in kinds.SLOTS
 
 
 def reads_column(kind: str, name: str) -> bool:
     """Whether the fused prologue of ``kind`` reads the Problem column ``name`` (a per-step
     ``discount`` or ``lam_per_step`` included); a column it does not read sends the call
     to the generic path (``estimators._solve.solve``)."""
-    return name in _SLOTS.get(kind, ())
+    return name in kinds.SLOTS.get(kind, ())
 
 
 @dataclass(frozen=True)
@@ -1383,7 +1159,7 @@ def solve(
     False). A carry's fields must be complete (the caller checks: a chunk from another
     bootstrap form has no ``next_value``).
     """
-    slots = _SLOTS[p.kind]
+    slots = kinds.SLOTS[p.kind]
     cols = {slots[name]: x for name, x in p.cols.items() if name in slots}
     first_given = "is_first" in p.cols
     if first_given:

@@ -1,0 +1,60 @@
+"""GAE's prologue and epilogue in the scan kernel (docs/CONVENTIONS.md §3.1; the torch
+coefficients: ``estimators/gae.py``): c0 = r, c1 = V, c2 = the nv source.
+
+    b_t = r_t + γ nv_t - V_t,   a_t = 0 if cut_t else γλ;   outputs y, y + V
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from rltscan.scan._tile import _ld, _put
+from rltscan.scan.kinds._common import STEP_SLOTS, load_next, next_value
+
+SLOTS = {
+    "rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2", **STEP_SLOTS,
+}  # fmt: skip
+
+
+@triton.jit
+def load(cols, at, NV_MODE: tl.constexpr, HAS_V: tl.constexpr, TRACE: tl.constexpr,
+         ROWS: tl.constexpr, CHUNK: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
+    r, dense_nv = load_next(cols, at, NV_MODE, HAS_V, TRACE, ROWS, CHUNK, COMPUTE)
+    _, v_ptr, _, _, _, _ = cols
+    offs, _, mask, _, _, _, _, _, _ = at
+    v = _ld(v_ptr, offs, mask, COMPUTE)
+    return r, dense_nv, v
+
+
+@triton.jit
+def prepare(st, cols, ptrs, at, term, boot, last, missing, log_rho, log_c,
+            NV_MODE: tl.constexpr, HAS_V: tl.constexpr, HAS_TERM: tl.constexpr,
+            HAS_TRUNC: tl.constexpr, FIRST_GIVEN: tl.constexpr, CONTINUES: tl.constexpr,
+            TRACE: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
+            COMPUTE: tl.constexpr):  # fmt: skip
+    r, dense_nv, v = st
+    nv = next_value(dense_nv, cols, ptrs, at, term, boot, last, missing, NV_MODE, HAS_V,
+                    CONTINUES, COMPUTE)  # fmt: skip
+    return r, nv, v
+
+
+@triton.jit
+def coefficients(st, g, lm, cut, boot, COMPUTE: tl.constexpr):
+    r, nv, v = st
+    b = r + g * nv - v
+    a = tl.where(cut, 0.0, g * lm).to(COMPUTE)
+    return a, b
+
+
+@triton.jit
+def epilogue(st, y, carry, g, cut, cols, ptrs, at, outs, log_pg, HAS_OUT1: tl.constexpr,
+             CONTINUES: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
+             PER: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
+    """advantages, value_targets."""
+    _, _, v = st
+    out0_ptr, out1_ptr, oofs, oo3, m3a, m3b = outs
+    _, _, mask, _, _, _, _, _, _ = at
+    out_ty = out0_ptr.dtype.element_ty
+    _put(out0_ptr, y.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
+    _put(out1_ptr, (y + v).to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
