@@ -275,6 +275,45 @@ def _fused(
             ys[r], vsn[r] = y, vs_next
 
 
+def block_statistics(x: np.ndarray, buckets: np.ndarray) -> list[float]:
+    """``[count, mean, M2, min, max, nonfinite]`` of a 1-D float array (the finite
+    entries, float64; ``rltscan.stats.block_moments``'s row) in two passes over ``x``,
+    no temporaries; each finite entry's bucket (the top 16 bits of its float32 pattern,
+    ``rltscan.stats.buckets_of``) is counted into ``buckets`` (int64, 2^16) in the first.
+    The mean is a sequential float64 sum, so it may differ from torch's pairwise sum in
+    the last bits."""
+    if x.dtype != np.float32:
+        with np.errstate(over="ignore"):  # past float32's range: the ±inf bucket, as torch's
+            bits = x.astype(np.float32).view(np.uint32)
+    else:
+        bits = x.view(np.uint32)
+    return list(_statistics(x, bits, buckets))
+
+
+@numba.njit(**_JIT)
+def _statistics(x, bits, buckets):
+    n = 0
+    total = 0.0
+    lo, hi = math.inf, -math.inf
+    for i in range(x.size):
+        if not np.isfinite(x[i]):
+            continue
+        # int32 bits >> 16, plus 2^15 (stats._OFFSET), from the unsigned pattern
+        buckets[(bits[i] >> 16) ^ 0x8000] += 1
+        v = np.float64(x[i])
+        n += 1
+        total += v
+        lo = min(lo, v)
+        hi = max(hi, v)
+    mean = total / n if n else 0.0
+    m2 = 0.0
+    for i in range(x.size):
+        if np.isfinite(x[i]):
+            d = np.float64(x[i]) - mean
+            m2 += d * d
+    return float(n), mean, m2, lo, hi, float(x.size - n)
+
+
 @numba.njit(**_JIT)
 def _scan(r0, r1, time_major, a, b, y0, reverse, out):
     """``y_t = a_t * y_{t±1} + b_t`` over rows ``[r0, r1)`` (float64 carry)."""
