@@ -36,10 +36,12 @@ What was not reached, and the measured cause:
   and a two-pass chunked split reads and writes every step twice, which costs more
   than a second core gives on a memory-bound loop at 2 cores. Rows ([64, T/64]) are
   split over threads: 1.7-1.8x at 2 threads;
-- a streamed CLI run stays several times its I/O floor: in its compute stage the fused
-  scan takes ~3% of the time; the output statistics (``stats.OutputAccumulator``:
-  moments and buckets, ~10x the scan) and the input validation (``isfinite`` sums)
-  take the rest (cProfile of a 1e7-step HDF5 run). They are outside this module.
+- a streamed CLI run stays above 1.5x its I/O floor on HDF5 (bench/results/
+  cpu-stream-2core-2026-12-05/): the output statistics now run here
+  (:func:`block_statistics`, ~30x torch's passes), and what is left is the start-up
+  (torch and numba imports, numba's first kernel load: ~2 s of CPU before the first
+  window, against an HDF5 floor of ~1.5 s at 5e7 steps) and the reader's flag and
+  episode work.
 """
 
 from __future__ import annotations
