@@ -77,7 +77,7 @@ def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> Non
         x = p.cols[name]
         # The common case in one reduction, no temporaries: a finite sum means every
         # entry is finite (NaN/Inf propagate); an overflowing sum just falls through.
-        if bool(torch.isfinite(x.sum())):
+        if _finite_sum(x):
             continue
         if name == "logp_target":  # -inf is a legal log-probability (ratio 0)
             bad = torch.isnan(x) | (x == math.inf)
@@ -124,6 +124,17 @@ def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> Non
             index=idx,
             time_axis=frame.time_dim,
         )
+
+
+def _finite_sum(x: Tensor) -> bool:
+    """Whether the sum of ``x`` is finite. Host float32/float64 columns are summed by
+    numpy through their strides (one SIMD pass: 2 ms for a 4M-step window against
+    torch's 16 ms on the 2-core machine, where a streamed run checks 3-5 columns per
+    window); other tensors by torch."""
+    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
+        with np.errstate(over="ignore", invalid="ignore"):  # a non-finite sum is the answer
+            return bool(np.isfinite(np.add.reduce(x.detach().numpy(), axis=None)))
+    return bool(torch.isfinite(x.sum()))
 
 
 def _needs_nv(p: Problem) -> bool:

@@ -36,10 +36,12 @@ What was not reached, and the measured cause:
   and a two-pass chunked split reads and writes every step twice, which costs more
   than a second core gives on a memory-bound loop at 2 cores. Rows ([64, T/64]) are
   split over threads: 1.7-1.8x at 2 threads;
-- a streamed CLI run stays several times its I/O floor: in its compute stage the fused
-  scan takes ~3% of the time; the output statistics (``stats.OutputAccumulator``:
-  moments and buckets, ~10x the scan) and the input validation (``isfinite`` sums)
-  take the rest (cProfile of a 1e7-step HDF5 run). They are outside this module.
+- a streamed CLI run stays above 1.5x its I/O floor on HDF5 (bench/results/
+  cpu-stream-2core-2026-12-05/): the output statistics now run here
+  (:func:`block_statistics`, ~30x torch's passes), and what is left is the start-up
+  (torch and numba imports, numba's first kernel load: ~2 s of CPU before the first
+  window, against an HDF5 floor of ~1.5 s at 5e7 steps) and the reader's flag and
+  episode work.
 """
 
 from __future__ import annotations
@@ -273,6 +275,45 @@ def _fused(
                     out1[r, t] = min(ratio, pg_clip) * (x + gamma * target - v)
                     vs_next = vs
             ys[r], vsn[r] = y, vs_next
+
+
+def block_statistics(x: np.ndarray, buckets: np.ndarray) -> list[float]:
+    """``[count, mean, M2, min, max, nonfinite]`` of a 1-D float array (the finite
+    entries, float64; ``rltscan.stats.block_moments``'s row) in two passes over ``x``,
+    no temporaries; each finite entry's bucket (the top 16 bits of its float32 pattern,
+    ``rltscan.stats.buckets_of``) is counted into ``buckets`` (int64, 2^16) in the first.
+    The mean is a sequential float64 sum, so it may differ from torch's pairwise sum in
+    the last bits."""
+    if x.dtype != np.float32:
+        with np.errstate(over="ignore"):  # past float32's range: the ±inf bucket, as torch's
+            bits = x.astype(np.float32).view(np.uint32)
+    else:
+        bits = x.view(np.uint32)
+    return list(_statistics(x, bits, buckets))
+
+
+@numba.njit(**_JIT)
+def _statistics(x, bits, buckets):
+    n = 0
+    total = 0.0
+    lo, hi = math.inf, -math.inf
+    for i in range(x.size):
+        if not np.isfinite(x[i]):
+            continue
+        # int32 bits >> 16, plus 2^15 (stats._OFFSET), from the unsigned pattern
+        buckets[(bits[i] >> 16) ^ 0x8000] += 1
+        v = np.float64(x[i])
+        n += 1
+        total += v
+        lo = min(lo, v)
+        hi = max(hi, v)
+    mean = total / n if n else 0.0
+    m2 = 0.0
+    for i in range(x.size):
+        if np.isfinite(x[i]):
+            d = np.float64(x[i]) - mean
+            m2 += d * d
+    return float(n), mean, m2, lo, hi, float(x.size - n)
 
 
 @numba.njit(**_JIT)
