@@ -35,6 +35,7 @@ min, max and buckets are the same).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -244,13 +245,14 @@ class OutputAccumulator:
         """One block's outputs: torch tensors, or numpy arrays (a CPU run on numpy)."""
         import torch
 
-        fused = _cpu_statistics()
         for name, value in outputs.items():
             tensor = torch.from_numpy(np.asarray(value)) if isinstance(value, np.ndarray) else value
             x = tensor.detach().reshape(-1)
             if not x.numel():
                 continue
-            if fused is not None and not x.is_cuda:
+            # (asked only for host blocks: a GPU run never imports numba for this)
+            fused = None if x.is_cuda else _cpu_statistics()
+            if fused is not None:
                 self._add_fused(fused, name, x)
                 continue
             self._moments.setdefault(name, []).append(block_moments(x, select=x.is_cuda))
@@ -297,6 +299,7 @@ class OutputAccumulator:
         return from_parts([self.parts()])
 
 
+@functools.cache
 def _cpu_statistics() -> Any:
     """The numba statistics kernel (``cpu_fused.block_statistics``: ~30x torch's passes
     on the host), or None where numba cannot load (torch's passes then)."""
