@@ -92,3 +92,11 @@ def test_pinned_runs_unpinned_when_every_cpu_is_claimed(tmp_path: Path) -> None:
             assert cpus == [] and os.sched_getaffinity(0) == before
     finally:
         cores.release(everything)
+
+
+@linux
+def test_pinned_runs_unpinned_without_a_claim_directory(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a file where the directory should be
+    with cores.pinned(1.0, blocker / "claims") as cpus:
+        assert cpus == []

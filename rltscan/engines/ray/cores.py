@@ -21,9 +21,9 @@ and the claim is released.
 
 The claim is a lock file per CPU (``flock``) in ``<tmp>/rltscan-cpus-<uid>/``: tasks of
 every rltscan job of this user on the node take distinct CPUs, and a claim dies with its
-process. Where every CPU is claimed (a cluster that declares more CPUs than the node has)
-or the platform has no thread affinity, the task runs unpinned and its row says so
-(``cores: []``). Nothing here runs in the driver process: the engine calls it only in a
+process. Where every CPU is claimed (a cluster that declares more CPUs than the node has),
+the claim directory cannot be written or the platform has no thread affinity, the task
+runs unpinned and its row says so (``cores: []``). Nothing here runs in the driver process: the engine calls it only in a
 Ray worker. Outputs do not depend on it (every thread count gives the same bits: rows
 are independent chains, statistics fold per block).
 """
@@ -131,7 +131,10 @@ def pinned(cpus: float, directory: Path | None = None) -> Iterator[list[int]]:
 
     n = max(1, int(cpus))
     default = os.sched_getaffinity(0)
-    held = claim(n, default, directory or claim_dir()) if n < len(default) else []
+    try:
+        held = claim(n, default, directory or claim_dir()) if n < len(default) else []
+    except OSError:  # no claim directory (read-only or foreign temp dir): unpinned
+        held = []
     if not held:
         yield []
         return
