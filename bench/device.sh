@@ -12,8 +12,10 @@
 #   settings  K settings in one launch, per-step γ_t (kernel_probe phases settings,
 #             per-step): settings.json, settings.md
 #   e2e       file to file at 10^8 steps against the I/O floor (bench/e2e.py): e2e.json, .md
-#   ray       --engine ray scaling, CPU then GPU workers (bench/ray_scaling.py):
-#             ray/result.json, ray/result.md (ray from bench/.wheels if not installed)
+#   ray       --engine ray scaling, CPU then GPU workers (bench/ray_scaling.py): tasks held
+#             to their CPU (1-16 workers) and not (1, 8, 16), the disk's write rate per
+#             writer count (fsync each vs one batch): ray/result.json, ray/result.md
+#             (ray from bench/.wheels if not installed)
 #   all       every step above, in that order
 #
 # OUT/log.txt holds the machine record (GPU, driver, versions, date, the commit where the
@@ -103,7 +105,7 @@ for s in $steps; do
         python -m pip install -q --no-deps bench/.wheels/*.whl >>"$LOG" 2>&1
       fi
       step ray 560 python bench/ray_scaling.py --shards 64 --shard-steps 16000000 \
-        --workers 1,2,4,8,16 --gpu-workers 16 --scratch /tmp/rltscan-ray \
-        --deadline-s 480 --out "$OUT/ray" ;;
+        --workers 1,2,4,8,16 --unpinned-workers 1,8,16 --disk-probe 1,8,16 \
+        --gpu-workers 16 --scratch /tmp/rltscan-ray --deadline-s 480 --out "$OUT/ray" ;;
   esac
 done

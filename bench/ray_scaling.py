@@ -18,10 +18,18 @@ One call does the whole experiment, so that it fits one lease of the GPU machine
    ``--full`` run, else the largest CPU run), and where they differ, the output
    columns are compared numerically and the input columns for identity.
 
+``--unpinned-workers W,...`` runs those CPU rows again with the tasks free to use any
+core (``RayEngine.pin`` off: the engine before issue 25), and compares a whole-dataset
+run's files with the pinned run's. ``--disk-probe W,...`` measures the disk's write
+rate with ``W`` writers, each fsyncing its own file against unsynced files made durable
+in one batch (the shard path's staging commit).
+
 For every run: wall seconds, steps/s, efficiency against one worker (steps/s over
-``w`` times one worker's), and where the time goes: per pass (1 = aggregates,
-2 = outputs) the wall time, the tasks' summed seconds and process CPU seconds
-(so cores used per task), the mean number of tasks running at once, the time from
+``w`` times one worker's), the bytes written and their rate over pass 2 + commit, and
+where the time goes: per pass (1 = aggregates, 2 = outputs) the wall time, the tasks'
+summed seconds and process CPU seconds (so cores used per task, overall and the lowest
+and highest task's), how many tasks were held to their CPU and on how many distinct
+CPUs, the mean number of tasks running at once, the time from
 the pass's start to its first task and from its last task to its end (driver and
 Ray Data overhead), the driver's carry scan, the commit, and pass 2's read / scan
 / write busy times summed over shards. ``result.json`` (a ``rows`` list) and
@@ -125,6 +133,7 @@ def _pass_summary(p: dict) -> dict:
     starts = [r["t0"] for r in rows]
     ends = [r["t1"] for r in rows]
     task_s = [r["t1"] - r["t0"] for r in rows]
+    cores = [r["cpu"] / max(t, 1e-9) for r, t in zip(rows, task_s, strict=True)]
     inner = [json.loads(r["result"]).get("seconds", 0.0) for r in rows]
     steps = sum(json.loads(r["result"]).get("steps", 0) for r in rows)
     span = max(ends) - min(starts)
@@ -142,6 +151,7 @@ def _pass_summary(p: dict) -> dict:
                 round(r["t0"] - p["t0"], 3),
                 round(r["t1"] - p["t0"], 3),
                 round(r["cpu"], 3),
+                r.get("cores") or [],
             ]
             for r in sorted(rows, key=lambda r: r["t0"])
         ],
@@ -157,6 +167,11 @@ def _pass_summary(p: dict) -> dict:
         "task_inner_s_sum": sum(inner),
         "task_cpu_s_sum": sum(r["cpu"] for r in rows),
         "cores_per_task": sum(r["cpu"] for r in rows) / max(sum(task_s), 1e-9),
+        # each task's own core use (process CPU s over its wall s): the spread
+        "cores_per_task_min": min(cores),
+        "cores_per_task_max": max(cores),
+        "pinned_tasks": sum(1 for r in rows if r.get("cores")),
+        "cpus_used": len({c for r in rows for c in r.get("cores") or ()}),
         "mean_running": sum(task_s) / max(span, 1e-9),
         "peak_running": peak,
         "processes": len({r["pid"] for r in rows}),
@@ -176,7 +191,13 @@ def timed(data: Path, out: Path, **kw) -> dict:
     passes = [_pass_summary(p) for p in PASSES[before:]]
     for p in PASSES[before:]:
         p["rows"] = []  # keep memory flat
+    written = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    # what pass 2 wrote (staged without fsync) and the commit made durable (one batch)
+    writing = stages.get("pass 2 (outputs)", 0.0) + stages.get("commit", 0.0)
     return {
+        "pinned": ray_engine.RayEngine.pin,
+        "bytes_written": written,
+        "write_gb_per_s": written / max(writing, 1e-9) / 1e9,
         "seconds": wall,
         "steps": report.steps,
         "steps_per_s": report.steps / wall,
@@ -205,22 +226,52 @@ def _write_fsync(args: tuple[str, int]) -> float:
     return time.perf_counter() - t0
 
 
+def _write_staged(args: tuple[str, int]) -> float:
+    path, mb = args
+    block = np.random.default_rng(0).bytes(1 << 20)
+    t0 = time.perf_counter()
+    with open(path, "wb") as f:
+        for _ in range(mb):
+            f.write(block)
+    return time.perf_counter() - t0
+
+
 def disk_probe(directory: Path, writers: list[int], mb: int) -> list[dict]:
-    """Aggregate write bandwidth with fsync, ``w`` processes writing ``mb`` MiB each:
-    what the shard tasks' staged outputs (written and fsynced) are up against."""
+    """Aggregate write bandwidth, ``w`` processes writing ``mb`` MiB each, two ways:
+    ``fsync_each`` (every writer fsyncs its file: the shard tasks before issue 25) and
+    ``staged_batch`` (the writers do not fsync; then one batch,
+    :func:`rltscan.io.atomic.fsync_all`, makes every file durable: what the shard tasks
+    and the staging commit do now). Each ends with every byte on disk. The processes
+    start before the clock (a pool warmed with a no-op), so both time only the writes."""
+    from rltscan.io.atomic import fsync_all
+
     directory.mkdir(parents=True, exist_ok=True)
     out = []
     for w in writers:
-        paths = [(str(directory / f"probe-{i}"), mb) for i in range(w)]
-        t0 = time.perf_counter()
-        with mp.get_context("spawn").Pool(w) as pool:
-            pool.map(_write_fsync, paths)
-        wall = time.perf_counter() - t0
-        out.append(
-            {"writers": w, "mib_each": mb, "seconds": wall, "gb_per_s": w * mb * 2**20 / wall / 1e9}
-        )
-        for p, _ in paths:
-            os.unlink(p)
+        for mode, fn in (("fsync_each", _write_fsync), ("staged_batch", _write_staged)):
+            paths = [(str(directory / f"probe-{i}"), mb) for i in range(w)]
+            with mp.get_context("spawn").Pool(w) as pool:
+                pool.map(time.sleep, [0.0] * w)  # start the processes untimed
+                t0 = time.perf_counter()
+                pool.map(fn, paths)
+                if mode == "staged_batch":
+                    fsync_all([Path(p) for p, _ in paths])
+                wall = time.perf_counter() - t0
+            out.append(
+                {
+                    "mode": mode,
+                    "writers": w,
+                    "mib_each": mb,
+                    "seconds": wall,
+                    "gb_per_s": w * mb * 2**20 / wall / 1e9,
+                }
+            )
+            for p, _ in paths:
+                os.unlink(p)
+    for row in out:  # against one writer of the same mode
+        one = next((r for r in out if r["mode"] == row["mode"] and r["writers"] == 1), None)
+        if one is not None:
+            row["x_one_writer"] = row["gb_per_s"] / one["gb_per_s"]
     return out
 
 
@@ -379,20 +430,27 @@ def markdown(result: dict) -> str:
         f"min({cfg['shards']}, {cfg['shards_per_worker']} x workers) shards (the same "
         "number of waves of equal tasks per worker); `full` rows run over all of them. "
         "Efficiency = steps/s / (workers x steps/s of 1 worker). Pass columns: wall s / "
-        "tasks' mean s / cores per task (process CPU s over task s) / mean tasks running.",
+        "tasks' mean s / cores per task (process CPU s over task s; in brackets the "
+        "lowest and highest task's) / mean tasks running / tasks held to their CPU "
+        "(`unpinned` rows: none, the engine before issue 25). Written: the output "
+        "directory's GB over pass 2 + commit s (staged without fsync, one batched fsync "
+        "in the commit).",
         "",
         "| run | scheduler | device | workers | shards | steps | seconds | steps/s | efficiency | "
-        "pass 1 | driver carries s | pass 2 | commit s | pass 2 read / scan / write s (sum) "
-        "| to first task / after last task s (p1, p2) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "pass 1 | driver carries s | pass 2 | commit s | written GB, GB/s "
+        "| pass 2 read / scan / write s (sum) | to first task / after last task s (p1, p2) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def pas(p: dict | None) -> str:
         if not p:
             return "-"
+        spread = ""
+        if "cores_per_task_min" in p:
+            spread = f" [{p['cores_per_task_min']:.2f}-{p['cores_per_task_max']:.2f}]"
         return (
-            f"{p['wall_s']:.1f} / {p['task_s_mean']:.2f} / {p['cores_per_task']:.2f} / "
-            f"{p['mean_running']:.1f}"
+            f"{p['wall_s']:.1f} / {p['task_s_mean']:.2f} / {p['cores_per_task']:.2f}{spread} / "
+            f"{p['mean_running']:.1f} / {p.get('pinned_tasks', 0)} of {p['tasks']}"
         )
 
     def lat(r: dict) -> str:
@@ -409,12 +467,20 @@ def markdown(result: dict) -> str:
             f"{r['seconds']:.1f} | {r['steps_per_s'] / 1e6:.1f}M | {_f(r.get('efficiency'))} | "
             f"{pas(r.get('pass1'))} | {s.get('carries', 0):.4f} | {pas(r.get('pass2'))} | "
             f"{s.get('commit', 0):.3f} | "
+            f"{r.get('bytes_written', 0) / 1e9:.2f}, {_f(r.get('write_gb_per_s'))} | "
             f"{s.get('read (pass 2, sum over shards)', 0):.1f} / "
             f"{s.get('scan (pass 2, sum over shards)', 0):.1f} / "
             f"{s.get('write (pass 2, sum over shards)', 0):.1f} | {lat(r)} |"
         )
     if result.get("identity"):
         lines += ["", "GPU vs CPU outputs: `" + json.dumps(result["identity"]) + "`"]
+    if result.get("identity_pinned"):
+        lines += [
+            "",
+            "Unpinned vs pinned CPU outputs (whole dataset): `"
+            + json.dumps(result["identity_pinned"])
+            + "`",
+        ]
     if result.get("identity_local_gpu"):
         lines += [
             "",
@@ -425,8 +491,18 @@ def markdown(result: dict) -> str:
     if result.get("disk"):
         lines += [
             "",
-            "Disk, write + fsync (GB/s by writers): "
-            + ", ".join(f"{d['writers']}: {d['gb_per_s']:.2f}" for d in result["disk"]),
+            "Disk, every byte on disk at the end (`bench/ray_scaling.py` disk_probe): "
+            "writers, MiB each, GB/s and x one writer, each writer fsyncing its own file "
+            "(`fsync_each`, the shard tasks before) and unsynced files made durable in one "
+            "batch (`staged_batch`, the shard path now):",
+            "",
+            "| mode | writers | MiB each | seconds | GB/s | x one writer |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {d.get('mode', 'fsync_each')} | {d['writers']} | {d['mib_each']} | "
+            f"{d['seconds']:.2f} | {d['gb_per_s']:.3f} | {_f(d.get('x_one_writer'))} |"
+            for d in result["disk"]
         ]
     for wu in result.get("warm_up", []):
         lines += [
@@ -457,7 +533,10 @@ def save(result: dict, dest: Path | None) -> None:
             (
                 x
                 for x in result["rows"]
-                if x["workers"] == 1 and x["device"] == "cpu" and x["scheduler"] == r["scheduler"]
+                if x["workers"] == 1
+                and x["device"] == "cpu"
+                and x["scheduler"] == r["scheduler"]
+                and x.get("pinned", True) == r.get("pinned", True)
             ),
             one,
         )
@@ -496,6 +575,11 @@ def main() -> None:
         default="",
         help="worker counts to run again with plain Ray tasks instead of Ray Data",
     )
+    ap.add_argument(
+        "--unpinned-workers",
+        default="",
+        help="worker counts to run again with tasks not held to their CPU (RayEngine.pin off)",
+    )
     ap.add_argument("--scheduler", default="data", choices=["data", "tasks"])
     ap.add_argument("--disk-probe", default="", help="writer counts, e.g. 1,8,16")
     ap.add_argument(
@@ -515,6 +599,7 @@ def main() -> None:
     full = [int(w) for w in args.full.split(",") if w]
     gpu_workers = [int(w) for w in args.gpu_workers.split(",") if w]
     tasks_workers = [int(w) for w in args.tasks_workers.split(",") if w]
+    unpinned = [int(w) for w in args.unpinned_workers.split(",") if w]
     other = "tasks" if args.scheduler == "data" else "data"
     ray_engine.RayEngine.scheduler = args.scheduler
     dest = Path(args.out) if args.out else None
@@ -592,11 +677,17 @@ def main() -> None:
         ref = None  # the CPU run over the whole dataset, for the GPU comparison
         plan = [("cpu", w, min(args.shards, args.shards_per_worker * w)) for w in workers]
         plan += [("cpu full", w, args.shards) for w in full]
+        # the same runs with every task free to use any core (before issue 25's pinning)
+        plan += [
+            ("cpu unpinned", w, min(args.shards, args.shards_per_worker * w)) for w in unpinned
+        ]
         for run, w, count in plan:
             if late():
                 break
             src = data if count == args.shards else subset(data, scratch / f"sub{count}", count)
+            ray_engine.RayEngine.pin = run != "cpu unpinned"
             r = timed(src, out, engine="ray", workers=w, device="cpu")
+            ray_engine.RayEngine.pin = True
             row = {
                 "run": run,
                 "scheduler": args.scheduler,
@@ -607,7 +698,11 @@ def main() -> None:
             }
             result["rows"].append(row)
             print(run, w, json.dumps({k: v for k, v in r.items() if k != "stages"}), flush=True)
-            if count == args.shards:
+            if count == args.shards and run == "cpu unpinned" and ref is not None:
+                # pinning changes no bit: the same files as the pinned run's
+                row["identity_vs_pinned"] = compare(ref, out, args.gen_procs)
+                result["identity_pinned"] = row["identity_vs_pinned"]
+            elif count == args.shards:
                 shutil.rmtree(scratch / "out_cpu", ignore_errors=True)
                 out.rename(scratch / "out_cpu")
                 ref = scratch / "out_cpu"

@@ -23,9 +23,10 @@ The claim is a lock file per CPU (``flock``) in ``<tmp>/rltscan-cpus-<uid>/``: t
 every rltscan job of this user on the node take distinct CPUs, and a claim dies with its
 process. Where every CPU is claimed (a cluster that declares more CPUs than the node has),
 the claim directory cannot be written or the platform has no thread affinity, the task
-runs unpinned and its row says so (``cores: []``). Nothing here runs in the driver process: the engine calls it only in a
-Ray worker. Outputs do not depend on it (every thread count gives the same bits: rows
-are independent chains, statistics fold per block).
+runs unpinned and its row says so (``cores: []``). Nothing here runs in the driver
+process: the engine calls it only in a Ray worker. Outputs do not depend on it (every
+thread count gives the same bits: rows are independent chains, statistics fold per
+block).
 """
 
 from __future__ import annotations
