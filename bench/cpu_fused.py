@@ -3,6 +3,7 @@
 
     python bench/cpu_fused.py --out DIR [--steps 1e6,1e7,1e8] [--threads 1,2]
         [--stream-steps 1e7,5e7] [--repeat N] [--workdir DIR] [--budget-s 190]
+        [--before-tree CHECKOUT] [--skip-torch]
 
 Run it pinned to the cores to measure (``taskset -c 0,1`` for the 2-core figures).
 
@@ -22,7 +23,9 @@ Run it pinned to the cores to measure (``taskset -c 0,1`` for the 2-core figures
    before timing (page cache warm); the CLI's cpu kernels are compiled by untimed runs on a
    small file of each format first (numba's cache, as a second run of a user's finds it).
    With ``--repeat N`` the cases run in N interleaved rounds and each keeps its fastest
-   (a shared machine's load is uneven); the ratio is best against best.
+   (a shared machine's load is uneven); the ratio is best against best. With
+   ``--before-tree`` the CLI cases also run from that checkout (``before-cpu-*``) in
+   the same rounds, so before and after meet the same load.
 
 Writes DIR/result.json (rows as they come, rewritten after each) and DIR/table.md.
 """
@@ -151,25 +154,39 @@ def _cmd_floor(kind: str, fmt: str, path: Path, out: Path) -> list[str]:
     return [*cmd, "--chunk", str(WINDOW)]
 
 
-def stream_rows(lengths: list[int], workdir: Path, deadline: float, repeat: int = 1) -> list[dict]:
+def stream_rows(
+    lengths: list[int],
+    workdir: Path,
+    deadline: float,
+    repeat: int = 1,
+    before: Path | None = None,
+    torch_case: bool = True,
+) -> list[dict]:
     rows: list[dict] = []
     runs = Path(tempfile.mkdtemp(prefix="runs-", dir=workdir))
     longest = max(lengths)
+    trees = [REPO] if before is None else [REPO, before]
     # untimed: the CLI's first cpu run of each format compiles (or loads) its kernels
     for fmt, path in e2e.generate(workdir, 100_000, 0, 1 << 20).items():
         target = runs / ("warm" + e2e.SUFFIX[fmt])
-        shutil.copyfile(path, target)
-        e2e.spawn(_cmd_rltscan(target, "cpu", None), runs, 120.0)
-        e2e.spawn(_cmd_rltscan(path, "cpu", runs / ("new" + e2e.SUFFIX[fmt])), runs, 120.0)
+        for tree in trees:
+            shutil.copyfile(path, target)
+            e2e.spawn(_cmd_rltscan(target, "cpu", None), runs, 120.0, tree)
+            new = runs / ("new" + e2e.SUFFIX[fmt])
+            e2e.spawn(_cmd_rltscan(path, "cpu", new), runs, 120.0, tree)
+            new.unlink(missing_ok=True)
     for steps in sorted(lengths, reverse=True):
         t0 = time.perf_counter()
         paths = e2e.generate(workdir, steps, 0, 1 << 20)
         gen_s = time.perf_counter() - t0
         # the floors and the torch backend at the longest length; the shorter ones are
         # for the peak RSS of the same runs
+        # before-*: the same CLI cases from the --before-tree checkout, in the same rounds
         cases = ["cpu-inplace", "cpu-new"]
+        if before is not None:
+            cases += ["before-cpu-inplace", "before-cpu-new"]
         if steps == longest:
-            cases += ["io-floor-inplace", "io-floor", "torch-inplace"]
+            cases += ["io-floor-inplace", "io-floor"] + (["torch-inplace"] if torch_case else [])
         # rounds interleave the cases (a shared machine's load hits them alike); the
         # torch backend, a reference only, runs in the first round
         rounds = [
@@ -192,11 +209,12 @@ def stream_rows(lengths: list[int], workdir: Path, deadline: float, repeat: int 
                 if case.startswith("io-floor"):
                     cmd = _cmd_floor(case, fmt, path, target)
                 else:
-                    backend = case.split("-")[0]
+                    backend = case.removeprefix("before-").split("-")[0]
                     cmd = _cmd_rltscan(
                         target if inplace else path, backend, None if inplace else target
                     )
-                res = e2e.spawn(cmd, d, max(deadline - time.monotonic(), 5.0))
+                tree = before if case.startswith("before-") and before is not None else REPO
+                res = e2e.spawn(cmd, d, max(deadline - time.monotonic(), 5.0), tree)
                 row.update(
                     rc=res["rc"],
                     wall_s=res["wall_s"],
@@ -323,6 +341,13 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=1, help="rounds of the stream cases (best kept)")
     p.add_argument("--skip-kernel", action="store_true")
     p.add_argument("--skip-stream", action="store_true")
+    p.add_argument(
+        "--before-tree",
+        type=Path,
+        default=None,
+        help="a checkout whose CLI runs the before-* cases in the same rounds",
+    )
+    p.add_argument("--skip-torch", action="store_true", help="no torch-backend reference case")
     args = p.parse_args()
     start = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -343,7 +368,12 @@ def main() -> int:
         save()
     if not args.skip_stream:
         result["rows"] += stream_rows(
-            ints(args.stream_steps), workdir, start + args.budget_s, args.repeat
+            ints(args.stream_steps),
+            workdir,
+            start + args.budget_s,
+            args.repeat,
+            args.before_tree,
+            not args.skip_torch,
         )
     result["seconds"] = time.monotonic() - start
     save()

@@ -409,10 +409,11 @@ print(json.dumps({"rc": rc, "wall_s": wall, "maxrss_kib": ru.ru_maxrss}))
 """
 
 
-def spawn(cmd: list[str], workdir: Path, timeout_s: float) -> dict:
-    """Run ``cmd`` in a fresh process: wall seconds from fork to reap, its own peak RSS."""
+def spawn(cmd: list[str], workdir: Path, timeout_s: float, tree: Path = REPO) -> dict:
+    """Run ``cmd`` in a fresh process: wall seconds from fork to reap, its own peak RSS.
+    ``tree``: the rltscan checkout it imports (first on the path, and its cwd)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
     out_path, err_path = workdir / "stdout.txt", workdir / "stderr.txt"
     launcher = [sys.executable, "-S", "-c", LAUNCHER, json.dumps(cmd), str(out_path), str(err_path)]
     proc = subprocess.Popen(
@@ -420,7 +421,7 @@ def spawn(cmd: list[str], workdir: Path, timeout_s: float) -> dict:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
-        cwd=REPO,
+        cwd=tree,
         start_new_session=True,  # its own process group: the launcher and the case
         text=True,
     )

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from rltscan import stats
-from rltscan.devices import PlannedDevice, planned_device, resolve_device
+from rltscan.devices import PlannedDevice, planned_device, resolve_device, run_device
 from rltscan.errors import AmbiguousInputError, ParameterError, RltscanError
 from rltscan.io import open_input
 from rltscan.io import writeback as wb
@@ -165,7 +165,7 @@ def execute(
             f"{opts.input} is one file; --engine ray, --workers, --ray-address and --order-by "
             "take a directory or glob of Parquet shards (or a Minari Parquet dataset)"
         )
-    dev = planned_device(opts.device) if opts.dry_run else resolve_device(opts.device)
+    dev = planned_device(opts.device) if opts.dry_run else run_device(opts.device)
     clock = Clock(dev, progress)
     reading = opts.reading
     with clock.stage("detect"):

@@ -823,8 +823,35 @@ def _warnings_as_notes(notes: list[str]) -> Iterator[None]:
 def _estimate(command: str, input: str, **kw: Any) -> None:
     json_out, debug, quiet = kw.pop("json_out"), kw.pop("debug"), kw.pop("quiet")
     plot = kw.pop("plot", None)
+    loading = None
     if not kw["dry_run"]:
-        interrupts.preload(gpu=kw["device"] != "cpu")
+        from rltscan import preload
+        from rltscan.engines.stream.windows import fix_mmap_threshold
+
+        fix_mmap_threshold()  # this process's own allocator setting, not a library caller's
+        # torch (triton, numba) load on a thread while the file is opened and planned
+        loading = preload.Loading.start(
+            device=kw["device"], backend=kw["backend"], on_done=modules_loaded
+        )
+    try:
+        _estimate_in(command, input, loading, json_out, quiet, debug, plot, kw)
+    finally:
+        # the thread is not left inside a native library's initialisation at exit (a
+        # Ctrl-C leaves at once: main() ends the process without the interpreter's exit)
+        if loading is not None and not interrupts.seen():
+            loading.join()
+
+
+def _estimate_in(
+    command: str,
+    input: str,
+    loading: Any,
+    json_out: bool,
+    quiet: bool,
+    debug: bool,
+    plot: str | None,
+    kw: dict[str, Any],
+) -> None:
     with handled(json_out=json_out, quiet=quiet, debug=debug):
         reading = reading_arguments(kw)
         from rltscan.io.formats import TO
@@ -855,11 +882,18 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
         from rltscan import api
         from rltscan.report import progress_bar, render_run
 
-        modules_loaded()
+        if loading is None:  # (a computing run's thread says when torch has loaded)
+            modules_loaded()
         console = None if json_out or quiet else _stderr_console()
         notes: list[str] = []
         with progress_bar(console) as bar, _warnings_as_notes(notes):
-            report = api.run(command, input, params=params, progress=bar, **reading, **kw)
+            try:
+                report = api.run(command, input, params=params, progress=bar, **reading, **kw)
+            except ImportError:  # torch: the one line the loading thread met first
+                reason = None if loading is None else loading.reason()
+                if reason is None:
+                    raise
+                raise reason from None
         report.notes += [n for n in notes if n not in report.notes]
         if json_out:
             typer.echo(json.dumps(report.to_dict(), indent=2))
@@ -986,8 +1020,11 @@ def bench_command(
     ),
 ) -> None:
     """Time the backends against baselines and the memory floor on this machine."""
-    with contextlib.suppress(ImportError):  # (a missing torch is reported below)
-        interrupts.preload(gpu=True)
+    from rltscan import preload
+
+    # in full before anything else (Ctrl-C meanwhile ends the process at once); a
+    # missing torch is reported below
+    preload.Loading.start(device="auto", backend="auto").join()
     with handled():
         if plot is not None:
             from rltscan import pictures
@@ -1037,7 +1074,7 @@ def main() -> None:
     gc.disable()  # until the command's modules are loaded (modules_loaded)
 
     # until a command's handled() block: Ctrl-C/SIGTERM exit at once with one line;
-    # an estimator command loads torch (and triton) first (see interrupts.preload)
+    # an estimator command loads torch (triton, numba) on a thread (rltscan.preload)
     interrupts.install_startup()
     try:
         app()

@@ -42,6 +42,17 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def run_device(device: str) -> Any:
+    """The device a computing run uses. The CPU is named without importing torch where
+    torch's build record and the driver settle it (:func:`planned_device`'s answer), so
+    a CPU run opens and plans its file before torch is needed (the CLI loads torch
+    meanwhile on a thread, :mod:`rltscan.preload`); a GPU is torch's device."""
+    _check_device(device)
+    if device == "cpu" or (device == "auto" and _cuda_available_without_torch() is False):
+        return PlannedDevice("cpu")
+    return resolve_device(device)
+
+
 class PlannedDevice(NamedTuple):
     """The device a dry run reports, named without importing torch (``str`` as torch's)."""
 

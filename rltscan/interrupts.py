@@ -3,12 +3,13 @@
 ``python -m rltscan`` and the ``rltscan`` script install :func:`_startup` before
 the heavy imports (torch): a signal then ends the process at once with the
 one-line message and exit 130 (nothing has been read or written yet). The CLI's
-command switches to :func:`_running` once its native libraries are loaded (they
-cannot take an exception raised inside their initialisation), which raises ``KeyboardInterrupt`` as
-Python does and also records the signal, so that a Ctrl-C swallowed by a library
-(a bare ``except:``) still stops the commit (:func:`rltscan.io.atomic.atomic_path`
-checks :func:`seen` right before the rename). Importing rltscan as a library
-changes no signal handler.
+command switches to :func:`_running` when its work begins (its native libraries,
+which cannot take an exception raised inside their initialisation, load on a thread
+of their own, :mod:`rltscan.preload`, and signals reach the main thread only), which
+raises ``KeyboardInterrupt`` as Python does and also records the signal, so that a
+Ctrl-C swallowed by a library (a bare ``except:``) still stops the commit
+(:func:`rltscan.io.atomic.atomic_path` checks :func:`seen` right before the rename).
+Importing rltscan as a library changes no signal handler.
 """
 
 from __future__ import annotations
@@ -60,17 +61,6 @@ def install_startup() -> None:
     aborts the process, inside a Cython module's init it leaves it half-imported)."""
     for sig in _SIGNALS:
         signal.signal(sig, _startup)
-
-
-def preload(*, gpu: bool) -> None:
-    """Load the native libraries a computing run needs while :func:`install_startup`'s
-    handler is in force: torch, and triton when the run may use the GPU."""
-    import torch
-
-    if gpu and torch.cuda.is_available():
-        from rltscan.scan import triton_missing
-
-        triton_missing()  # imports triton (an install without it is told at resolve time)
 
 
 def install_running() -> None:

@@ -4,6 +4,9 @@ tests/test_gpu.py."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -93,3 +96,26 @@ def test_op_refuses_a_carry_with_one_line():
     res = rltscan.gae(r, v, terminated=term, last_value=v[:, -1])
     with pytest.raises(rltscan.ParameterError, match="carry is not supported"):
         ops.gae(r, v, terminated=term, carry=res.carry)
+
+
+# rltscan.ops is imported by the first traced call (its module imports torch._dynamo,
+# ~1 s, which an eager run never needs): a public function compiles from a fresh process
+FRESH = """
+import sys, torch, rltscan
+assert "rltscan.ops" not in sys.modules and "torch._dynamo" not in sys.modules
+g = torch.Generator().manual_seed(0)
+r, v = torch.randn(4, 37, generator=g), torch.randn(4, 37, generator=g)
+term = torch.rand(4, 37, generator=g) < 0.1
+f = lambda r, v, t: rltscan.gae(r, v, terminated=t, last_value=v[:, -1], gamma=0.97).advantages
+out = torch.compile(f, fullgraph=True, backend="aot_eager")(r, v, term)
+torch.testing.assert_close(out, f(r, v, term))
+print("ops loaded:", "rltscan.ops" in sys.modules)
+"""
+
+
+def test_a_public_function_compiles_before_rltscan_ops_is_imported():
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("ops loaded: True")

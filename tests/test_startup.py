@@ -149,7 +149,8 @@ def test_a_run_still_computes(tmp_path: Path) -> None:
     """The estimator command loads torch when it computes, and writes its outputs."""
     path = copy_sample(FLAT, tmp_path)
     out = tmp_path / "out.h5"
-    code, stdout, imported = run_cli("gae", str(path), "-o", str(out), "--json", "-q", heavy=ALL)
+    heavy = (*ALL, "torch._dynamo")
+    code, stdout, imported = run_cli("gae", str(path), "-o", str(out), "--json", "-q", heavy=heavy)
     assert code == 0
     report = json.loads(stdout)
     assert report["written"] and [o["name"] for o in report["outputs"]] == [
@@ -157,7 +158,8 @@ def test_a_run_still_computes(tmp_path: Path) -> None:
         "value_targets",
     ]
     assert "torch" in imported
-    assert not {"pydantic", "pyarrow", "rich"} & set(imported)
+    # torch.compile's machinery (~1 s of imports) loads only where it compiles
+    assert not {"pydantic", "pyarrow", "rich", "torch._dynamo"} & set(imported)
     if report["device"] == "cpu" and report["backend"] == "torch":  # a CPU run needs no triton
         assert "triton" not in imported
     assert out.exists()

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from rltscan import ops
 from rltscan.dones import shift_starts
 from rltscan.errors import DataError, ParameterError
 from rltscan.estimators import DECLARATIONS, declared_module
@@ -621,4 +620,6 @@ def as_op(d: Declaration, args: dict[str, Any]) -> Result:
     function does while ``torch.compile`` traces it, so the graph does not break at the
     front end's host checks (they run inside the op). Tensors only, no carry, one
     setting; the result has no ``.carry``."""
+    from rltscan import ops  # imported here: its module imports torch._dynamo (~1 s)
+
     return RESULTS[d.name](**ops.call(d, args))

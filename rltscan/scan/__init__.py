@@ -81,6 +81,21 @@ def numba_missing(*, load: bool = True) -> str | None:
     return _cpu_import_failure() if load else None
 
 
+def load_cpu_target() -> None:
+    """numba and its CPU target loaded, where numba can load: the target's registries
+    (~0.6-0.9 s of CPU on the 2-core machine, numba's ``scipy.linalg`` probe among them)
+    load with the first kernel compiled or read from numba's cache, so a caller that
+    loads them ahead (the CLI's :mod:`rltscan.preload` thread) takes them off the first
+    window's path. Under numba's compiler lock, as its own first compile would."""
+    if numba_missing() is not None:
+        return
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import cpu_target
+
+    with global_compiler_lock:
+        cpu_target.target_context.refresh()
+
+
 @functools.cache
 def _cpu_import_failure() -> str | None:
     try:

@@ -90,8 +90,6 @@ def run_streamed(
         episodes.add_prepared(start, prepared, opts.reading.columns)
         return prepared
 
-    compute = windows.BlockCall(spec.function, plan.call, opts.prefix)
-
     if dev.type == "cuda":
         import torch
 
@@ -109,6 +107,9 @@ def run_streamed(
     try:  # from the sink's start to its commit, any exception (Ctrl-C too) drops its temp files
         with clock.stage("open"):
             sink = _sink(source, plan, full_shape, probe)
+        # the estimator's function imports torch: after the sink has started the HDF5
+        # safety copy, which runs meanwhile (the CLI loads torch on a thread)
+        compute = windows.BlockCall(spec.function, plan.call, opts.prefix)
         if progress is not None:
             progress("stream", True)
             if advance is not None:

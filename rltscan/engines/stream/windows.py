@@ -168,22 +168,33 @@ def release_heap() -> None:
     the windows' arrays are freed by three threads, each with its own malloc arena, and
     without it the arenas keep their high-water mark, so peak RSS crept up with the
     number of windows (a no-op where the C library has no ``malloc_trim``)."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+def fix_mmap_threshold() -> None:
+    """Window-sized arrays always in their own mappings, returned to the system when
+    freed: glibc's threshold otherwise rises after the first free (up to 32 MiB) and
+    later windows land in the per-thread arenas, which only grow. A setting of the whole
+    process that cannot be undone (glibc has no way back to its moving threshold), so
+    only the CLI's own process makes it (``rltscan.cli``), before its run: a library
+    caller's process (a training loop calling ``rltscan.run``) keeps its allocator as
+    it was."""
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
 
 
 @functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
+def _libc() -> Any:
+    """glibc, or None where the C library has no ``malloc_trim``/``mallopt``."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        # window-sized arrays always in their own mappings, returned to the system when
-        # freed: glibc's threshold otherwise rises after the first free (up to 32 MiB) and
-        # later windows land in the per-thread arenas, which only grow
-        libc.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
-        return libc.malloc_trim
+        libc.malloc_trim, libc.mallopt  # noqa: B018 - both present, or None
     except (OSError, AttributeError):
         return None
+    return libc
 
 
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
@@ -211,7 +222,6 @@ def run_windows(
     """
     totals = Totals()
     windows = plan.windows()
-    _malloc_trim()  # sets the mmap threshold before the first window is read
     inbox: queue.Queue = queue.Queue(maxsize=depth)
     outbox: queue.Queue = queue.Queue(maxsize=depth)
     stop_flag = threading.Event()
