@@ -2,7 +2,7 @@
 never changes a bit of the result, and the result equals the CPU run's to float
 rounding, for flat / time-major / batch-major HDF5 and Parquet (the batch-major
 layout assembles the outputs along axis 1 of the pinned buffer). Runs on the GPU
-machine only (``pytest -m gpu tests/test_stream_gpu.py``).
+machine only (``pytest -m gpu tests/gpu/test_stream_gpu.py``).
 """
 
 from __future__ import annotations
