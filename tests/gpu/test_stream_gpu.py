@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from rltscan import api
+from tests.engines.test_stream import CASES, columns, read_outputs, write_file
 from tests.shard_helpers import OUTPUTS, PARAMS
-from tests.test_stream import CASES, columns, read_outputs, write_file
 
 pytestmark = [
     pytest.mark.gpu,
