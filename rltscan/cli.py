@@ -459,7 +459,7 @@ def api_defaults(command: str) -> dict[str, Any]:
     """Option (Python name) → the value the API uses when the option is not given.
 
     Read from the estimator's declaration (parameters, ``missing_bootstrap``; they are
-    its function's defaults, tests/test_declarations.py) and :mod:`rltscan.defaults`
+    its function's defaults, tests/unit/test_declarations.py) and :mod:`rltscan.defaults`
     (``api.run``'s and the streaming engine's, tests/cli/test_startup.py): the one source of
     the defaults shown in each command's help (a test checks them against real runs).
     Neither needs numpy, so every ``--help`` starts fast.
