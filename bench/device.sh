@@ -4,7 +4,8 @@
 #
 #   bash bench/device.sh STEP[,STEP...] OUT        (from the repository's root)
 #
-#   suite     the GPU tests at real sizes (tests/test_gpu.py, tests/test_lookback.py)
+#   suite     the GPU tests at real sizes (tests/gpu/), and the generic kernel path and the
+#             public functions on CUDA (tests/unit/: test_generic_kernel, test_public_functions)
 #   table     the README's performance table (bench/table.py): result.json, table.md
 #   latency   a repeated call's host path beside rl-triton (bench/latency.py): latency.json, .md
 #   kernel    the kernel probe at 2^26 flat steps, tiles and shapes (bench/kernel_probe.py
@@ -80,8 +81,7 @@ for s in $steps; do
   case $s in
     suite)
       step suite 330 python -m pytest -q -p no:cacheprovider -n 8 -m "gpu or not gpu" \
-        tests/test_gpu.py tests/test_lookback.py tests/test_generic_kernel.py \
-        tests/test_stream_gpu.py tests/test_public_functions.py ;;
+        tests/gpu tests/unit/test_generic_kernel.py tests/unit/test_public_functions.py ;;
     table)
       if [ -n "$QUICK" ]; then
         step table 340 python -m bench.table "$OUT" --quick --baseline eager

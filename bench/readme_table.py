@@ -7,7 +7,7 @@
 Each table sits in README.md between two markers, the first naming the command and the
 file it came from; the first two forms rewrite the block (the table, its caption naming
 the host, date, versions and the file) from the file given, ``--check`` exits 1 when a
-block differs from what its named file gives (``tests/test_bench_table.py`` does the
+block differs from what its named file gives (``tests/repo/test_bench_table.py`` does the
 same), so a figure in the README always comes from a file in the repository.
 
 ``performance``: a ``bench/table.py`` result (``bench.table.render``). ``latency``: a

@@ -8,7 +8,7 @@ coefficient module over ONE first-order linear-recurrence scan
 Importing this package is cheap: the errors and ``__version__`` load with it; the
 estimators, ``linear_scan``, ``run`` and ``inspect`` load (with torch) on first
 use, so the CLI's ``--help``, ``--version``, ``inspect`` and dry runs never import
-torch or triton (tests/test_startup.py).
+torch or triton (tests/cli/test_startup.py).
 """
 
 from __future__ import annotations

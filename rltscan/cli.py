@@ -6,7 +6,7 @@ become ``error: <message>`` on stderr and an exit code (README.md, "Exit codes")
 The estimator commands, their options and ``--help`` are built from the estimators'
 declarations (:data:`rltscan.estimators.DECLARATIONS`), which import no torch: ``--help``,
 ``--version``, ``inspect`` and ``--dry-run`` start without torch or triton
-(tests/test_startup.py); a run loads them when it computes.
+(tests/cli/test_startup.py); a run loads them when it computes.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def coerce_plain(annotation: Any, parser: Callable[[Any], Any] | None, value: An
     """The value typer would give an option of this annotation, for the plain cases only
     (``str``, ``int``, ``float``, a list of ``str``, each maybe ``Optional``; a ``parser``'s
     result); ``_UNSET`` for anything else (bad or unusual values), which then takes typer's
-    own path and its error message. Same values as typer's coercion (tests/test_startup.py)."""
+    own path and its error message. Same values as typer's coercion (tests/cli/test_startup.py)."""
     if value is None:
         return value
     if parser is not None:
@@ -459,8 +459,8 @@ def api_defaults(command: str) -> dict[str, Any]:
     """Option (Python name) → the value the API uses when the option is not given.
 
     Read from the estimator's declaration (parameters, ``missing_bootstrap``; they are
-    its function's defaults, tests/test_declarations.py) and :mod:`rltscan.defaults`
-    (``api.run``'s and the streaming engine's, tests/test_startup.py): the one source of
+    its function's defaults, tests/unit/test_declarations.py) and :mod:`rltscan.defaults`
+    (``api.run``'s and the streaming engine's, tests/cli/test_startup.py): the one source of
     the defaults shown in each command's help (a test checks them against real runs).
     Neither needs numpy, so every ``--help`` starts fast.
     """

@@ -2,7 +2,7 @@
 
 ``rltscan.run`` (its signature), :class:`~rltscan.options.RunOptions`, the streaming
 engine and the CLI's help all use these values; the CLI reads them here so that
-``rltscan CMD --help`` starts without numpy (tests/test_startup.py checks that the
+``rltscan CMD --help`` starts without numpy (tests/cli/test_startup.py checks that the
 signatures agree with this table).
 """
 

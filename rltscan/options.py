@@ -109,7 +109,7 @@ class RunOptions:
 
     def call_options(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """``(keyword arguments for every estimator call, the parameters as used)``: the
-        declared defaults filled in (tests/test_declarations.py ties them to the
+        declared defaults filled in (tests/unit/test_declarations.py ties them to the
         functions' own defaults)."""
         spec = self.declaration
         call: dict[str, Any] = dict(self.params)

@@ -218,7 +218,7 @@ def from_parts(parts: Iterable[Mapping[str, Mapping[str, Any]]]) -> dict[str, Ou
     """The statistics of outputs computed in pieces (one file's walk, a dataset's shards)
     from each piece's :meth:`OutputAccumulator.parts`, given in scan order: the blocks'
     moments are folded in that one order, so a file run whole, in windows or in shards
-    on the same block grid gives the same bits (tests/test_one_executor.py)."""
+    on the same block grid gives the same bits (tests/engines/test_one_executor.py)."""
     blocks: dict[str, list[Moments]] = {}
     histograms: dict[str, Histogram] = {}
     for part in parts:

@@ -10,5 +10,5 @@
 May import: :mod:`rltscan.plan`, :mod:`rltscan.options`, :mod:`rltscan.stats`,
 :mod:`rltscan.report`, :mod:`rltscan.io`, :mod:`rltscan.estimators` and the helpers
 beside them (errors, devices, defaults). Never :mod:`rltscan.api` or :mod:`rltscan.cli`
-(tests/test_architecture.py keeps the direction). Importing this package loads nothing.
+(tests/repo/test_architecture.py keeps the direction). Importing this package loads nothing.
 """

@@ -87,7 +87,7 @@ class Result(_MappingMixin):
 
 
 # One class per estimator: its declared outputs, in order (an optional output is None
-# when its input was not given). tests/test_public_functions.py checks them against
+# when its input was not given). tests/unit/test_public_functions.py checks them against
 # the declarations.
 _RESULT = {"frozen": True, "repr": False, "eq": False}
 

@@ -10,7 +10,7 @@ with torch and runs :func:`linear_scan` here, the plain recurrence.
 
 Precision: the recurrence and the coefficients are accumulated in float64 whatever
 the input dtype and rounded once to the output dtype, so float32 results agree with
-the torch backend to float32 rounding (tests/test_cpu_fused.py compares both with the
+the torch backend to float32 rounding (tests/unit/test_cpu_fused.py compares both with the
 float64 oracles of tests/oracles.py).
 
 Layout: ``[R, T]`` views are read through their strides (no copy). A row-major view

@@ -10,7 +10,7 @@ Adding a format: a folder ``rltscan/io/formats/<name>/`` whose ``__init__`` defi
 row (a class implementing :class:`Format`, the common defaults from
 :class:`~rltscan.io.formats.protocol.Row`) as ``FORMAT``, and that row in
 :data:`~rltscan.io.formats.registry.FORMATS`. Nothing else names it:
-``tests/test_formats_registry.py`` checks the protocol and that no module outside this
+``tests/formats/test_formats_registry.py`` checks the protocol and that no module outside this
 package compares format names.
 """
 

@@ -15,7 +15,7 @@ import pytest
 from bench import readme_table, table
 from rltscan import bench
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_device_script_runs_the_table_on_the_cpu(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ valid file (the mutant reads cleanly through h5py or pyarrow, but differently: a
 link, a moved data address) is judged as that file and may give other numbers.
 
 The default run (300 byte cases and 60 header flips, ~40 s) is sized for CI on two slow
-cores; ``-m slow`` runs more. Run ``python tests/test_fuzz.py N [SEED] [--header]`` to fuzz N
+cores; ``-m slow`` runs more. Run ``python tests/safety/test_fuzz.py N [SEED] [--header]`` to fuzz N
 cases by hand and list failures.
 """
 
@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_data"
 sys.path.insert(0, str(ROOT))
 
@@ -517,7 +517,7 @@ def test_header_flips_more(tmp_path: Path, request: pytest.FixtureRequest) -> No
     _check(header_cases(1200, 1), tmp_path)
 
 
-if __name__ == "__main__":  # python tests/test_fuzz.py N [SEED]: fuzz by hand
+if __name__ == "__main__":  # python tests/safety/test_fuzz.py N [SEED]: fuzz by hand
     import tempfile
 
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 200

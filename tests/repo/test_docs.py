@@ -1,5 +1,5 @@
 """The README stays true: every command is documented, every section cited exists (its
-measured tables come from result files: tests/test_bench_table.py)."""
+measured tables come from result files: tests/repo/test_bench_table.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typer.main import get_command
 
 from rltscan.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 
 

@@ -75,7 +75,7 @@ def test_ray_equals_local_for_several_settings_and_normalize(tmp_path: Path) -> 
 
 
 def test_ray_minari_skips_pass_1_and_matches_local(tmp_path: Path) -> None:
-    from tests.test_shards import _minari_parquet
+    from tests.engines.test_shards import _minari_parquet
 
     a = _minari_parquet(tmp_path / "a")
     b = _minari_parquet(tmp_path / "b")

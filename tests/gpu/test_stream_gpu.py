@@ -2,7 +2,7 @@
 never changes a bit of the result, and the result equals the CPU run's to float
 rounding, for flat / time-major / batch-major HDF5 and Parquet (the batch-major
 layout assembles the outputs along axis 1 of the pinned buffer). Runs on the GPU
-machine only (``pytest -m gpu tests/test_stream_gpu.py``).
+machine only (``pytest -m gpu tests/gpu/test_stream_gpu.py``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from rltscan import api
+from tests.engines.test_stream import CASES, columns, read_outputs, write_file
 from tests.shard_helpers import OUTPUTS, PARAMS
-from tests.test_stream import CASES, columns, read_outputs, write_file
 
 pytestmark = [
     pytest.mark.gpu,

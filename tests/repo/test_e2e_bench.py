@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CASES = ("io-floor", "io-floor-inplace", "rltscan-cpu", "rltscan-cpu-inplace", "naive")
 
 

@@ -22,7 +22,7 @@ CPU = ["--device", "cpu", "--backend", "torch"]
 
 
 # the Parquet sample's stream cuts are eps_id changes with no flag: the user says what
-# they are (without it the run stops with exit 2, tests/test_resolver.py)
+# they are (without it the run stops with exit 2, tests/unit/test_resolver.py)
 ENDS = ("--ends-are", "truncated")
 SAYS = {PARQUET: ENDS}
 

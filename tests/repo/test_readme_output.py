@@ -8,7 +8,7 @@ from the run); only the timing table's numbers (seconds, rates, memory) are norm
 The same run must leave nothing that ``git status`` shows.
 
 After a change of the report, regenerate both blocks from a fresh run with
-``python -m tests.test_readme_output`` (from the repository root).
+``python -m tests.repo.test_readme_output`` (from the repository root).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 WIDTH = "88"
 INSTALL = "python -m pip install "

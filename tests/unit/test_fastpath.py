@@ -1,6 +1,6 @@
 """The call path of issue 12 on the CPU: stop-gradient on every backend, the deferred
 validation board (through the interpreter), prepared calls refusing what they cannot
-bind. The bound launch itself needs CUDA: tests/test_gpu.py."""
+bind. The bound launch itself needs CUDA: tests/gpu/test_gpu.py."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def test_oracle_is_importable():
 # ---------------------------------------------------------------------------
 # The bound launch itself, built from a call on the interpreter (CPU): the key, the
 # slots, its Firing. On CUDA the same Bound fires through the compiled
-# kernel's launcher (tests/test_gpu.py).
+# kernel's launcher (tests/gpu/test_gpu.py).
 
 
 def _bind_on_cpu(kind, inp, monkeypatch):

@@ -27,7 +27,7 @@ import pytest
 from tests.io_helpers import FLAT, copy_sample
 
 BLOCK = "import sys; sys.modules['triton'] = None  # as if triton were not installed\n"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # auto on the CPU: the fused numba kernels where numba is installed (the cpu extra)
 CPU_AUTO = "cpu" if importlib.util.find_spec("numba") is not None else "torch"
 

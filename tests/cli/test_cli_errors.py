@@ -15,7 +15,7 @@ from rltscan import api, cli
 from tests.io_helpers import FLAT
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def invoke(*args: str | Path):

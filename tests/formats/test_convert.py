@@ -17,7 +17,7 @@ import pytest
 from rltscan import api
 from rltscan.errors import DataError, ParameterError, RltscanError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FLAT = ROOT / "sample_data" / "cartpole_flat.h5"
 BUFFER = ROOT / "sample_data" / "cartpole_buffer.h5"
 PARQUET = ROOT / "sample_data" / "cartpole.parquet"

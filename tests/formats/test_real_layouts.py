@@ -55,7 +55,7 @@ from tests.producers import (
     read_output,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GAMMA, LAM = 0.9, 0.8
 ESTIMATORS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "gae": (["--gamma", str(GAMMA), "--lam", str(LAM)], ("advantages", "value_targets")),

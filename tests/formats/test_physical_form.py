@@ -139,7 +139,7 @@ def key_values(path: Path) -> dict[bytes, bytes]:
 
 def without_features(kv: dict[bytes, bytes]) -> dict[bytes, object]:
     """The key-value metadata with HF datasets' feature list cut back to the input
-    columns: the write-back declares its new columns there (tests/test_hf_features.py),
+    columns: the write-back declares its new columns there (tests/formats/test_hf_features.py),
     every other entry must stay byte for byte."""
     out: dict[bytes, object] = dict(kv)
     if b"huggingface" in kv:

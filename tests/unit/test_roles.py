@@ -24,7 +24,7 @@ from rltscan.estimators import DECLARATIONS
 from rltscan.roles import KINDS, ROLES, of_argument, of_kind, with_option
 from tests import oracles
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONVENTIONS = (ROOT / "docs" / "CONVENTIONS.md").read_text()
 README = (ROOT / "README.md").read_text()
 

@@ -1,7 +1,7 @@
 """A bound call's carry (the launch a repeated call of one shape takes on the GPU builds
 its carry on demand from the outputs it already has, ``_driver._carry_later``): the
 same carry as the whole path's, for every fused estimator. The bound launch itself
-runs on CUDA only (tests/test_gpu.py); the carry it hands back is built on the host
+runs on CUDA only (tests/gpu/test_gpu.py); the carry it hands back is built on the host
 path and is checked here on the CPU."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The estimators as custom ops (rltscan.ops) inside torch.compile(fullgraph=True), on the
 CPU (the op runs the torch backend); the CUDA side (inductor, graph capture) is in
-tests/test_gpu.py."""
+tests/gpu/test_gpu.py."""
 
 from __future__ import annotations
 

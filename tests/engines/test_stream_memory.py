@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 1 << 17  # steps per window and per estimator call
 LENGTHS = (1_000_000, 4_000_000)  # 8 and 31 windows
 TOLERANCE = 0.10

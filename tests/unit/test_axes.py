@@ -14,7 +14,7 @@ from rltscan import api
 from rltscan.errors import AmbiguousInputError
 from rltscan.io import open_input
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIX = "pass --layout time-major ([T, B]) or --layout batch-major ([B, T])"
 
 
