@@ -18,9 +18,7 @@ One call does the whole experiment, so that it fits one lease of the GPU machine
    ``--full`` run, else the largest CPU run), and where they differ, the output
    columns are compared numerically and the input columns for identity.
 
-``--unpinned-workers W,...`` runs those CPU rows again with the tasks free to use any
-core (``RayEngine.pin`` off: the engine before issue 25), and compares a whole-dataset
-run's files with the pinned run's. ``--disk-probe W,...`` measures the disk's write
+``--disk-probe W,...`` measures the disk's write
 rate with ``W`` writers, each fsyncing its own file against unsynced files made durable
 in one batch (the shard path's staging commit).
 
@@ -28,8 +26,7 @@ For every run: wall seconds, steps/s, efficiency against one worker (steps/s ove
 ``w`` times one worker's), the bytes written and their rate over pass 2 + commit, and
 where the time goes: per pass (1 = aggregates, 2 = outputs) the wall time, the tasks'
 summed seconds and process CPU seconds (so cores used per task, overall and the lowest
-and highest task's), how many tasks were held to their CPU and on how many distinct
-CPUs, the mean number of tasks running at once, the time from
+and highest task's), the mean number of tasks running at once, the time from
 the pass's start to its first task and from its last task to its end (driver and
 Ray Data overhead), the driver's carry scan, the commit, and pass 2's read / scan
 / write busy times summed over shards. ``result.json`` (a ``rows`` list) and
@@ -151,7 +148,6 @@ def _pass_summary(p: dict) -> dict:
                 round(r["t0"] - p["t0"], 3),
                 round(r["t1"] - p["t0"], 3),
                 round(r["cpu"], 3),
-                r.get("cores") or [],
             ]
             for r in sorted(rows, key=lambda r: r["t0"])
         ],
@@ -170,8 +166,6 @@ def _pass_summary(p: dict) -> dict:
         # each task's own core use (process CPU s over its wall s): the spread
         "cores_per_task_min": min(cores),
         "cores_per_task_max": max(cores),
-        "pinned_tasks": sum(1 for r in rows if r.get("cores")),
-        "cpus_used": len({c for r in rows for c in r.get("cores") or ()}),
         "mean_running": sum(task_s) / max(span, 1e-9),
         "peak_running": peak,
         "processes": len({r["pid"] for r in rows}),
@@ -195,7 +189,6 @@ def timed(data: Path, out: Path, **kw) -> dict:
     # what pass 2 wrote (staged without fsync) and the commit made durable (one batch)
     writing = stages.get("pass 2 (outputs)", 0.0) + stages.get("commit", 0.0)
     return {
-        "pinned": ray_engine.RayEngine.pin,
         "bytes_written": written,
         "write_gb_per_s": written / max(writing, 1e-9) / 1e9,
         "seconds": wall,
@@ -431,8 +424,7 @@ def markdown(result: dict) -> str:
         "number of waves of equal tasks per worker); `full` rows run over all of them. "
         "Efficiency = steps/s / (workers x steps/s of 1 worker). Pass columns: wall s / "
         "tasks' mean s / cores per task (process CPU s over task s; in brackets the "
-        "lowest and highest task's) / mean tasks running / tasks held to their CPU "
-        "(`unpinned` rows: none, the engine before issue 25). Written: the output "
+        "lowest and highest task's) / mean tasks running. Written: the output "
         "directory's GB over pass 2 + commit s (staged without fsync, one batched fsync "
         "in the commit).",
         "",
@@ -450,7 +442,7 @@ def markdown(result: dict) -> str:
             spread = f" [{p['cores_per_task_min']:.2f}-{p['cores_per_task_max']:.2f}]"
         return (
             f"{p['wall_s']:.1f} / {p['task_s_mean']:.2f} / {p['cores_per_task']:.2f}{spread} / "
-            f"{p['mean_running']:.1f} / {p.get('pinned_tasks', 0)} of {p['tasks']}"
+            f"{p['mean_running']:.1f}"
         )
 
     def lat(r: dict) -> str:
@@ -474,13 +466,6 @@ def markdown(result: dict) -> str:
         )
     if result.get("identity"):
         lines += ["", "GPU vs CPU outputs: `" + json.dumps(result["identity"]) + "`"]
-    if result.get("identity_pinned"):
-        lines += [
-            "",
-            "Unpinned vs pinned CPU outputs (whole dataset): `"
-            + json.dumps(result["identity_pinned"])
-            + "`",
-        ]
     if result.get("identity_local_gpu"):
         lines += [
             "",
@@ -533,10 +518,7 @@ def save(result: dict, dest: Path | None) -> None:
             (
                 x
                 for x in result["rows"]
-                if x["workers"] == 1
-                and x["device"] == "cpu"
-                and x["scheduler"] == r["scheduler"]
-                and x.get("pinned", True) == r.get("pinned", True)
+                if x["workers"] == 1 and x["device"] == "cpu" and x["scheduler"] == r["scheduler"]
             ),
             one,
         )
@@ -575,11 +557,6 @@ def main() -> None:
         default="",
         help="worker counts to run again with plain Ray tasks instead of Ray Data",
     )
-    ap.add_argument(
-        "--unpinned-workers",
-        default="",
-        help="worker counts to run again with tasks not held to their CPU (RayEngine.pin off)",
-    )
     ap.add_argument("--scheduler", default="data", choices=["data", "tasks"])
     ap.add_argument("--disk-probe", default="", help="writer counts, e.g. 1,8,16")
     ap.add_argument(
@@ -599,7 +576,6 @@ def main() -> None:
     full = [int(w) for w in args.full.split(",") if w]
     gpu_workers = [int(w) for w in args.gpu_workers.split(",") if w]
     tasks_workers = [int(w) for w in args.tasks_workers.split(",") if w]
-    unpinned = [int(w) for w in args.unpinned_workers.split(",") if w]
     other = "tasks" if args.scheduler == "data" else "data"
     ray_engine.RayEngine.scheduler = args.scheduler
     dest = Path(args.out) if args.out else None
@@ -677,17 +653,11 @@ def main() -> None:
         ref = None  # the CPU run over the whole dataset, for the GPU comparison
         plan = [("cpu", w, min(args.shards, args.shards_per_worker * w)) for w in workers]
         plan += [("cpu full", w, args.shards) for w in full]
-        # the same runs with every task free to use any core (before issue 25's pinning)
-        plan += [
-            ("cpu unpinned", w, min(args.shards, args.shards_per_worker * w)) for w in unpinned
-        ]
         for run, w, count in plan:
             if late():
                 break
             src = data if count == args.shards else subset(data, scratch / f"sub{count}", count)
-            ray_engine.RayEngine.pin = run != "cpu unpinned"
             r = timed(src, out, engine="ray", workers=w, device="cpu")
-            ray_engine.RayEngine.pin = True
             row = {
                 "run": run,
                 "scheduler": args.scheduler,
@@ -698,11 +668,7 @@ def main() -> None:
             }
             result["rows"].append(row)
             print(run, w, json.dumps({k: v for k, v in r.items() if k != "stages"}), flush=True)
-            if count == args.shards and run == "cpu unpinned" and ref is not None:
-                # pinning changes no bit: the same files as the pinned run's
-                row["identity_vs_pinned"] = compare(ref, out, args.gen_procs)
-                result["identity_pinned"] = row["identity_vs_pinned"]
-            elif count == args.shards:
+            if count == args.shards:
                 shutil.rmtree(scratch / "out_cpu", ignore_errors=True)
                 out.rename(scratch / "out_cpu")
                 ref = scratch / "out_cpu"

@@ -54,20 +54,6 @@ def _pa() -> tuple[Any, Any]:
     return pa, pq
 
 
-@contextmanager
-def cpu_threads(n: int) -> Iterator[None]:
-    """Arrow's CPU pool (decoding, ``use_threads``) at ``n`` threads for the block, then
-    back at its size before (a Ray shard task held to ``n`` CPUs:
-    :mod:`rltscan.engines.ray.cores`)."""
-    pa, _ = _pa()
-    before = pa.cpu_count()
-    pa.set_cpu_count(n)
-    try:
-        yield
-    finally:
-        pa.set_cpu_count(before)
-
-
 def _column_info(name: str, arrow_type: Any, rows: int) -> ColumnInfo:
     """Shape ``(rows, d1, ...)`` for (nested) fixed-size list columns, as HDF5 would hold it."""
     pa, _ = _pa()

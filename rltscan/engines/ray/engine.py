@@ -14,17 +14,13 @@ scan, so one task per GPU would leave the GPU idle and the node's cores unused).
 and see the dataset (and its staging directory) at the same path, e.g. on a shared
 filesystem.
 
-Each task runs held to the CPUs it asked for (:func:`rltscan.engines.ray.cores.pinned`:
-its worker process's threads on CPUs of its own, its pools sized to them), never in
-the driver's process. Each result row also carries the task's wall-clock start and
-end, its process CPU seconds, the CPUs it was held to (``cores``) and the worker's
-pid (``RayEngine.last_rows`` keeps the last pass's rows), which is what
-``bench/ray_scaling.py`` reads to place the time of a pass and a task's core use.
+Each result row also carries the task's wall-clock start and end, its process CPU
+seconds and the worker's pid (``RayEngine.last_rows`` keeps the last pass's rows),
+which is what ``bench/ray_scaling.py`` reads to place the time of a pass.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import inspect
 import json
@@ -36,26 +32,17 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from rltscan.engines.ray import cores
 from rltscan.errors import BackendUnavailableError
 
 INSTALL = "pip install 'rltscan[ray]'"
 
 
-def _task(
-    row: dict[str, Any], job: Any, task: Callable[..., dict[str, Any]], pin: bool, driver: int
-) -> dict[str, Any]:
+def _task(row: dict[str, Any], job: Any, task: Callable[..., dict[str, Any]]) -> dict[str, Any]:
     t0, cpu0 = time.time(), time.process_time()
-    held = contextlib.nullcontext([])
-    if pin and os.getpid() != driver:  # never the driver's process (nothing to restore there)
-        import ray
-
-        held = cores.pinned(ray.get_runtime_context().get_assigned_resources().get("CPU", 1))
-    with held as cpus:
-        out = task(job, json.loads(row["item"]))
+    out = task(job, json.loads(row["item"]))
     # one task at a time per worker process, so the process's CPU time is the task's
     out["t0"], out["t1"] = t0, time.time()
-    out["cpu"], out["pid"], out["cores"] = time.process_time() - cpu0, os.getpid(), cpus
+    out["cpu"], out["pid"] = time.process_time() - cpu0, os.getpid()
     return out
 
 
@@ -80,9 +67,6 @@ class RayEngine:
     # "data": one Ray Data pipeline per pass; "tasks": plain Ray tasks, at most
     # ``workers`` in flight (bench/ray_scaling.py measures both)
     scheduler = "data"
-    # every task held to the CPUs it asked for (rltscan.engines.ray.cores); False only
-    # for bench/ray_scaling.py's unpinned rows, the measured alternative
-    pin = True
 
     def __init__(
         self,
@@ -159,8 +143,7 @@ class RayEngine:
             ds = ray.data.from_items(rows, override_num_blocks=blocks)
         else:  # Ray < 2.10
             ds = ray.data.from_items(rows, parallelism=blocks)
-        fn_kwargs = {"job": job, "task": self.task, "pin": self.pin, "driver": os.getpid()}
-        kwargs: dict[str, Any] = {"fn_kwargs": fn_kwargs, "num_cpus": 1}
+        kwargs: dict[str, Any] = {"fn_kwargs": {"job": job, "task": self.task}, "num_cpus": 1}
         if self.num_gpus:
             # Ray retires a GPU task's worker process after one call unless told
             # otherwise: every shard would pay a new process, torch import and CUDA
@@ -202,7 +185,7 @@ class RayEngine:
                 if len(pending) >= cap:
                     done, pending = ray.wait(pending, num_returns=1)
                     out.extend(self._arrived(ray.get(done), on_done))
-                pending.append(remote.remote(row, ref, self.task, self.pin, os.getpid()))
+                pending.append(remote.remote(row, ref, self.task))
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
                 out.extend(self._arrived(ray.get(done), on_done))
