@@ -134,31 +134,3 @@ def test_cli_engine_ray(tmp_path: Path) -> None:
     again = runner.invoke(cli.app, ["returns", str(root), "--engine", "ray", "--device", "cpu"])
     assert again.exit_code == 5
     assert again.stderr.startswith('error: part-5.parquet already has column "returns"')
-
-
-def test_ray_tasks_are_held_to_their_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each task asked for one CPU and ran on one of its own (issue 25): tasks that ran
-    at the same time held different CPUs (unless every CPU was claimed: ``[]``), and
-    the outputs are the local engine's bytes (the pinned pools change no bit)."""
-    from rltscan.engines.ray import engine
-
-    rows: list[dict] = []
-    original = engine.RayEngine.map
-
-    def recorded(self, job, items, on_done=None):
-        out = original(self, job, items, on_done)
-        rows.extend(out)
-        return out
-
-    monkeypatch.setattr(engine.RayEngine, "map", recorded)
-    local, remote = shards(tmp_path, "local"), shards(tmp_path, "ray")
-    options = dict(device="cpu", chunk_steps=16, block_steps=8, **kwargs("gae"))
-    rltscan.run("gae", str(local), engine="local", **options)
-    rltscan.run("gae", str(remote), engine="ray", workers=2, **options)
-    assert snapshot(remote) == snapshot(local)
-    assert rows and all(len(r["cores"]) <= 1 for r in rows)
-    for a in rows:
-        for b in rows:
-            overlap = a is not b and a["t0"] < b["t1"] and b["t0"] < a["t1"]
-            if overlap and a["cores"] and b["cores"]:
-                assert a["cores"] != b["cores"]
