@@ -45,6 +45,8 @@ def _ts():  # triton loads with the first GPU call, not with this module
 
 _BACKENDS = ("auto", "triton")
 _SCALARS = (float, int, str)
+_NUMBERS = (float, int)
+_LISTS = (list, tuple)
 _IN, _OUT, _FIXED = 0, 1, 2
 # per estimator: a training loop has a handful of shapes; a sweep must not grow it
 MAX_BOUND = 8
@@ -72,7 +74,8 @@ def key_function(d: Declaration) -> CallKey:
 
 class CallKey:
     """``key(args)``: per array ``(dtype, shape, strides, device index)`` or None, then
-    the controls and the scalars as given; None when the call cannot be bound.
+    the controls and the scalars as given (a list of numbers, several settings, as a
+    tuple); None when the call cannot be bound.
 
     Called on every public-function call before anything else (the bound look-up), so
     it is a plain loop with no allocation beyond the key itself."""
@@ -95,11 +98,13 @@ class CallKey:
                 add((x.dtype, x.shape, x.stride(), x.get_device()))
             else:
                 return None
-        scalars = self._scalars_of(a)
-        for s in scalars:
-            if s is not None and type(s) not in _SCALARS:
+        for s in self._scalars_of(a):
+            if s is None or type(s) in _SCALARS:
+                add(s)
+            elif type(s) in _LISTS and all(type(x) in _NUMBERS for x in s):
+                add(tuple(s))  # several settings; a copy, as the caller may mutate a list
+            else:
                 return None
-        key += scalars
         return tuple(key)
 
 
@@ -115,8 +120,10 @@ class Bound:
         device: torch.device,
         deferred: bool,
         per_step: tuple[str, ...] = (),
+        settings: tuple[dict[str, float], ...] | None = None,
     ) -> None:
         self.declaration = d
+        self.settings = settings  # several (γ, λ) in this one launch: outputs [K, ...]
         self.launch = launch
         self.device = device
         self.deferred = deferred
@@ -262,9 +269,11 @@ def build(
     outputs: dict[str, Tensor],
     device: torch.device,
     deferred: bool,
+    settings: tuple[dict[str, float], ...] | None = None,
 ) -> Bound | None:
     """A :class:`Bound` for this call, when each kernel argument is one of the caller's
-    tensors as given, an output, or a fixed buffer (the error word); else None."""
+    tensors as given, an output, or a fixed buffer (the error word; the (γ, λ) table of
+    ``settings``, which the key's scalars decide); else None."""
     by_ptr: dict[int, str] = {}
     for n in d.inputs:
         x = args.get(n)
@@ -281,6 +290,8 @@ def build(
         p = t.data_ptr()
         if i == _ts().ERR_SLOT and fired.launch.check:
             slots.append((_FIXED, t))
+        elif i == _ts().SETTINGS_SLOT and settings is not None:
+            slots.append((_FIXED, t))
         elif p in out_ptr:
             slots.append((_OUT, out_ptr[p]))
         elif p in by_ptr and _same_view(t, args[by_ptr[p]]):
@@ -289,7 +300,7 @@ def build(
             return None  # a copy or conversion: the front end must run every time
     meta = [(k, tuple(o.shape), tuple(o.stride()), o.dtype) for k, o in out_list]
     per_step = tuple(n for n in PER_STEP_PARAMETERS if args.get(n) is not None)
-    return Bound(d, fired.launch, slots, meta, device, deferred, per_step)
+    return Bound(d, fired.launch, slots, meta, device, deferred, per_step, settings)
 
 
 def _same_view(kernel_arg: Tensor, user: Tensor) -> bool:

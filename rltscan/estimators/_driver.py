@@ -227,13 +227,14 @@ def _run(
         bound.note_check(fired[0].check_id, kind, frame.step_shape, device, per_step)
     if settings is not None:
         result = {k: _stacked_output(frame, v) for k, v in out.items()}
-        result["_carry_fn"] = functools.partial(_settings_carry_out, p, out)
-        return result
-    result = {k: frame.output(v) for k, v in out.items()}
+        carry_fn = functools.partial(_settings_carry_out, p, out)
+    else:
+        result = {k: frame.output(v) for k, v in out.items()}
+        carry_fn = functools.partial(_carry_out, p, out)
     stays = device.type == "cuda" and user_device == device and not as_numpy
     if fired and bind is not None and stays:
         bind(fired[0], result, device, defer)
-    result["_carry_fn"] = functools.partial(_carry_out, p, out)
+    result["_carry_fn"] = carry_fn
     return result
 
 
@@ -477,7 +478,7 @@ def _finish(
         last_value=args.get("last_value"),
         init=args.get("init"),
         features=d.features,
-        bind=None if key is None else functools.partial(_bind, d, args, key),
+        bind=None if key is None else functools.partial(_bind, d, args, key, settings),
         outputs=outputs,
         settings=settings,
         ends=args.get("_ends"),
@@ -490,8 +491,17 @@ def _finish(
     return result
 
 
-def _bind(d: Declaration, args: dict[str, Any], key: tuple, fired: Any, result, device, deferred):
-    b = bound.build(d, args, fired, result, device, deferred)
+def _bind(
+    d: Declaration,
+    args: dict[str, Any],
+    key: tuple,
+    settings: tuple[dict[str, float], ...] | None,
+    fired: Any,
+    result: dict[str, Any],
+    device: torch.device,
+    deferred: bool,
+) -> None:
+    b = bound.build(d, args, fired, result, device, deferred, settings)
     if b is not None:
         bound.remember(key, b)
 
@@ -499,6 +509,10 @@ def _bind(d: Declaration, args: dict[str, Any], key: tuple, fired: Any, result, 
 def bound_call(d: Declaration, b: bound.Bound, args: dict[str, Any]) -> Result:
     """A call through its :class:`bound.Bound`: one launch; the carry on demand."""
     out = b.run(args)
+    if b.settings is not None:  # several settings: the carry is the whole call's again
+        lists = {n: tuple(args[n]) for n in SWEEPABLE if type(args.get(n)) is list}
+        carry_fn = functools.partial(_settings_carry_later, d, {**args, **lists})
+        return RESULTS[d.name](**out, _carry_fn=carry_fn, settings=b.settings)
     return RESULTS[d.name](**out, _carry_fn=functools.partial(_carry_later, d, args, out))
 
 
@@ -506,6 +520,12 @@ def _carry_later(d: Declaration, args: dict[str, Any], outputs: dict[str, Any]) 
     """A bound call's carry: the front end runs now (not on every call) and builds it
     from the outputs."""
     return _finish(d, _begin(d, dict(args)), outputs=outputs).carry
+
+
+def _settings_carry_later(d: Declaration, args: dict[str, Any]) -> SettingsCarry:
+    """A bound settings call's carry: the call runs again unbound (the same launch, so
+    the same numbers) and hands on its carries; asked for only where chunks follow."""
+    return front_end(d, dict(args), None).carry
 
 
 # ---------------------------------------------------------------------------
@@ -548,9 +568,10 @@ def sweeps(d: Declaration, args: dict[str, Any]) -> bool:
     )
 
 
-def _finish_settings(d: Declaration, args: dict[str, Any]) -> Result:
+def _finish_settings(d: Declaration, args: dict[str, Any], key: tuple | None = None) -> Result:
     """Every (γ, λ) combination from one copy of the inputs on the compute device; the
-    outputs stacked on a new leading axis (``Result.settings`` says which is which)."""
+    outputs stacked on a new leading axis (``Result.settings`` says which is which).
+    ``key``: a one-launch call may be bound for later calls of its shape and settings."""
     settings = settings_of(d, args)
     carry = args["carry"]
     if settings is None or (
@@ -566,7 +587,7 @@ def _finish_settings(d: Declaration, args: dict[str, Any]) -> Result:
     as_numpy, args = _on_compute_device(d, args)
     if _one_launch(d, args):
         first = {**args, **settings[0], "carry": None if carry is None else carry.joined()}
-        res = _finish(d, first, settings=settings)
+        res = _finish(d, first, key, settings=settings)
         outputs = {o: getattr(res, o) for o in d.outputs if getattr(res, o) is not None}
         if as_numpy:
             outputs = {o: v.cpu().numpy() for o, v in outputs.items()}
@@ -607,7 +628,7 @@ def front_end(d: Declaration, args: dict[str, Any], key: tuple | None) -> Result
     read and checked, then solved (``key``: the call may be bound for later calls of
     its shape). ``args`` are the public function's arguments (its ``locals()``)."""
     if any(n in d.params for n in SWEEPABLE) and sweeps(d, args):  # gamma=[...]
-        return _finish_settings(d, _begin(d, args))
+        return _finish_settings(d, _begin(d, args), key)
     args = _begin(d, args)
     if d.contraction_warning:
         gamma, lam, c_clip = (float(args[n]) for n in ("gamma", "lam", "c_clip"))

@@ -769,7 +769,8 @@ def read_error(word: Tensor | None) -> bool:
 
 # Kernel argument positions: the 19 tensors, then the runtime integers and floats.
 _WS_SLOT = 14  # the look-back words
-ERR_SLOT = 15  # the error word (a bound call keeps it fixed); 16: the settings' (γ, λ) table
+ERR_SLOT = 15  # the error word (a bound call keeps it fixed)
+SETTINGS_SLOT = 16  # the settings' (γ, λ) table (fixed too: the call's key decides it)
 _STEP_SLOTS = ("disc", "lamt")  # slots 17, 18: per-step γ_t and λ_t (HAS_DISC, HAS_LAMT)
 _IN_SLOTS = ("c0", "c1", "c2", "c3", "c4", "c5", "term", "trunc")
 _CARRY_ROWS = ("next_value", "next_log_ratio", "prev_done")

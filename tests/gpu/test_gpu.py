@@ -308,17 +308,49 @@ def test_settings_in_one_launch_match_float64(kind, shape, layout, dtype, monkey
     }
     inputs = bench.to_layout(inputs, layout == "time-major")
     f = getattr(rltscan, SETTINGS_FN[kind])
-    before = {k: list(v) for k, v in _bound._BOUND.items()}
+    _bound.forget()
     res = f(**inputs, **_sweep(kind), validate=False)
-    f(**inputs, **_sweep(kind))  # a second call of the shape: never bound
-    assert {k: list(v) for k, v in _bound._BOUND.items()} == before
-    assert nsets == [3, 3], "every setting in one launch"
+    again = f(**inputs, **_sweep(kind), validate=False)  # bound where the scalar call is
+    assert nsets[0] == 3 and set(nsets) == {3}, "every setting in one launch"
+    assert again.settings == res.settings
+    for name in res:
+        assert torch.equal(again[name], res[name]), name
     for k, s in enumerate(res.settings):
         want = f(**_f64(inputs), **s, backend="torch", validate=False)
         for name, w in want.items():
             got = getattr(res, name)[k]
             assert got.dtype == dtype and torch.isfinite(got).all(), name
             assert_close_to_oracle(got, w, dtype)
+    rltscan.synchronize()
+
+
+@pytest.mark.parametrize("kind", list(SETTINGS_FN))
+def test_settings_calls_are_bound_like_one_setting(kind):
+    """A repeated call with the same (γ, λ) lists costs one launch, as a scalar call
+    does; its results and carries equal the unbound call's; a list changed in place
+    after a call is a new call, not the bound one."""
+    from rltscan.estimators import _bound
+
+    inputs = bench.make_inputs(kind, (256, 1001), ep_len=300.0, device="cuda", seed=3)
+    f = getattr(rltscan, SETTINGS_FN[kind])
+    _bound.forget()
+    f(**inputs, gamma=0.9, validate=False)
+    scalar_bound = sum(len(v) for v in _bound._BOUND.values()) == 1
+    _bound.forget()
+    lists = {k: list(v) for k, v in _sweep(kind).items()}
+    first = f(**inputs, **lists, validate=False)
+    assert (sum(len(v) for v in _bound._BOUND.values()) == 1) == scalar_bound
+    again = f(**inputs, **lists, validate=False)
+    assert again.settings == first.settings
+    for name in first:
+        assert torch.equal(again[name], first[name]), name
+    for c1, c2 in zip(first.carry.carries, again.carry.carries, strict=True):
+        assert torch.equal(c1.y, c2.y)
+    lists["gamma"][0] = 0.5  # in place: the bound call must not answer for it
+    changed = f(**inputs, **lists, validate=False)
+    one = f(**inputs, **{k: v[0] for k, v in lists.items()}, validate=False)
+    for name in one:
+        torch.testing.assert_close(changed[name][0], one[name], rtol=1e-5, atol=1e-5)
     rltscan.synchronize()
 
 
