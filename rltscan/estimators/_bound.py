@@ -285,12 +285,13 @@ def build(
     out_ptr = {o.data_ptr(): i for i, (_, o) in enumerate(out_list)}
     if len(out_ptr) != len(out_list) or set(out_ptr) & set(by_ptr):
         return None
+    fixed = {_ts().SETTINGS_SLOT} if settings is not None else set()
+    if fired.launch.check:
+        fixed.add(_ts().ERR_SLOT)
     slots: list[tuple[int, Any]] = []
     for i, t in enumerate(fired.tensors):
         p = t.data_ptr()
-        if i == _ts().ERR_SLOT and fired.launch.check:
-            slots.append((_FIXED, t))
-        elif i == _ts().SETTINGS_SLOT and settings is not None:
+        if i in fixed:
             slots.append((_FIXED, t))
         elif p in out_ptr:
             slots.append((_OUT, out_ptr[p]))
