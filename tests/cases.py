@@ -27,7 +27,7 @@ from rltscan.estimators import DECLARATIONS
 DECLARED = {d.function_name: d for d in DECLARATIONS.values()}
 ESTIMATORS = tuple(DECLARED)
 BACKWARD = tuple(n for n, d in DECLARED.items() if d.reverse)
-FORMS = ("next", "boot", "last")  # the three bootstrap input forms of ALGORITHMS.md §1.3
+FORMS = ("next", "boot", "last")  # the three bootstrap input forms of docs/CONVENTIONS.md §1.2
 
 DTYPES = {
     "f16": torch.float16,

@@ -28,7 +28,7 @@ BACKENDS = [
     pytest.param("cpu", marks=pytest.mark.skipif(not HAS_NUMBA, reason="numba not installed")),
 ]
 
-# ALGORITHMS.md §2.6: rtol 1e-5, atol 1e-5 * max(1, max|out|) for fp32 against float64.
+# docs/CONVENTIONS.md §2.6: rtol 1e-5, atol 1e-5 * max(1, max|out|) for fp32 against float64.
 RTOL = {
     torch.float64: 1e-10,
     torch.float32: 1e-5,
@@ -53,7 +53,7 @@ def assert_close_to_oracle(got, want, dtype: torch.dtype) -> None:
 
 @pytest.fixture
 def tol():
-    """dtype -> kwargs builder: ``tol(dtype, want)`` gives rtol/atol per ALGORITHMS.md §2.6."""
+    """dtype -> kwargs builder: ``tol(dtype, want)`` gives rtol/atol per docs/CONVENTIONS.md §2.6."""
     return tolerance
 
 

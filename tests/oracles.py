@@ -1,4 +1,4 @@
-"""Textbook oracles: one plain loop per estimator, written from ALGORITHMS.md §3.
+"""Textbook oracles: one plain loop per estimator, written from the papers (docs/CONVENTIONS.md §3).
 
 These loops are deliberately *not* written in terms of the scan coefficients
 ``(a_t, b_t)``: each one follows the paper's own definition with explicit branches
@@ -15,7 +15,7 @@ arrays) and uses plain Python arithmetic, so it runs in float64 or, for the spec
 check, in exact ``fractions.Fraction``. ``per_row`` applies a 1-D oracle to each
 row of ``[B, T]`` arrays.
 
-Conventions (ALGORITHMS.md §1): flags describe the END of step t. A step is the
+Conventions (docs/CONVENTIONS.md §1): flags describe the END of step t. A step is the
 last of its episode *segment* ("cut") when it terminated, was truncated, or is the
 last step of the window (D3). Terminated wins over truncated (D2).
 

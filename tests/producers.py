@@ -1,13 +1,13 @@
 """Trajectory files written the way real producers write them, with what they MEAN.
 
 Each builder writes one small file (or Minari directory) with the producer's own
-names, dtypes, shapes and alignment (FORMATS.md §1-§5), and returns a
+names, dtypes, shapes and alignment (docs/CONVENTIONS.md §7 and each producer's own documentation), and returns a
 :class:`Produced`: the path, how to read rltscan's outputs back, the producer's
 meaning per step (``terminated``, ``truncated`` and the true ``V(s_{t+1})``) and the
 command-line flags that state that meaning (the fix a user would pass when
 rltscan asks).
 
-The meaning follows ALGORITHMS.md §1: flags describe the END of step ``t``;
+The meaning follows docs/CONVENTIONS.md §1: flags describe the END of step ``t``;
 ``terminated`` = no bootstrap; ``truncated`` = bootstrap from ``V(s_{t+1})``; both
 set = terminated. The end of the data without a flag is a truncation (D3), which
 the oracles in ``tests/oracles.py`` already treat as a cut.
@@ -235,7 +235,7 @@ def d4rl(tmp: Path, rng: np.random.Generator) -> Produced:
     ``infos/*`` and scalar ``metadata/*``; the collector cut the file at ``num_data``
     so the last episode has neither flag. A step that terminated at the time limit is
     recorded as a timeout only, so no ``both``. The user added ``values`` and
-    ``next_values`` (FORMATS.md §6.4)."""
+    ``next_values`` (docs/CONVENTIONS.md §1.8)."""
     s = episodes(rng, flat_plan(rng, ("term", "trunc")))
     n = len(s["r"])
     path = tmp / "hopper-medium-v2.hdf5"
@@ -379,7 +379,7 @@ def lerobot(tmp: Path, rng: np.random.Generator) -> Produced:
 
 
 def minari_dir(tmp: Path, rng: np.random.Generator) -> Produced:
-    """A Minari 0.5 HDF5 dataset built by hand per FORMATS.md §2: ``episode_<id>``
+    """A Minari 0.5 HDF5 dataset built by hand as Minari 0.5 writes it (docs/CONVENTIONS.md §7.2): ``episode_<id>``
     groups (11, so lexicographic order differs from numeric), observations with T+1
     rows, rewards float64, ``terminations``/``truncations``, an ``infos`` group, the
     last episode marked truncated by ``DataCollector`` on flush, and the user's

@@ -1,4 +1,4 @@
-"""Sharded Parquet datasets on the local engine (issue 6; ALGORITHMS.md §2.4).
+"""Sharded Parquet datasets on the local engine (issue 6; docs/CONVENTIONS.md §2.4).
 
 * a dataset cut into uneven shards (a one-row and an empty shard among them, episodes
   crossing every edge, dense and sparse episode ends) gives the result of the one

@@ -1,4 +1,4 @@
-"""Chunks with carries (ALGORITHMS.md §2.4, "shards are chunks too").
+"""Chunks with carries (docs/CONVENTIONS.md §2.4, "shards are chunks too").
 
 A long sequence cut into pieces, each processed with the ``carry`` of its
 neighbour in scan order (backward estimators from the last piece, forward ones

@@ -1,6 +1,6 @@
 """Random inputs through every estimator, against the float64 textbook oracles.
 
-Grid (STYLE.md §6): T in {1, 2, 63, 1000, 4097} and longer flat sequences, B in
+Grid: T in {1, 2, 63, 1000, 4097} and longer flat sequences, B in
 {flat, 1, 3}, done densities {0, 0.05, 0.5, 1} with ``terminated`` a random subset of
 ``done`` and some steps carrying both flags; gamma and lambda at 0, 1 and between;
 importance ratios on both sides of every clip; all three bootstrap input forms;
@@ -131,7 +131,7 @@ def test_time_major_matches_oracle(name, T, backend, rng):
 
 
 # ---------------------------------------------------------------------------
-# Bootstrap input forms (ALGORITHMS.md §1.3)
+# Bootstrap input forms (docs/CONVENTIONS.md §1.2)
 # ---------------------------------------------------------------------------
 
 BOOTSTRAPPED = ("gae", "td_lambda", "discounted_returns", "vtrace")

@@ -1,6 +1,6 @@
-"""Every validation rule of ALGORITHMS.md §6 and D5/D13, with its class, exit code and message.
+"""Every validation rule (docs/CONVENTIONS.md §5) and D5/D13, with its class, exit code and message.
 
-Message contract (STYLE.md §8, issue 2): one line, lower-case, no trailing period,
+Message contract (issue 2): one line, lower-case, no trailing period,
 the input's name in double quotes, the first offending index, and the fix after a
 "; ". Parameter errors name the parameter (quoted or not).
 """

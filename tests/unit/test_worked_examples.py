@@ -1,4 +1,4 @@
-"""Every worked example of ALGORITHMS.md §3, to 1e-12 in float64, on every backend.
+"""Every worked example (the estimators' papers, docs/CONVENTIONS.md §3-4), to 1e-12 in float64, on every backend.
 
 The tables' numbers are typed in here by hand from the spec (they are exact
 decimals); ``test_oracles_reproduce_every_table`` also checks them against both
@@ -23,7 +23,7 @@ import torch
 
 import rltscan
 
-ATOL = 1e-12  # ALGORITHMS.md §3.0: a float64 implementation must match to 1e-12
+ATOL = 1e-12  # a float64 implementation must match a hand-worked example to 1e-12
 NAN = float("nan")
 
 # §3.0 common inputs
