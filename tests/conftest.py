@@ -53,7 +53,7 @@ def assert_close_to_oracle(got, want, dtype: torch.dtype) -> None:
 
 @pytest.fixture
 def tol():
-    """dtype -> kwargs builder: ``tol(dtype, want)`` gives rtol/atol per docs/CONVENTIONS.md §2.6."""
+    """dtype -> kwargs builder: ``tol(dtype, want)``, rtol/atol per docs/CONVENTIONS.md §2.6."""
     return tolerance
 
 

@@ -1,7 +1,8 @@
 """Trajectory files written the way real producers write them, with what they MEAN.
 
 Each builder writes one small file (or Minari directory) with the producer's own
-names, dtypes, shapes and alignment (docs/CONVENTIONS.md §7 and each producer's own documentation), and returns a
+names, dtypes, shapes and alignment (docs/CONVENTIONS.md §7, each producer's documentation),
+and returns a
 :class:`Produced`: the path, how to read rltscan's outputs back, the producer's
 meaning per step (``terminated``, ``truncated`` and the true ``V(s_{t+1})``) and the
 command-line flags that state that meaning (the fix a user would pass when
@@ -379,7 +380,7 @@ def lerobot(tmp: Path, rng: np.random.Generator) -> Produced:
 
 
 def minari_dir(tmp: Path, rng: np.random.Generator) -> Produced:
-    """A Minari 0.5 HDF5 dataset built by hand as Minari 0.5 writes it (docs/CONVENTIONS.md §7.2): ``episode_<id>``
+    """A Minari 0.5 HDF5 dataset built by hand (docs/CONVENTIONS.md §7.2): ``episode_<id>``
     groups (11, so lexicographic order differs from numeric), observations with T+1
     rows, rewards float64, ``terminations``/``truncations``, an ``infos`` group, the
     last episode marked truncated by ``DataCollector`` on flush, and the user's

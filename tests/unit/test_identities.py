@@ -1,4 +1,4 @@
-"""Identities between the estimators (GAE + V = TD(λ), locality, layout and tile invariance), on random inputs and every backend.
+"""Identities between the estimators, on random inputs and every backend.
 
 1 GAE + V = TD(lambda)          2 lambda = 1 reductions      3 lambda = 0 reduction
 4 on-policy V-trace = GAE       5 Retrace with constant traces = q + GAE

@@ -1,4 +1,4 @@
-"""Every worked example (the estimators' papers, docs/CONVENTIONS.md §3-4), to 1e-12 in float64, on every backend.
+"""Every worked example (docs/CONVENTIONS.md §3-4), to 1e-12 in float64, on every backend.
 
 The tables' numbers are typed in here by hand from the spec (they are exact
 decimals); ``test_oracles_reproduce_every_table`` also checks them against both
