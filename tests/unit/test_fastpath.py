@@ -129,6 +129,14 @@ def test_call_key_is_none_for_what_cannot_be_bound(rng):
     k1 = _bound.call_key(d, base)
     k2 = _bound.call_key(d, {**base, "rewards": r.t().contiguous().t()})
     assert k1 != k2  # another layout is another launch
+    # several settings: a list of numbers is kept as a tuple (a copy), other lists unbound
+    gammas = [0.9, 0.99]
+    k3 = _bound.call_key(d, {**base, "gamma": gammas})
+    assert k3 is not None and k3 == _bound.call_key(d, {**base, "gamma": (0.9, 0.99)})
+    gammas[0] = 0.5  # changed in place after the call: not the key that was kept
+    assert _bound.call_key(d, {**base, "gamma": gammas}) != k3
+    assert _bound.call_key(d, {**base, "gamma": [np.float64(0.9)]}) is None
+    assert _bound.call_key(d, {**base, "gamma": torch.tensor([0.9, 0.99])}) is None
 
 
 def test_oracle_is_importable():
