@@ -59,7 +59,11 @@ HEADER_TARGETS: list[tuple[str, str | None]] = [
     ("cartpole_minari", "data/main_data.hdf5"),
     ("cartpole.parquet", None),
 ]
-CASE_SECONDS = 5.0  # per case, inspect and gae together (typical: 0.05-0.5 s; issue 28)
+# per case, inspect and gae together (typical: 0.05-0.5 s; issue 28). A flip that makes
+# libhdf5 spin costs each of the two calls its structure walk's stall budget (2 s, see
+# rltscan.io.hdf5.stall_seconds) before exit 3: 4 s plus start-up, on a core shared with
+# the suite's other process; more than this is a hang
+CASE_SECONDS = 10.0
 HANG_KILL_SECONDS = 60  # backstop: dump every stack and exit if one call never returns
 
 HOSTILE_JSON = [
