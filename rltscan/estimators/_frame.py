@@ -104,6 +104,30 @@ class Frame:
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
+# the numpy dtypes torch wraps, as kind + itemsize
+_TORCH_NUMPY = frozenset({"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8"})
+
+
+def torch_readable(name: str, x: np.ndarray) -> np.ndarray:
+    """A numpy argument as torch can wrap it: a view with negative strides (``x[::-1]``)
+    or in big-endian order copied, a dtype torch has no type for (strings, objects,
+    long double) refused by name.
+
+    Raises:
+        DTypeError: the dtype is not a number torch holds.
+    """
+    if f"{x.dtype.kind}{x.dtype.itemsize}" not in _TORCH_NUMPY:
+        fix = (
+            "pass float64 or a narrower float (x.astype(np.float64))"
+            if x.dtype.kind == "f"
+            else "pass a numeric (float or 0/1 flag) array"
+        )
+        raise DTypeError(f'"{name}" has dtype {x.dtype}', fix, column=name)
+    if not x.dtype.isnative:  # big-endian files' columns: torch takes native order only
+        return x.astype(x.dtype.newbyteorder("="))
+    return x.copy() if any(s < 0 for s in x.strides) else x
+
+
 def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Tensor:
     """Wrap without copying where possible (numpy shares memory; we never write into it).
 

@@ -34,6 +34,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from rltscan.errors import DataError, ParameterError
@@ -48,6 +49,7 @@ from rltscan.estimators._driver import (
     bound_call,
     front_end,
 )
+from rltscan.estimators._frame import torch_readable
 from rltscan.estimators._problem import ArrayLike, Problem
 from rltscan.estimators._result import (
     RESULTS,
@@ -113,7 +115,9 @@ def _call(d: Declaration, key_of: Callable[[dict[str, Any]], Any], args: dict[st
     b = None if key is None else bound.lookup(d, key)
     if b is not None:
         return bound_call(d, b, args)
-    return front_end(d, args, key)
+    # numpy is never bound: arrays torch cannot wrap as they are, copied or refused
+    arrays = {n: torch_readable(n, x) for n, x in args.items() if isinstance(x, np.ndarray)}
+    return front_end(d, {**args, **arrays} if arrays else args, key)
 
 
 @_compiles_as_op(_GAE)

@@ -21,9 +21,10 @@ HDF5 → Parquet/Arrow (:func:`table_from_hdf5`), one row per step:
 
 Parquet/Arrow → HDF5 (:func:`write_hdf5`): a flat file, one dataset per column
 (``fixed_size_list`` columns back to ``(N, ...)`` arrays, strings as UTF-8 strings),
-key-value metadata as root attributes. A table that was a ``[T, B]`` buffer (its
-``rltscan.convert`` metadata says so) becomes that buffer again, ``layout`` attribute
-and per-env datasets included.
+key-value metadata as root attributes, and what ``rltscan.convert`` carried of an HDF5
+file (``metadata/*`` scalars, attributes) as datasets and attributes again. A table that
+was a ``[T, B]`` buffer (its ``rltscan.convert`` metadata says so) becomes that buffer
+again, ``layout`` attribute and per-env datasets included.
 
 Compression is carried where the target format has the codec (gzip between HDF5 and
 Parquet, with HDF5's level; zstd and lz4 between Parquet and Arrow), else the target's
@@ -469,8 +470,8 @@ def write_hdf5(
             if key in (META_KEY, b"ARROW:schema"):
                 continue
             fh.attrs[key.decode(errors="replace")] = value.decode(errors="replace")
-        if buffer:
-            _restore(fh, convert)
+        if convert:  # what the table carried of an HDF5 file: datasets, attributes
+            _restore(fh, convert, buffer)
     return written
 
 
@@ -491,8 +492,9 @@ def _unrows(arr: np.ndarray, layout: str, t: int, b: int) -> np.ndarray:
     return np.swapaxes(arr, 0, 1) if layout == "time-major" else arr
 
 
-def _restore(fh: Any, convert: Mapping[str, Any]) -> None:
-    """Per-env datasets, other datasets and attributes of a converted buffer."""
+def _restore(fh: Any, convert: Mapping[str, Any], buffer: bool) -> None:
+    """Per-env datasets, other datasets (``metadata/*`` scalars) and attributes of a
+    converted file; a ``[T, B]`` buffer (``buffer``) also gets its ``layout`` attribute."""
     for section in ("per_sequence", "datasets"):
         for name, rec in (convert.get(section) or {}).items():
             if not isinstance(rec, dict) or name in fh:
@@ -503,7 +505,7 @@ def _restore(fh: Any, convert: Mapping[str, Any]) -> None:
             except (KeyError, TypeError, ValueError):
                 continue
     # the axes were known when the table was made (attribute, flag or proof): say so
-    if "layout" not in fh.attrs:
+    if buffer and "layout" not in fh.attrs:
         fh.attrs["layout"] = str(convert["layout"]).replace("-", "_")
     for path, values in (convert.get("attrs") or {}).items():
         holder = fh if path == "/" else fh.get(path)

@@ -1188,16 +1188,19 @@ def _flags(
                 else:
                     unflagged = extra
 
+    id_ends = step_ends = np.zeros(shape, bool)  # which evidence ends an episode where
     if source.layout == "flat":
         id_name = res.find("episode_id")
         if id_name is not None:
             ids = np.asarray(reader.column("episode_id", id_name))
             if source.conventions.get("id_runs") == "cut":  # ids may come back: runs are pieces
                 ids = _run_numbers(ids)
-            unflagged = unflagged | _id_boundaries(ids, id_name, where)
+            id_ends = _id_boundaries(ids, id_name, where).reshape(shape)
+            unflagged = unflagged | id_ends
         step_name = res.find("step")
         if step_name is not None:
-            unflagged = unflagged | _step_resets(reader, step_name, shape)
+            step_ends = _step_resets(reader, step_name, shape)
+            unflagged = unflagged | step_ends
         if observation_gaps != "ignore":
             hidden = _observation_gaps(res, reader, shape) & ~term & ~trunc
             hidden &= ~unflagged  # an id change or step restart says it already
@@ -1226,11 +1229,14 @@ def _flags(
     unflagged = unflagged & ~term & ~trunc
     if unflagged.any():
         if ends_are is None:
+            first = tuple(np.argwhere(unflagged)[0])
+            why = _why_unflagged(
+                res, dones_name or starts_name, bool(id_ends[first]), bool(step_ends[first])
+            )
             res.ask(
                 Decision(
-                    f"{_why_unflagged(res, dones_name or starts_name)} "
-                    f"({_at(unflagged, source, lengths, offset)}) but no flag says whether the "
-                    "episode terminated or was truncated",
+                    f"{why} ({_at(unflagged, source, lengths, offset)}) but no flag says "
+                    "whether the episode terminated or was truncated",
                     "pass --ends-are terminal or --ends-are truncated",
                 )
             )
@@ -1244,16 +1250,20 @@ def _flags(
     return term, trunc, unflagged
 
 
-def _why_unflagged(res: _Resolve, dones: str | None) -> str:
-    """What marks the unexplained episode ends, for the error message."""
+def _why_unflagged(res: _Resolve, dones: str | None, by_id: bool, by_step: bool) -> str:
+    """What marks the first unexplained episode end, for the error message: the id
+    column where it changes there (``by_id``), the step column where it does not go on
+    by one there (``by_step``; inside one id run, said so), else the dones column."""
     source = res.source
     if source.layout == "episodes":
         return "an episode ends with no terminated or truncated flag"
     id_name = res.find("episode_id") if source.layout == "flat" else None
-    if id_name is not None:
+    if by_id and id_name is not None:
         return f'an episode ends where "{id_name}" changes'
     step = res.find("step") if source.layout == "flat" else None
-    if step is not None:
+    if by_step and step is not None and id_name is not None:
+        return f'"{step}" does not go on by one inside one "{id_name}" run'
+    if by_step and step is not None:
         return f'an episode ends where "{step}" starts again'
     return f'"{dones}" ends an episode' if dones else "an episode ends"
 

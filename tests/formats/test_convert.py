@@ -119,6 +119,27 @@ def test_buffer_round_trip_through_parquet_restores_the_buffer(tmp_path: Path) -
     _close(out["c_advantages"], out["advantages"])
 
 
+def test_flat_round_trip_through_parquet_restores_scalars_and_attributes(tmp_path: Path) -> None:
+    """A flat D4RL file's ``metadata/*`` scalars and its attributes ride in the
+    ``rltscan.convert`` entry; back to HDF5 they are datasets and attributes again (they
+    were restored only for a ``[T, B]`` buffer, and dropped from a flat file)."""
+    src = tmp_path / "d4rl.h5"
+    shutil.copy(FLAT, src)
+    with h5py.File(src, "a") as f:
+        f.attrs["env"] = "CartPole-v1"
+        f["rewards"].attrs["unit"] = "points"
+    pq_path = tmp_path / "flat.parquet"
+    api.run("returns", str(src), output=str(pq_path), **CPU)
+    back = tmp_path / "back.h5"
+    api.run("returns", str(pq_path), output=str(back), prefix="b_", **CPU)
+    restored, source = _h5(back), _h5(src)
+    for name, arr in source.items():
+        np.testing.assert_array_equal(restored[name], arr, err_msg=name)
+    with h5py.File(back) as f:
+        assert f.attrs["env"] == "CartPole-v1" and f["rewards"].attrs["unit"] == "points"
+        assert "layout" not in f.attrs  # a flat file stays flat
+
+
 def test_minari_to_parquet_keeps_v_of_s_t_as_a_bootstrap_column(tmp_path: Path) -> None:
     out = tmp_path / "m.parquet"
     api.run("gae", str(MINARI), output=str(out), **CPU)

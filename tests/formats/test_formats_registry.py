@@ -236,3 +236,27 @@ def test_a_row_sink_writes_back_window_by_window(
         assert np.array_equal(np.asarray(again.read("adv")), values)
     finally:
         again.close()
+
+
+@pytest.mark.parametrize("userblock", [512, 4096])
+def test_hdf5_with_a_user_block_is_hdf5(userblock: int, tmp_path: Path) -> None:
+    """HDF5 puts its signature at 0, 512, 1024, ... when the file starts with a user
+    block (MATLAB's -v7.3 .mat files have a 512-byte one): such a file is read, not
+    refused as corrupt, and written back with its user block as it was."""
+    import h5py
+
+    from rltscan import api
+
+    path = tmp_path / "rollout.h5"
+    with h5py.File(path, "w", userblock_size=userblock) as f:
+        f["rewards"] = np.arange(4.0)
+        f["terminals"] = np.array([0, 0, 0, 1], bool)
+    header = b"MATLAB 7.3 MAT-file, written by a user".ljust(128, b" ")
+    with open(path, "r+b") as fh:
+        fh.write(header)
+    report = api.run("returns", str(path), params={"gamma": 0.5}, device="cpu")
+    assert report.written
+    with h5py.File(path) as f:
+        assert f.userblock_size == userblock
+        np.testing.assert_array_equal(f["returns"][()], [1.375, 2.75, 3.5, 3.0])
+    assert path.read_bytes()[: len(header)] == header

@@ -470,6 +470,26 @@ def test_arrow_ipc_keeps_its_compression(kind: str, codec: str | None, tmp_path:
     assert got.schema.metadata[b"producer"] == b"sampler"
 
 
+@pytest.mark.parametrize("codec", ["lz4", "zstd", "uncompressed"])
+def test_polars_arrow_ipc_file_is_read_and_keeps_its_compression(
+    codec: str, tmp_path: Path
+) -> None:
+    """polars' ``write_ipc`` puts the schema message after the magic without the
+    length prefix a stream has (file readers find messages through the footer): the
+    file is valid, pyarrow and polars read it, so it is no "corrupt" exit 3; the
+    rewrite keeps its body compression and polars reads the outputs back."""
+    pl = pytest.importorskip("polars")
+    cols = columns()
+    path = tmp_path / "polars.arrow"
+    pl.DataFrame(cols).write_ipc(path, compression=codec)
+    before = ipc.open_file(pa.memory_map(str(path))).read_all()
+    rewrite_twice(path, tmp_path)
+    assert ipc_codecs(path, stream=False) == {None if codec == "uncompressed" else codec}
+    back = pl.read_ipc(path)
+    assert back.select(before.column_names).to_arrow().equals(before)
+    assert set(OUTPUTS) <= set(back.columns)
+
+
 def test_arrow_ipc_metadata_version_is_kept(tmp_path: Path) -> None:
     path = tmp_path / "v4.arrow"
     options = ipc.IpcWriteOptions(metadata_version=ipc.MetadataVersion.V4)

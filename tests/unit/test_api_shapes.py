@@ -189,3 +189,26 @@ def test_errors_index_the_users_shape():
 
 def test_the_declarations_name_every_function_tested():
     assert set(ESTIMATORS) == set(DECLARED)
+
+
+@pytest.mark.parametrize("gamma", [0.9, [0.9, 0.5]], ids=["one-setting", "settings"])
+def test_numpy_views_with_negative_strides_are_read(gamma):
+    """A reversed numpy view (``x[::-1]``) or a big-endian array is an ordinary array:
+    torch cannot wrap it without a copy, which once raised torch's own ValueError."""
+    rewards = np.arange(6.0)[::-1]
+    terminated = np.array([0, 0, 1, 0, 0, 0], bool)[::-1]
+    got = rltscan.discounted_returns(rewards, terminated=terminated, gamma=gamma).returns
+    want = rltscan.discounted_returns(rewards.copy(), terminated=terminated.copy(), gamma=gamma)
+    np.testing.assert_array_equal(got, want.returns)
+    big = rltscan.discounted_returns(rewards.astype(">f8"), terminated=terminated, gamma=gamma)
+    np.testing.assert_array_equal(big.returns, want.returns)  # big-endian: the same
+
+
+@pytest.mark.parametrize("gamma", [0.9, [0.9, 0.5]], ids=["one-setting", "settings"])
+@pytest.mark.parametrize("dtype", [np.longdouble, np.str_])
+def test_numpy_dtypes_torch_cannot_hold_are_refused_by_name(dtype, gamma):
+    if dtype is np.longdouble and np.dtype(np.longdouble).itemsize == 8:
+        pytest.skip("long double is float64 here")
+    rewards = np.arange(3).astype(dtype)
+    with pytest.raises(rltscan.DTypeError, match='"rewards" has dtype'):
+        rltscan.discounted_returns(rewards, terminated=np.zeros(3, bool), gamma=gamma)

@@ -315,6 +315,35 @@ def test_step_counter_restart_without_a_flag_needs_ends_are(tmp_path: Path) -> N
     assert report.counts["forced_cuts"] == 1 and report.columns["step"] == "step"
 
 
+@pytest.mark.parametrize(
+    ("columns", "why"),
+    [
+        (  # LeRobot: next.done on each episode's last frame, ids changing with it
+            {"episode_index": [0, 0, 1, 1, 1], "next.done": [0, 1, 0, 0, 1]},
+            r'"next.done" ends an episode \(row 4\)',
+        ),
+        (  # one episode_index run whose frame_index jumps: the ids do not change there
+            {"episode_index": [0, 0, 0, 0, 1, 1], "frame_index": [0, 1, 3, 2, 0, 1]},
+            r'"frame_index" does not go on by one inside one "episode_index" run \(row 1\)',
+        ),
+        (
+            {"episode_index": [0, 0, 1, 1], "frame_index": [0, 1, 0, 1]},
+            r'an episode ends where "episode_index" changes \(row 1\)',
+        ),
+    ],
+    ids=["dones-at-the-end", "step-jump-inside-an-id-run", "id-change"],
+)
+def test_unflagged_end_is_named_by_what_marks_it(columns: dict, why: str, tmp_path: Path) -> None:
+    """The question names the column that ends the episode at the row it names: an id
+    column that does not change there is not the reason (it once was named anyway, so a
+    frame-order glitch inside one LeRobot episode read as an episode-id change)."""
+    n = len(next(iter(columns.values())))
+    cols = {k: np.array(v, bool if "done" in k else np.int64) for k, v in columns.items()}
+    path = _write_parquet(tmp_path / "ends.parquet", {"next.reward": np.ones(n), **cols})
+    with pytest.raises(AmbiguousInputError, match=why):
+        api.run("returns", str(path), dry_run=True)
+
+
 def _d4rl_segments(path: Path, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """D4RL-style file: rollouts of a random-walk env, several collection runs
     concatenated; each run's last episode is cut with neither flag set (the invisible

@@ -22,21 +22,64 @@ class IpcForm:
 
 
 def ipc_form(source: Any, *, stream: bool) -> IpcForm:
-    """The body compression and metadata version of an IPC file (``stream=False``: after
-    its 8-byte magic) or stream in ``source`` (a pyarrow buffer or memory map), from the
-    header of its first record or dictionary batch. Raises ValueError if a header cannot
-    be parsed (the caller has read the file, so this is a damaged header)."""
+    """The body compression and metadata version of an IPC file (``stream=False``: found
+    through its footer) or stream in ``source`` (a pyarrow buffer or memory map), from
+    the header of its first record or dictionary batch. Raises ValueError if a header
+    cannot be parsed (the caller has read the file, so this is a damaged header)."""
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
     reader = pa.BufferReader(source) if isinstance(source, pa.Buffer) else source
-    reader.seek(0 if stream else 8)
+    if not stream:
+        return _file_form(reader)
+    reader.seek(0)
     version = None
     for message in ipc.MessageReader.open_stream(reader):
         version = message.metadata_version
         if message.type in ("record batch", "dictionary"):
             return IpcForm(_body_codec(message.metadata.to_pybytes()), version)
     return IpcForm(None, version)
+
+
+def _file_form(reader: Any) -> IpcForm:
+    """The form of an IPC file, from its footer (Arrow's File.fbs) as file readers find
+    messages: not by walking the messages after the magic, which writers need not lay
+    out as a stream (polars writes its schema message with no length prefix). The
+    codec and version of the first dictionary or record batch block (the footer's
+    version where it has none: pyarrow's footer says V5 above V4 messages)."""
+    try:
+        size = reader.size()
+        reader.seek(size - 10)  # int32 footer length, then the 6-byte magic
+        footer_size = _u32(reader.read(4), 0)
+        reader.seek(size - 10 - footer_size)
+        footer = reader.read(footer_size)
+        root = _table(footer, _u32(footer, 0))
+        version = _version(footer, root)
+        for field in (2, 3):  # dictionaries, then record batches: [Block]
+            if root(field) is None:
+                continue
+            blocks = _deref(footer, root(field))
+            if _u32(footer, blocks) == 0:
+                continue
+            offset, length = struct.unpack_from("<qi", footer, blocks + 4)
+            reader.seek(offset)
+            head = reader.read(length)
+            start = 8 if _u32(head, 0) == 0xFFFFFFFF else 4  # continuation marker or not
+            message = head[start:]
+            return IpcForm(
+                _body_codec(message), _version(message, _table(message, _u32(message, 0)))
+            )
+    except (struct.error, IndexError, TypeError) as err:
+        raise ValueError(f"an IPC file footer cannot be parsed ({err})") from None
+    return IpcForm(None, version)
+
+
+def _version(buf: bytes, table: Any) -> Any:
+    """Field 0 of a Message or Footer table: its MetadataVersion (absent: V1)."""
+    import pyarrow.ipc as ipc
+
+    at = table(0)
+    return ipc.MetadataVersion(struct.unpack_from("<h", buf, at)[0] if at is not None else 0)
 
 
 def _body_codec(buf: bytes) -> str | None:

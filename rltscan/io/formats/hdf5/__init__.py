@@ -102,6 +102,24 @@ def to_table(source: Source) -> Tabled:
     return Tabled(table, plan["layout"], dict(plan.get("codecs") or {}))
 
 
+def _user_block(path: Path) -> int | None:
+    """The size of the user block before the HDF5 signature of ``path`` (512, 1024, ...
+    up to the file's size), or None where no signature is found there."""
+    signature = Hdf5.magic[0][0]
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            at = 512
+            while at + len(signature) <= size:
+                fh.seek(at)
+                if fh.read(len(signature)) == signature:
+                    return at
+                at *= 2
+    except OSError:
+        return None
+    return None
+
+
 class Hdf5(Row):
     """The HDF5 row (module doc)."""
 
@@ -115,6 +133,13 @@ class Hdf5(Row):
     streams = True
     grouped = True
     nullable = False
+
+    def sniff(self, path: Path, head: bytes | None) -> Sniffed | None:
+        """A file that starts with a user block (MATLAB's -v7.3 ``.mat``): HDF5 looks for
+        its signature at 0, 512, 1024, 2048, ... (the superblock's search rule)."""
+        if head is None:
+            return None
+        return Sniffed(WORD, path) if _user_block(path) else None
 
     def open(self, sniffed: Sniffed, options: OpenOptions) -> Source:
         """The file (or ``--group``) with its layout detected (see :meth:`Format.open`)."""
