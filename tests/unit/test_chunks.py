@@ -80,10 +80,18 @@ def chunked(kind: str, inputs: dict, cuts: list[int], time_dim: int, **kw) -> di
     return {k: np.concatenate([pieces[t0][k] for t0, _ in bounds], axis=time_dim) for k in keys}
 
 
+LAYOUTS, P_DONE = ["flat", "batch-major", "time-major"], [0.0, 0.1, 0.6]
+
+
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("layout", ["flat", "batch-major", "time-major"])
-@pytest.mark.parametrize("p_done", [0.0, 0.1, 0.6])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("p_done", P_DONE)
 def test_chunked_equals_whole(kind, layout, p_done, backend, rng):
+    # interpreted Triton (CI): a Latin square, each (kind, layout), (kind, p_done) and
+    # (layout, p_done) pair once; the whole grid on a GPU
+    square = (KINDS.index(kind) + LAYOUTS.index(layout) + P_DONE.index(p_done)) % 3 == 0
+    if backend == "triton" and is_slow_backend(backend) and not square:
+        pytest.skip("interpreted triton runs a subset of this grid (all of it with -m gpu)")
     steps = 37 if is_slow_backend(backend) else 301
     shape = (steps,) if layout == "flat" else (3, steps)
     time_dim = 0 if layout in ("flat", "time-major") else 1
