@@ -142,6 +142,7 @@ class Plan:
             required=self.spec.required_for(self.used),
             reading=self.opts.reading,
             bootstrap=self.used.get("missing_bootstrap"),
+            ends_matter=self.spec.bootstraps,
         )
 
 
@@ -154,6 +155,7 @@ def prepare_options(opts: RunOptions) -> dict[str, Any]:
         required=spec.required_for(used),
         reading=opts.reading,
         bootstrap=opts.bootstrap_rule,
+        ends_matter=spec.bootstraps,
     )
 
 

@@ -351,6 +351,7 @@ def prepare(
     strict: bool = True,
     flags_only: bool = False,
     provisional: bool = False,
+    ends_matter: bool = True,
 ) -> Prepared:
     """Read the columns an estimator takes (only those) and build its arguments.
 
@@ -363,6 +364,9 @@ def prepare(
     (``"error"``/``"zero"``, None for estimators that read no V(s_{t+1})) applies the
     missing-bootstrap rule here, before any computing, so ``inspect``, ``--dry-run``
     and the run agree. ``strict`` refuses column overrides that nothing uses.
+    ``ends_matter`` (the estimator's ``bootstraps``): False where a termination and a
+    truncation give the same numbers (traces, prefix sums, return-to-go), so an episode
+    end no flag explains just ends its episode and ``--ends-are`` is not asked.
     ``flags_only`` (a plan, ``--dry-run``) reads the reference column and the flag
     columns only; the other columns are checked to exist with the right shape.
     A flat file's hidden episode ends (rows where ``observations[t+1] !=
@@ -532,6 +536,7 @@ def prepare(
         dones_mean,
         ends_are,
         needed="terminated" in required,
+        ends_matter=ends_matter,
         meaning=meaning,
         offset=place,
         observation_gaps=observation_gaps,
@@ -1068,6 +1073,7 @@ def _flags(
     observation_gaps: ObservationGaps = "error",
     marks: dict[str, np.ndarray] | None = None,
     ends_by: str = "--ends-are",
+    ends_matter: bool = True,
 ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
     """``(terminated, truncated, unflagged)`` from whichever flag columns exist.
 
@@ -1228,7 +1234,9 @@ def _flags(
         unflagged = unflagged | cut
     unflagged = unflagged & ~term & ~trunc
     if unflagged.any():
-        if ends_are is None:
+        if ends_are is None and not ends_matter:  # either reading: the same numbers
+            term = term | unflagged
+        elif ends_are is None:
             first = tuple(np.argwhere(unflagged)[0])
             why = _why_unflagged(
                 res, dones_name or starts_name, bool(id_ends[first]), bool(step_ends[first])

@@ -192,6 +192,35 @@ def test_unflagged_id_change_needs_ends_are(tmp_path: Path) -> None:
     np.testing.assert_allclose(got, _oracle(cols, cols["term"], cut), rtol=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("command", "output", "want"),
+    [
+        ("prefix-sum", "prefix_sums", [1, 3, 6, 4, 9, 6, 13, 21]),
+        ("return-to-go", "returns_to_go", [6, 5, 3, 9, 5, 21, 15, 8]),
+        ("traces", "eligibility_traces", None),
+    ],
+)
+def test_unflagged_ends_are_not_asked_where_they_cannot_change_the_numbers(
+    command: str, output: str, want: list | None, tmp_path: Path
+) -> None:
+    """Traces, prefix sums and return-to-go never bootstrap: an id change ends the
+    episode either way, so the file runs as the Python API does (no --ends-are), and
+    its numbers are those of either answer; GAE on the same ends still asks."""
+    ids, x = np.array([0, 0, 0, 1, 1, 2, 2, 2]), np.arange(1.0, 9.0)
+    path = _write_parquet(tmp_path / "ids.parquet", {"episode_id": ids, "reward": x, "v": x})
+    got = {}
+    for ends in (None, "terminal", "truncated"):
+        out = tmp_path / f"{ends}.parquet"
+        api.run(command, str(path), output=str(out), device="cpu", ends_are=ends)
+        got[ends] = parquet_columns(out)[output]
+    np.testing.assert_array_equal(got[None], got["terminal"])
+    np.testing.assert_array_equal(got[None], got["truncated"])
+    if want is not None:
+        np.testing.assert_array_equal(got[None], want)
+    with pytest.raises(AmbiguousInputError, match="--ends-are"):
+        api.run("gae", str(path), dry_run=True, columns={"values": "v"})
+
+
 def test_minari_episode_without_a_final_flag_needs_ends_are(tmp_path: Path) -> None:
     path = tmp_path / "eps.h5"
     with h5py.File(path, "w") as f:
