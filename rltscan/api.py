@@ -363,7 +363,7 @@ def inspect(
                     counts=prepared.counts,
                     notes=[
                         *prepared.notes,
-                        *assumption_notes(prepared.counts, used, source.layout),
+                        *assumption_notes(prepared.counts, used, source.layout, spec.bootstraps),
                     ],
                     reading={**prepared.reading, "by": dict(prepared.by)},
                 )

@@ -371,11 +371,14 @@ def _backend_note(plan: Plan, device: Any) -> list[str]:
     return [note] if note else []
 
 
-def assumption_notes(counts: Mapping[str, int], used: Mapping[str, Any], layout: str) -> list[str]:
-    """The defaults that changed numbers in this run, as report notes (never silent)."""
+def assumption_notes(
+    counts: Mapping[str, int], used: Mapping[str, Any], layout: str, bootstraps: bool = True
+) -> list[str]:
+    """The defaults that changed numbers in this run, as report notes (never silent).
+    ``bootstraps``: the estimator reads V(s_{t+1}) (else an open end changes nothing)."""
     notes = []
     open_ends = counts.get("open_ends", 0)
-    if open_ends:
+    if open_ends and bootstraps:
         what = (
             "the data ends with no flag"
             if layout in ("flat", "episodes")
@@ -458,7 +461,7 @@ def report(
         counts=dict(counts),
         notes=[
             *notes,
-            *assumption_notes(counts, plan.used, source.layout),
+            *assumption_notes(counts, plan.used, source.layout, plan.spec.bootstraps),
             *_backend_note(plan, device),
         ],
         dry_run=plan.opts.dry_run,
