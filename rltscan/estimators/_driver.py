@@ -231,11 +231,16 @@ def _run(
     else:
         result = {k: frame.output(v) for k, v in out.items()}
         carry_fn = functools.partial(_carry_out, p, out)
-    stays = device.type == "cuda" and user_device == device and not as_numpy
+    stays = device.type in BIND_DEVICES and user_device == device and not as_numpy
     if fired and bind is not None and stays:
         bind(fired[0], result, device, defer)
     result["_carry_fn"] = carry_fn
     return result
+
+
+# where a call may be bound (the kernel on a GPU; a test adds "cpu" to run the bound path
+# through Triton's interpreter)
+BIND_DEVICES: tuple[str, ...] = ("cuda",)
 
 
 def _flags_from_ends(

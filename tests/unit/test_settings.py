@@ -819,3 +819,40 @@ def test_the_kernel_screen_refuses_per_step_values_outside_the_unit_interval(col
     col[0, 3] = 0.0  # the ends of the interval are allowed
     triton_scan.solve(p, outputs, check="defer")
     assert triton_scan.deferred_hit(p.device) is None
+
+
+@pytest.mark.parametrize(
+    ("fn", "kind", "sweep"),
+    [
+        ("gae", "gae", {"gamma": [0.9, 0.99, 0.999], "lam": [0.95, 0.5]}),
+        ("retrace", "retrace", {"gamma": [0.9, 0.99], "lam": [1.0, 0.7]}),
+    ],
+)
+def test_a_bound_settings_call_equals_the_whole_path(fn, kind, sweep, monkeypatch):
+    """A repeated settings call takes its bound launch (on a GPU; here through the
+    interpreter): on fresh data it gives the whole path's results bit for bit, its
+    settings and its carries."""
+    from rltscan import bench
+    from rltscan.estimators import _bound, _driver
+
+    monkeypatch.setattr(_driver, "BIND_DEVICES", ("cuda", "cpu"))
+    # the interpreter's forced tiles hold for the whole test: the bound launch may keep them
+    monkeypatch.setattr(triton_scan, "tiles_forced", lambda: False)
+    f = getattr(rltscan, fn)
+    first, fresh = (
+        bench.make_inputs(kind, (3, 37), ep_len=10.0, device="cpu", seed=s) for s in (1, 2)
+    )
+    _bound.forget()
+    try:
+        f(**first, **sweep, backend="triton", validate=False)
+        assert sum(len(v) for v in _bound._BOUND.values()) == 1, "the call was not bound"
+        got = f(**fresh, **sweep, backend="triton", validate=False)
+        _bound.forget()
+        want = f(**fresh, **sweep, backend="triton", validate=False)
+    finally:
+        _bound.forget()
+    assert got.settings == want.settings
+    for name in want:
+        assert torch.equal(got[name], want[name]), name
+    for a, b in zip(got.carry.carries, want.carry.carries, strict=True):
+        assert torch.equal(a.y, b.y)
