@@ -144,6 +144,41 @@ def fsync_dir(path: Path) -> None:
         _fsync_path(path)
 
 
+_WRITEBACK: list = []  # the one thread pool of start_writeback, made on first use
+_WRITEBACK_LOCK = threading.Lock()
+
+
+def start_writeback(path: Path) -> None:
+    """Have the kernel start writing ``path``'s dirty pages to disk now, on a thread,
+    without waiting for them: a file staged without fsync is then mostly on disk by the
+    time :func:`fsync_all` makes the batch durable, instead of every byte waiting for it
+    (Linux keeps up to ``vm.dirty_background_ratio`` of memory unwritten, 10%: 13 GB on a
+    135 GB machine). Linux's ``POSIX_FADV_DONTNEED`` starts the writeback and drops the
+    file's clean pages from the page cache; it blocks while it queues the pages (0.3-0.7
+    s for 512 MiB on the 2-core dev VM), hence the thread. On the same VM an fsync of
+    such a file 1.5 s after the write took 0.9-1.2 s without it and 0.001-0.47 s with
+    it. Best effort: where ``posix_fadvise`` is missing or fails, nothing happens and
+    the batch fsync alone makes the file durable."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return
+
+    def kick() -> None:
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _WRITEBACK_LOCK:
+        if not _WRITEBACK:
+            _WRITEBACK.append(ThreadPoolExecutor(1, thread_name_prefix="rltscan-writeback"))
+        _WRITEBACK[0].submit(kick)
+
+
 def fsync_all(paths: list[Path], *, threads: int = 16) -> None:
     """Make every file in ``paths`` durable, as one batch: their fsyncs are issued
     together from a pool of threads (the device queues them at once instead of one

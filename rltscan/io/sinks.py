@@ -38,6 +38,7 @@ from rltscan.io.atomic import (
     deferred_signals,
     is_full_disk,
     no_space,
+    start_writeback,
 )
 
 
@@ -348,7 +349,7 @@ class ParquetSink:
                     atomic=self.durable,
                     form=physical.parquet_form(self.pf, self.where),
                 )
-            return parquet.write_parquet(
+            written = parquet.write_parquet(
                 self.pf,
                 self.dst,
                 outputs=self.columns,
@@ -357,6 +358,9 @@ class ParquetSink:
                 where=self.where,
                 atomic=self.durable,
             )
+            if not self.durable:  # on disk before the batch fsync asks for it
+                start_writeback(Path(self.dst))
+            return written
         finally:
             self.abort()
 
