@@ -105,7 +105,7 @@ for s in $steps; do
         python -m pip install -q --no-deps bench/.wheels/*.whl >>"$LOG" 2>&1
       fi
       step ray 560 python bench/ray_scaling.py --shards 64 --shard-steps 16000000 \
-        --workers 1,2,4,8,16 --full 8,16 --disk-probe 1,8,16 \
+        --workers 1,2,4,8,16 --full 8,16 --disk-probe 1,8,16 --process-floor 1,8 \
         --gpu-workers 16 --scratch /tmp/rltscan-ray --deadline-s 480 --out "$OUT/ray" ;;
   esac
 done

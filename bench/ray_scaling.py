@@ -18,6 +18,11 @@ One call does the whole experiment, so that it fits one lease of the GPU machine
    ``--full`` run, else the largest CPU run), and where they differ, the output
    columns are compared numerically and the input columns for identity.
 
+``--process-floor W,...`` runs the same per-shard work without Ray first: ``W`` plain
+processes, each running the local engine on whole shard files, over
+``--shards-per-worker * W`` shards: the node's own scaling for this work (memory
+bandwidth, shared cores), against which Ray's efficiency is read.
+
 ``--disk-probe W,...`` measures the disk's write
 rate with ``W`` writers, each fsyncing its own file against unsynced files made durable
 in one batch (the shard path's staging commit).
@@ -287,6 +292,49 @@ def warm_workers(n: int, gpu: float = 0.0) -> int:
     return len(set(ray.get([fn.remote(3.0) for _ in range(n)])))
 
 
+def _floor_init(warm: str, out: str) -> None:
+    """A floor process: imports and one small run before the clock starts."""
+    rltscan.run("gae", warm, output=out, engine="local", device="cpu", **PARAMS)
+
+
+def _floor_one(job: tuple[str, str]) -> int:
+    src, dst = job
+    return rltscan.run("gae", src, output=dst, engine="local", device="cpu", **PARAMS).steps
+
+
+def process_floor(
+    data: Path, scratch: Path, workers: list[int], per_worker: int, warm: Path
+) -> list[dict]:
+    """The node's own scaling for the same work without Ray: ``w`` plain processes
+    (spawned, imports and a small run done before the clock), each running the local
+    engine on whole shard files (as ``xargs -P w rltscan gae`` would: a durable file
+    per shard, no carries between files), over ``per_worker × w`` shards, one file at a
+    time per process. Efficiency against one process."""
+    files = sorted(data.glob("*.parquet"))
+    warm_file = sorted(warm.glob("*.parquet"))[0]
+    rows: list[dict] = []
+    for w in workers:
+        count = min(len(files), per_worker * w)
+        out = scratch / "floor_out"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        jobs = [(str(f), str(out / f.name)) for f in files[:count]]
+        init = (str(warm_file), str(scratch / f"floor_warm_{w}.parquet"))
+        with mp.get_context("spawn").Pool(w, initializer=_floor_init, initargs=init) as pool:
+            pids = set(pool.map(_warm_task, [1.0] * w, chunksize=1))  # every process up
+            t0 = time.perf_counter()
+            steps = sum(pool.map(_floor_one, jobs, chunksize=1))
+            wall = time.perf_counter() - t0
+        rows.append(
+            {"workers": w, "processes": len(pids), "shards": count, "steps": steps,
+             "seconds": wall, "steps_per_s": steps / wall}
+        )  # fmt: skip
+        rows[-1]["efficiency"] = rows[-1]["steps_per_s"] / (w * rows[0]["steps_per_s"])
+        print("floor", json.dumps(rows[-1]), flush=True)
+    shutil.rmtree(scratch / "floor_out", ignore_errors=True)
+    return rows
+
+
 # --------------------------------------------------------------------------- identity
 
 
@@ -489,6 +537,21 @@ def markdown(result: dict) -> str:
             f"{d['seconds']:.2f} | {d['gb_per_s']:.3f} | {_f(d.get('x_one_writer'))} |"
             for d in result["disk"]
         ]
+    if result.get("floor"):
+        lines += [
+            "",
+            "Without Ray (`process_floor`): `w` plain processes, each running the local "
+            "engine on whole shard files (a durable file each, no carries), over "
+            f"{cfg['shards_per_worker']} × w shards; efficiency against one process:",
+            "",
+            "| processes | shards | steps | seconds | steps/s | efficiency |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {f['workers']} | {f['shards']} | {f['steps']:,} | {f['seconds']:.1f} | "
+            f"{f['steps_per_s'] / 1e6:.1f}M | {f['efficiency']:.2f} |"
+            for f in result["floor"]
+        ]
     for wu in result.get("warm_up", []):
         lines += [
             "",
@@ -515,11 +578,7 @@ def save(result: dict, dest: Path | None) -> None:
     one = next((r for r in result["rows"] if r["run"] == "cpu" and r["workers"] == 1), None)
     for r in result["rows"]:
         base = next(
-            (
-                x
-                for x in result["rows"]
-                if x["workers"] == 1 and x["device"] == "cpu" and x["scheduler"] == r["scheduler"]
-            ),
+            (x for x in result["rows"] if x["workers"] == 1 and x["device"] == "cpu"),
             one,
         )
         if base is not None:
@@ -552,20 +611,16 @@ def main() -> None:
     ap.add_argument("--shards-per-worker", type=int, default=4)
     ap.add_argument("--full", default="", help="worker counts to run over the whole dataset too")
     ap.add_argument("--gpu-workers", default="", help="e.g. 16,8: tasks sharing the GPU")
-    ap.add_argument(
-        "--tasks-workers",
-        default="",
-        help="worker counts to run again with plain Ray tasks instead of Ray Data",
-    )
-    ap.add_argument("--scheduler", default="data", choices=["data", "tasks"])
     ap.add_argument("--disk-probe", default="", help="writer counts, e.g. 1,8,16")
+    ap.add_argument(
+        "--process-floor", default="", help="the same work in plain processes: counts, e.g. 1,8"
+    )
     ap.add_argument(
         "--local-gpu-shards",
         type=int,
         default=0,
         help="after a GPU run: the local engine on the GPU over this many last shards, compared",
     )
-    ap.add_argument("--gpu-tasks-workers", default="", help="GPU runs with the other scheduler")
     ap.add_argument("--gen-procs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--deadline-s", type=float, default=1e9, help="start no run after this")
     ap.add_argument("--scratch", default=None, help="where the data goes (default: a temp dir)")
@@ -575,9 +630,6 @@ def main() -> None:
     workers = [int(w) for w in args.workers.split(",") if w]
     full = [int(w) for w in args.full.split(",") if w]
     gpu_workers = [int(w) for w in args.gpu_workers.split(",") if w]
-    tasks_workers = [int(w) for w in args.tasks_workers.split(",") if w]
-    other = "tasks" if args.scheduler == "data" else "data"
-    ray_engine.RayEngine.scheduler = args.scheduler
     dest = Path(args.out) if args.out else None
 
     import tempfile
@@ -606,7 +658,7 @@ def main() -> None:
             "gen_procs": args.gen_procs,
             "shards_per_worker": args.shards_per_worker,
             "ray_cpus": max(workers + gpu_workers + full),
-            "scheduler": args.scheduler,
+            "scheduler": "tasks",
         },
         "rows": [],
         "notes": [],
@@ -630,6 +682,11 @@ def main() -> None:
     shutil.rmtree(warm, ignore_errors=True)
     n_warm = max(workers + gpu_workers + full)
     generate(warm, n_warm, 50_000, 0, args.gen_procs)
+
+    floor = [int(w) for w in args.process_floor.split(",") if w]
+    if floor:
+        result["floor"] = process_floor(data, scratch, floor, args.shards_per_worker, warm)
+        save(result, dest)
 
     def warm_up(device: str, w: int) -> None:
         """Start every worker process (imports; CUDA and Triton for the GPU) untimed."""
@@ -660,7 +717,7 @@ def main() -> None:
             r = timed(src, out, engine="ray", workers=w, device="cpu")
             row = {
                 "run": run,
-                "scheduler": args.scheduler,
+                "scheduler": "tasks",
                 "device": "cpu",
                 "workers": w,
                 "shards": count,
@@ -681,7 +738,7 @@ def main() -> None:
             share = ray_engine.gpu_share(1.0, w)
             row = {
                 "run": "gpu",
-                "scheduler": args.scheduler,
+                "scheduler": "tasks",
                 "device": f"cuda ({share:g} GPU per task)",
                 "gpu_per_task": share,
                 "workers": w,
@@ -705,48 +762,6 @@ def main() -> None:
             result["rows"].append(row)
             print("gpu", w, json.dumps({k: v for k, v in row.items() if k != "stages"}), flush=True)
             save(result, dest)
-        # the same CPU runs with the other scheduler, for comparison
-        ray_engine.RayEngine.scheduler = other
-        if tasks_workers:
-            warm_up("cpu", max(tasks_workers))
-        for w in tasks_workers:
-            if late():
-                break
-            count = min(args.shards, args.shards_per_worker * w)
-            src = data if count == args.shards else subset(data, scratch / f"sub{count}", count)
-            r = timed(src, out, engine="ray", workers=w, device="cpu")
-            row = {
-                "run": f"cpu {other}",
-                "scheduler": other,
-                "device": "cpu",
-                "workers": w,
-                "shards": count,
-                **r,
-            }
-            result["rows"].append(row)
-            print(row["run"], w, json.dumps({k: v for k, v in r.items() if k != "stages"}))
-            save(result, dest)
-        for w in [int(x) for x in args.gpu_tasks_workers.split(",") if x] if cuda else []:
-            if late():
-                break
-            warm_up("cuda", w)
-            r = timed(data, out, engine="ray", workers=w, device="cuda")
-            share = ray_engine.gpu_share(1.0, w)
-            row = {
-                "run": f"gpu {other}",
-                "scheduler": other,
-                "device": f"cuda ({share:g} GPU per task)",
-                "gpu_per_task": share,
-                "workers": w,
-                "shards": args.shards,
-                **r,
-            }
-            if ref is not None:
-                row["identity_vs_cpu"] = compare(ref, out, args.gen_procs)
-            result["rows"].append(row)
-            print(row["run"], w, json.dumps({k: v for k, v in r.items() if k != "stages"}))
-            save(result, dest)
-        ray_engine.RayEngine.scheduler = args.scheduler
     finally:
         ray.shutdown()
         save(result, dest)

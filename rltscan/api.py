@@ -100,7 +100,7 @@ def run(
     A directory or glob of Parquet files (or, with ``engine``, a Minari Parquet
     dataset; a LeRobot dataset) is a sharded dataset (:mod:`rltscan.engines.shards`):
     ``engine="local"`` (the default) runs its shards in this process, ``engine="ray"``
-    on Ray Data (``ray_address``, ``workers``); both give identical outputs, written
+    as Ray tasks (``ray_address``, ``workers``); both give identical outputs, written
     to each shard in place or to the directory ``output``. ``order_by`` orders the
     shards by the first value of a column instead of by file name.
 

@@ -751,7 +751,7 @@ def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
             _opt(
                 "--engine",
                 help="Sharded datasets (a directory or glob of Parquet files, or a Minari "
-                "Parquet dataset): local (default, this process) or ray (Ray Data tasks; "
+                "Parquet dataset): local (default, this process) or ray (Ray tasks; "
                 "pip install 'rltscan[ray]'). Both give identical outputs.",
             ),
         ),

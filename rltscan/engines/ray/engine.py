@@ -1,18 +1,28 @@
-"""``--engine ray``: the shard tasks of :mod:`rltscan.engines.shards.task` as Ray Data tasks.
+"""``--engine ray``: the shard tasks of :mod:`rltscan.engines.shards.task` as Ray tasks.
 
 The only module that imports ray (lazily, so ``import rltscan`` and the
-single-machine path never do). Each pass is one Ray Data pipeline,
-``from_items(one row per shard).map(run_task)``, one block (hence one task) per
-shard; the task is :func:`rltscan.engines.shards.task.run_task`, the function the local
+single-machine path never do). Each pass submits one plain Ray task per shard, at most
+``workers`` in flight (all of them without), and collects each result as it arrives;
+the task is :func:`rltscan.engines.shards.task.run_task`, the function the local
 engine calls, so the outputs are the same bit for bit. Every task asks Ray for one CPU;
 when the cluster has GPUs (unless ``--device cpu``) it also asks for a share of a
 GPU, ``GPUs / concurrent tasks`` (at most 1), so that several tasks share one GPU:
 on a node of 16 CPUs and one GPU, ``--workers 16`` runs 16 tasks at 1/16 GPU each
 (a shard task is bound by Parquet decoding and the rewrite on the host, not by the
 scan, so one task per GPU would leave the GPU idle and the node's cores unused).
-``workers`` caps how many tasks run at once. Every node must have rltscan installed
-and see the dataset (and its staging directory) at the same path, e.g. on a shared
-filesystem.
+Every node must have rltscan installed and see the dataset (and its staging
+directory) at the same path, e.g. on a shared filesystem.
+
+Measured and removed: one Ray Data pipeline per pass (``from_items(one row per
+shard).map(run_task)`` with a task pool of ``workers``). It was the default until
+2026-12-06. On the 16-core H200 node, 16 CPU workers ran 10^9 steps at 24.0M
+steps/s with it and 28.3M with plain tasks; 16 GPU-sharing workers ran at 29.0M
+against 36.8M; at 8 workers the two were within run-to-run noise (19.7M and 18.4M;
+``bench/results/ray-scaling-h200-2026-12-03/``). On the 2-core dev VM, 2 workers
+over 8 shards of 5·10^5 steps ran at 0.6M against 1.5M steps/s: the Data pipeline
+kept 0.6 of its 2 slots busy in pass 1, and it took 70-90 ms to reach its first
+task, where plain tasks took 10 ms. Shard tasks pass only a JSON row in and a small
+dict out, so Ray Data's block streaming had nothing to carry.
 
 Each result row also carries the task's wall-clock start and end, its process CPU
 seconds and the worker's pid (``RayEngine.last_rows`` keeps the last pass's rows),
@@ -22,13 +32,11 @@ which is what ``bench/ray_scaling.py`` reads to place the time of a pass.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import logging
 import math
 import os
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -64,9 +72,6 @@ class RayEngine:
     """Connects to (or starts) a Ray cluster; ``map`` runs one task per item."""
 
     name = "ray"
-    # "data": one Ray Data pipeline per pass; "tasks": plain Ray tasks, at most
-    # ``workers`` in flight (bench/ray_scaling.py measures both)
-    scheduler = "data"
 
     def __init__(
         self,
@@ -79,10 +84,9 @@ class RayEngine:
         self.task = task  # the shard task: passed in, so this module imports no engine
         try:
             import ray
-            import ray.data
         except ImportError:
             raise BackendUnavailableError(
-                f"--engine ray needs Ray Data, which is not installed; {INSTALL}"
+                f"--engine ray needs Ray, which is not installed; {INSTALL}"
             ) from None
         self.ray = ray
         self.started = False
@@ -116,10 +120,6 @@ class RayEngine:
         # a task without a GPU computes on the CPU, whatever the node has
         self.device = device if self.num_gpus else "cpu"
         self.workers = workers
-        logging.getLogger("ray.data").setLevel(logging.ERROR)
-        context = ray.data.DataContext.get_current()
-        if hasattr(context, "enable_progress_bars"):
-            context.enable_progress_bars = False
 
     def map(
         self,
@@ -128,52 +128,19 @@ class RayEngine:
         on_done: Callable[[dict[str, Any]], None] | None = None,
     ) -> list[dict[str, Any]]:
         """Run the task (:func:`rltscan.engines.shards.task.run_task`) on every item, one
-        Ray task each; ``on_done(row)`` as each one's result arrives."""
+        Ray task each, at most ``workers`` in flight; ``on_done(row)`` as each one's
+        result arrives."""
         ray = self.ray
         if not items:
             return []
         if job.opts.device != self.device:
             job = dataclasses.replace(job, opts=job.opts.replace(device=self.device))
         rows = [{"item": json.dumps(item)} for item in items]
-        if self.scheduler == "tasks":
-            self.last_rows = self._map_tasks(job, rows, on_done)
-            return self.last_rows
-        blocks = len(rows)
-        if "override_num_blocks" in inspect.signature(ray.data.from_items).parameters:
-            ds = ray.data.from_items(rows, override_num_blocks=blocks)
-        else:  # Ray < 2.10
-            ds = ray.data.from_items(rows, parallelism=blocks)
-        kwargs: dict[str, Any] = {"fn_kwargs": {"job": job, "task": self.task}, "num_cpus": 1}
+        options: dict[str, Any] = {"num_cpus": 1}
         if self.num_gpus:
             # Ray retires a GPU task's worker process after one call unless told
             # otherwise: every shard would pay a new process, torch import and CUDA
             # context (seen: 64 processes for 64 shards, 4-6 s each); keep them
-            kwargs.update(num_gpus=self.num_gpus, max_calls=0)
-        if self.workers:
-            if hasattr(ray.data, "TaskPoolStrategy"):
-                kwargs["compute"] = ray.data.TaskPoolStrategy(size=self.workers)
-            else:  # older Ray Data
-                kwargs["concurrency"] = self.workers
-        with warnings.catch_warnings():  # Ray Data's own deprecations, not the user's
-            warnings.simplefilter("ignore", DeprecationWarning)
-            rows = []
-            for row in ds.map(_task, **kwargs).iter_rows():
-                rows.append(row)
-                if on_done is not None:
-                    on_done(row)
-        self.last_rows = rows
-        return rows
-
-    def _map_tasks(
-        self,
-        job: Any,
-        rows: list[dict[str, Any]],
-        on_done: Callable[[dict[str, Any]], None] | None = None,
-    ) -> list[dict[str, Any]]:
-        """One plain Ray task per row, at most ``workers`` in flight (all, without)."""
-        ray = self.ray
-        options: dict[str, Any] = {"num_cpus": 1}
-        if self.num_gpus:  # keep the worker processes (see map)
             options.update(num_gpus=self.num_gpus, max_calls=0)
         remote = ray.remote(**options)(_task)
         ref = ray.put(job)
@@ -192,6 +159,7 @@ class RayEngine:
         finally:
             for left in pending:  # an error: stop what has not finished
                 ray.cancel(left)
+        self.last_rows = out
         return out
 
     @staticmethod

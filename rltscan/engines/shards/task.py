@@ -31,7 +31,7 @@ neighbouring *row* that is data, not state. The protocol:
 
 Minari Parquet datasets hold one episode per shard, so no carry crosses a shard
 and pass 1 is skipped. Both engines run the same task function
-(:func:`run_task`): ``local`` serially in this process, ``ray`` as Ray Data
+(:func:`run_task`): ``local`` serially in this process, ``ray`` as Ray
 tasks (:mod:`rltscan.engines.ray.engine`), so their outputs are identical bit for bit.
 Against one file they are identical where the shard edges are on its block grid and
 every carried shard holds a cut (docs/SHARDS.md); otherwise they agree to float
