@@ -179,6 +179,16 @@ def start_writeback(path: Path) -> None:
         _WRITEBACK[0].submit(kick)
 
 
+def wait_writebacks() -> None:
+    """Wait for this process's :func:`start_writeback` kicks and end their thread (the
+    staging commit and abort call it: a run leaves no thread behind; a Ray worker's kicks
+    run out on their own)."""
+    with _WRITEBACK_LOCK:
+        pool = _WRITEBACK.pop() if _WRITEBACK else None
+    if pool is not None:
+        pool.shutdown(wait=True)
+
+
 def fsync_all(paths: list[Path], *, threads: int = 16) -> None:
     """Make every file in ``paths`` durable, as one batch: their fsyncs are issued
     together from a pool of threads (the device queues them at once instead of one

@@ -32,7 +32,7 @@ import numpy as np
 
 from rltscan.errors import DataError, InputFileError, OutputRefusedError, ParameterError
 from rltscan.io import lerobot, parquet
-from rltscan.io.atomic import TMP_MARK, deferred_signals, fsync_all, fsync_dir
+from rltscan.io.atomic import TMP_MARK, deferred_signals, fsync_all, fsync_dir, wait_writebacks
 from rltscan.io.columns import ColumnInfo
 from rltscan.io.formats import DIRECTORIES
 from rltscan.io.source import Source
@@ -371,6 +371,7 @@ class Staging:
         assert not missing, f"unstaged shards: {missing[:3]}"  # the engine staged them all
         # the shard tasks write their staged files without fsync: they are made durable
         # here, in one batch, before the journal (in place) or the rename (-o OUT_DIR)
+        wait_writebacks()  # (the local engine's kicks; they only ever shorten what follows)
         fsync_all([self.path(s) for s in self.dataset.shards])
         for shard in self.dataset.shards:  # temp files are 0600; keep the shard's own mode
             with contextlib.suppress(OSError):
@@ -470,6 +471,7 @@ class Staging:
             shutil.rmtree(self.trash, ignore_errors=True)
 
     def abort(self) -> None:
+        wait_writebacks()
         with contextlib.suppress(OSError):
             shutil.rmtree(self.dir)
 
