@@ -25,8 +25,9 @@ the time axis spans several tiles, joins them in the same pass with decoupled
 look-back (Merrill & Garland, "Single-pass Parallel Prefix Scan with Decoupled
 Look-back", NVIDIA 2016): a tile publishes its aggregate ``(A, B)`` (its inclusive
 value at once when it holds an episode end, ``A == 0``, or starts its row), looks
-back over earlier tiles (in scan order) until it meets an inclusive value or a
-reset, then publishes its own inclusive value. Tiles are numbered so that scan-order
+back over earlier tiles (in scan order) until it meets an inclusive value, applies the
+aggregates between forward from there (so the carry's bits do not depend on which
+tiles finished first), then publishes its own inclusive value. Tiles are numbered so that scan-order
 predecessors have lower program ids, so they were scheduled first and the
 spin-wait always makes progress (under the interpreter too, which runs programs in
 order). Several settings (γ, λ) (``NSET``) are a loop inside the program over the
@@ -251,44 +252,70 @@ def _read(ptr, mask, ROWS: tl.constexpr, WIDE: tl.constexpr):
 @triton.jit
 def _lookback(ws_ptr, slot, k, boundary, epoch, offs_r, ROWS: tl.constexpr,
               NSET: tl.constexpr, WIDE: tl.constexpr):  # fmt: skip
-    """Carry into this tile (y just past it in scan order), per lane: walk back over the
-    predecessors' words (``slot - NSET`` is the previous tile of the same setting) until
-    each lane meets an inclusive value or an episode end (an aggregate with a = 0).
+    """Carry into this tile (y just past it in scan order), per lane, the same bits
+    however the programs were scheduled.
 
-    One round trip per predecessor: both words of every lane are loaded at once, and
-    the walk moves on once every lane still searching has found one of the two states
-    there (else it reads them again). Earlier forms, measured on the H200 at 2^26 flat
-    steps: a flag word per tile raised with a release after a block barrier, polled by
-    atomics, then a second read of the data (GAE 467 µs against 416 now, see the module's
-    table); the same with 32 predecessors per round (CUB's window: GAE 54% of copy
-    bandwidth against 61%, bench/results/kernel-probe-h200-2026-12-03-b).
+    Back: walk over the predecessors' words (``slot - NSET`` is the previous tile of the
+    same setting) until each lane meets an inclusive value; the walk moves on once every
+    lane still searching sees at least an aggregate there (else it reads them again), one
+    round trip per predecessor with both words of every lane loaded at once. Forward: from
+    that inclusive value, one tile at a time in scan order, each tile's inclusive value
+    where it is published by now, else ``fma(a, carry, b)`` of its aggregate: the very
+    operation that tile publishes (:func:`_inclusive`). So by induction the carry is the
+    chain's value bit for bit, whether the walk stopped at the previous tile (the usual
+    case: the forward loop does not run) or further back.
+
+    The look-back this replaced folded the aggregates backward (``acc = acc ∘ agg``) and
+    applied the fold to the first inclusive value it met: fewer reads where the walk is
+    long, but the rounding then depended on how far back the walk went, that is on which
+    programs happened to finish first, and a repeated call could differ in its last bits
+    (seen on the H200: discounted returns at 2^22 flat steps differed from the first call
+    in 30 of 30 repeats; this walk, 0 of 30). Against it, at 2^26 flat steps on the H200:
+    GAE +1.7%, returns −6.3%, TD(λ), V-trace and Retrace within ±1.4%
+    (bench/results/lookback-determinism-h200-2026-12-06). Earlier
+    forms, measured on the H200 at 2^26 flat steps: a flag word per tile raised with a
+    release after a block barrier, polled by atomics, then a second read of the data (GAE
+    467 µs against 416 for the word-tagged walk, see the module's table); the same with
+    32 predecessors per round (CUB's window: GAE 54% of copy bandwidth against 61%,
+    bench/results/kernel-probe-h200-2026-12-03-b).
     """
     carry = boundary
     if k > 0:
         agg = epoch * 4 + 1
         inc = agg + 1
-        acc_a = tl.full([ROWS], 1.0, boundary.dtype)
-        acc_b = tl.zeros([ROWS], boundary.dtype)
+        start = offs_r * 0 + slot  # per lane: the slot whose inclusive value it starts from
         todo = offs_r >= 0
         j = slot - NSET
         while tl.max(todo.to(tl.int32), axis=0) > 0:
             lane = ws_ptr + j.to(tl.int64) * (2 * (1 + WIDE) * ROWS) + offs_r  # a, then b / y
             vb, tb = _read(lane + (1 + WIDE) * ROWS, todo, ROWS, WIDE)
-            va, ta = _read(lane, todo, ROWS, WIDE)
             is_inc = tb == inc
-            is_agg = (tb == agg) & (ta == agg)
-            waiting = tl.sum((todo & ~is_inc & ~is_agg).to(tl.int32), axis=0)
-            go = todo & ((offs_r + waiting) == offs_r)  # (no lane waiting, as a tensor)
-            nb = acc_b + acc_a * vb
-            na = acc_a * va
-            step_agg = go & is_agg
-            found = go & (is_inc | (is_agg & (na == 0)))
-            carry = tl.where(found, nb, carry)
-            acc_b = tl.where(step_agg, nb, acc_b)
-            acc_a = tl.where(step_agg, na, acc_a)
+            waiting = tl.sum((todo & ~is_inc & (tb != agg)).to(tl.int32), axis=0)
+            found = todo & is_inc & ((offs_r + waiting) == offs_r)  # (no lane waiting)
+            carry = tl.where(found, vb, carry)
+            start = tl.where(found, j, start)
             todo = todo & ~found
             j = j - tl.where(waiting == 0, NSET, 0)
+        j = tl.min(start, axis=0) + NSET
+        while j < slot:
+            need = start < j
+            lane = ws_ptr + j.to(tl.int64) * (2 * (1 + WIDE) * ROWS) + offs_r
+            vb, tb = _read(lane + (1 + WIDE) * ROWS, need, ROWS, WIDE)
+            va, ta = _read(lane, need & (tb != inc), ROWS, WIDE)
+            ready = (tb == inc) | ((tb == agg) & (ta == agg))  # (a torn fp64 read: again)
+            if tl.sum((need & ~ready).to(tl.int32), axis=0) == 0:
+                nxt = tl.where(tb == inc, vb, _inclusive(va, carry, vb))
+                carry = tl.where(need, nxt, carry)
+                j = j + NSET
     return carry
+
+
+@triton.jit
+def _inclusive(a, carry, b):
+    """A tile's inclusive value from its aggregate ``(a, b)`` and the carry into it: one
+    rounding, the same wherever it is computed (the tile itself, or a successor's
+    look-back, :func:`_lookback`)."""
+    return tl.fma(a, carry, b)
 
 
 # The epoch grows by one per launch and check_id by one per checked call: Triton would
@@ -500,8 +527,8 @@ def _scan_kernel(
             _publish(here + (1 + WIDE) * ROWS, tl.where(k == 0, eb + ea * boundary[:, None], eb),
                      tl.where(early, inc, agg), holder, ROWS, WIDE)  # fmt: skip
             carry = _lookback(ws_ptr, slot, k, boundary, epoch, offs_r, ROWS, NSET, WIDE)
-            _publish(here + (1 + WIDE) * ROWS, eb + ea * carry[:, None], inc, holder & ~early,
-                     ROWS, WIDE)  # fmt: skip
+            _publish(here + (1 + WIDE) * ROWS, _inclusive(ea, carry[:, None], eb), inc,
+                     holder & ~early, ROWS, WIDE)  # fmt: skip
             y = B + A * carry[:, None]
         else:
             carry = boundary
