@@ -21,6 +21,7 @@ from rltscan.errors import AmbiguousInputError, ParameterError, RltscanError
 from rltscan.io import open_input
 from rltscan.io import writeback as wb
 from rltscan.io.layout import (
+    Autoreset,
     Decision,
     IsLastRow,
     ObservationGaps,
@@ -83,6 +84,7 @@ def run(
     observation_gaps: ObservationGaps = "error",
     normalize: bool = False,
     is_last_row: IsLastRow | None = None,
+    autoreset: Autoreset | None = None,
 ) -> RunReport:
     """Compute ``estimator`` (a CLI command name, e.g. ``"gae"``) over ``input``.
 
@@ -109,7 +111,9 @@ def run(
     "truncate" or "ignore") say what a ``dones`` column, unflagged episode ends and
     hidden (observation-jump) ends mean; ``is_last_row`` ("observation" or
     "transition") whether an RLDS ``is_last`` row holds only the final observation or
-    is the episode's last step (docs/CONVENTIONS.md §1.9); ``ignore`` names columns that
+    is the episode's last step (docs/CONVENTIONS.md §1.9); ``autoreset="next-step"`` that
+    the row after each episode end is a Gymnasium NEXT_STEP reset row, not a step
+    (docs/CONVENTIONS.md §1.4); ``ignore`` names columns that
     look like a role but must not be used. ``dry_run`` plans: it resolves every column, reads only
     the flag columns and the reference column, checks the rest from the file's
     metadata, and computes and writes nothing. ``normalize`` writes the advantage
@@ -117,7 +121,15 @@ def run(
     pass over the written outputs only; sharded datasets: a second compute pass).
     """
     reading = _reading(
-        columns, layout, group, dones_mean, ends_are, ignore, observation_gaps, is_last_row
+        columns,
+        layout,
+        group,
+        dones_mean,
+        ends_are,
+        ignore,
+        observation_gaps,
+        is_last_row,
+        autoreset,
     )
     opts = RunOptions(
         command=estimator,
@@ -190,6 +202,7 @@ def _reading(
     ignore: tuple[str, ...] | list[str],
     observation_gaps: ObservationGaps,
     is_last_row: str | None = None,
+    autoreset: str | None = None,
 ) -> Reading:
     """The :class:`Reading` that ``run``'s and ``inspect``'s keywords describe."""
     return Reading(
@@ -201,6 +214,7 @@ def _reading(
         ignore=tuple(ignore),
         observation_gaps=observation_gaps,
         is_last_row=is_last_row,  # type: ignore[arg-type]
+        autoreset=autoreset,  # type: ignore[arg-type]
     )
 
 
@@ -270,6 +284,7 @@ def inspect(
     missing_bootstrap: str | None = None,
     observation_gaps: ObservationGaps = "error",
     is_last_row: IsLastRow | None = None,
+    autoreset: Autoreset | None = None,
     params: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What ``path`` holds: layout, columns and their roles, flag counts, and for each
@@ -277,9 +292,10 @@ def inspect(
 
     It takes every reading option :func:`run` takes (``columns``, ``layout``,
     ``group``, ``dones_mean``, ``ends_are``, ``ignore``, ``observation_gaps``,
-    ``is_last_row``, ``missing_bootstrap``) and ``params`` (each estimator takes those it
-    has: a ``trace`` changes what Retrace reads). Each estimator is planned exactly as
-    ``run(command, path, <the same options>, dry_run=True)`` plans it (the same resolver,
+    ``is_last_row``, ``autoreset``, ``missing_bootstrap``) and ``params`` (each estimator
+    takes those it has: a ``trace`` changes what Retrace reads). Each estimator is planned
+    exactly as ``run(command, path, <the same options>, dry_run=True)`` plans it (the same
+    resolver,
     the same checks of the options, the same missing-bootstrap rule), so "ready" means
     that run goes. ``roles`` lists every column whose role was recognised, also while
     decisions are open; ``decisions`` lists each open one with the flag that settles it
@@ -288,7 +304,15 @@ def inspect(
     from rltscan.io.formats import named
 
     reading = _reading(
-        columns, layout, group, dones_mean, ends_are, ignore, observation_gaps, is_last_row
+        columns,
+        layout,
+        group,
+        dones_mean,
+        ends_are,
+        ignore,
+        observation_gaps,
+        is_last_row,
+        autoreset,
     )
     reading.check()
     source, shards_note, layout_decision = _inspected_source(path, reading, stdin)

@@ -488,6 +488,7 @@ CHOICES = {
     "dones_mean": ("--dones-mean", ("ended", "starts")),
     "ends_are": ("--ends-are", ("terminal", "truncated")),
     "is_last_row": ("--is-last-row", ("observation", "transition")),
+    "autoreset": ("--autoreset", ("same-step", "next-step")),
     "layout": ("--layout", ("flat", "episodes", "time-major", "batch-major")),
     "missing_bootstrap": ("--missing-bootstrap", ("error", "zero")),
     "backend": ("--backend", ("auto", "triton", "torch", "cpu", "reference")),
@@ -540,6 +541,16 @@ def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P
                 "--is-last-row",
                 help="RLDS is_last rows: observation (the final observation alone, not a "
                 "step; its value bootstraps a truncated episode) or transition (a real step).",
+            ),
+        ),
+        (
+            "autoreset",
+            S,
+            _opt(
+                "--autoreset",
+                help="How the buffer's env reset: next-step (Gymnasium >= 1.0 vector envs' "
+                "default: the row after each episode end is the reset, not a step; its value "
+                "bootstraps a truncation) or same-step (every row is a step, the default).",
             ),
         ),
         (
@@ -606,14 +617,15 @@ def reading_arguments(kw: dict[str, Any]) -> dict[str, Any]:
     """Take the column and reading options out of a command's keywords ``kw``; return
     them as the keywords :func:`rltscan.api.run` and :func:`rltscan.api.inspect` both
     take (``columns``, ``layout``, ``group``, ``dones_mean``, ``ends_are``, ``is_last_row``,
-    ``ignore``,
+    ``autoreset``, ``ignore``,
     ``observation_gaps``, ``missing_bootstrap``): one function, so ``inspect`` reads a
     file exactly as the run with the same options does.
 
     Raises:
         ParameterError: a word option has a value it does not take.
     """
-    for name in ("dones_mean", "ends_are", "is_last_row", "layout", "missing_bootstrap"):
+    words = ("dones_mean", "ends_are", "is_last_row", "autoreset", "layout", "missing_bootstrap")
+    for name in words:
         _check_choice(*CHOICES[name], kw.get(name))
     columns = {r.name: kw.pop(r.keyword) for r in COLUMN_ROLES if r.keyword in kw}
     missing = kw.pop("missing_bootstrap", None)
@@ -626,6 +638,7 @@ def reading_arguments(kw: dict[str, Any]) -> dict[str, Any]:
         "dones_mean": kw.pop("dones_mean"),
         "ends_are": kw.pop("ends_are"),
         "is_last_row": kw.pop("is_last_row"),
+        "autoreset": kw.pop("autoreset"),
         "ignore": tuple(kw.pop("ignore") or ()),
         "observation_gaps": _observation_gaps(
             kw.pop("ends_from_observations"), kw.pop("ignore_observation_gaps")

@@ -29,7 +29,7 @@ from rltscan.roles import of_argument
 Progress = Callable[[str, bool], None]  # (stage, started) -> None; the CLI draws it
 
 # The choices of a reading that change numbers, recorded with the parameters
-READING_CHOICES = ("dones_mean", "ends_are", "observation_gaps", "is_last_row")
+READING_CHOICES = ("dones_mean", "ends_are", "observation_gaps", "is_last_row", "autoreset")
 BOOTSTRAP_FIX = (
     "pass --next-values KEY (or --last-values KEY for a [T, B] buffer), "
     "or --missing-bootstrap zero to count it as 0"
@@ -67,6 +67,11 @@ def terminal_rule(reading: Mapping[str, Any], by: Mapping[str, str] | None = Non
         )
     elif last == "transition":
         parts.append("an is_last row is the last step of its episode")
+    if reading.get("autoreset") == "next-step":
+        parts.append(
+            "the row after each episode end is a Gymnasium NEXT_STEP reset row, not a step; "
+            "its value bootstraps a truncated episode"
+        )
     return "; ".join(parts)
 
 

@@ -39,11 +39,13 @@ PER_ROW = ("last_value", "init")  # one value per sequence, not per step
 EndsAre = Literal["terminal", "truncated"]
 ObservationGaps = Literal["error", "truncate", "ignore"]
 IsLastRow = Literal["observation", "transition"]
+Autoreset = Literal["same-step", "next-step"]
 CHOICES: dict[str, tuple[str, ...]] = {  # Reading field -> its words (the CLI's too)
     "dones_mean": ("ended", "starts"),
     "ends_are": ("terminal", "truncated"),
     "observation_gaps": ("error", "truncate", "ignore"),
     "is_last_row": ("observation", "transition"),
+    "autoreset": ("same-step", "next-step"),
 }
 
 
@@ -55,7 +57,9 @@ class Reading:
     ``ends_are`` and ``observation_gaps`` say what a ``dones`` column, unflagged episode
     ends and hidden (observation) ends mean; ``is_last_row`` whether an RLDS ``is_last``
     row holds only the final observation (``"observation"``: not a transition) or is the
-    episode's last step (``"transition"``); ``ignore`` takes look-alike columns out of
+    episode's last step (``"transition"``); ``autoreset="next-step"`` that the row after
+    each episode end is a Gymnasium NEXT_STEP reset row, not a step (``"same-step"``,
+    the default: every row is a step); ``ignore`` takes look-alike columns out of
     every role; ``layout`` and ``group`` beat detection. One value serves ``inspect``,
     ``--dry-run`` and the run (docs/CONVENTIONS.md §1).
     """
@@ -68,6 +72,7 @@ class Reading:
     ignore: tuple[str, ...] = ()
     observation_gaps: ObservationGaps = "error"
     is_last_row: IsLastRow | None = None
+    autoreset: Autoreset | None = None
 
     def check(self) -> None:
         """The choices' spelling (the CLI checks them too, with its hints)."""
@@ -88,6 +93,7 @@ class Reading:
             "ignore": list(self.ignore),
             "observation_gaps": self.observation_gaps,
             "is_last_row": self.is_last_row,
+            "autoreset": self.autoreset,
         }
 
 
@@ -638,7 +644,7 @@ class _FinalRows:
     kept_index: np.ndarray  # transition -> its stored row
     successor: np.ndarray  # transition -> the stored row after it (may be past the end)
     known: np.ndarray  # transition -> a row follows it (its observation is s_{t+1})
-    name: str  # the is_last column
+    label: str  # what an excluded row is, for the notes ('an "is_last" row')
 
 
 def _final_rows(
@@ -655,6 +661,15 @@ def _final_rows(
     from the final observation's row (its ``is_terminal``)."""
     source = res.source
     name = res.find("last_row") or _last_row_named(res.overrides)
+    if reading.autoreset == "next-step":
+        if name is not None:
+            raise ParameterError(
+                f'{source.where}: --autoreset next-step on a table with an RLDS "{name}" '
+                "column: RLDS marks its final-observation rows itself",
+                "drop --autoreset and pass --is-last-row observation or transition",
+            )
+        in_force["autoreset"] = "next-step"
+        return _reset_rows(res, reader, reading, window)
     if name is None or source.layout not in ("flat", "episodes"):
         return None
     where = source.where
@@ -754,7 +769,102 @@ def _final_rows(
         f'{int(last.sum())} "{name}" row(s) hold only the final observation (RLDS), not a '
         "transition: they are left out of the computation and their outputs are NaN"
     )
-    return _FinalRows(view, base, kept, kept_index, successor, known, name)
+    return _FinalRows(view, base, kept, kept_index, successor, known, f'an "{name}" row')
+
+
+def _reset_rows(
+    res: _Resolve, reader: _Reader, reading: Reading, window: tuple[int, int] | None
+) -> _FinalRows:
+    """Gymnasium's NEXT_STEP autoreset (docs/CONVENTIONS.md §1.4): the row after each
+    episode end is the reset step (the final observation, an ignored action, reward 0,
+    no flags), not a transition. Those rows are left out, and their ``values`` entry, V
+    of the final observation, bootstraps the step before them when it was truncated.
+    Proven, not assumed: a reset row that ends an episode or has a reward other than 0
+    stops the run (then the buffer's rows after an end are real steps)."""
+    source = res.source
+    where = source.where
+    if source.layout != "flat":
+        raise ParameterError(
+            f"{where}: --autoreset next-step reads a flat table of steps; this one is "
+            f"{source.layout}",
+            "store the buffer as one flat table (one row per env step), or drop --autoreset",
+        )
+    if window is not None:
+        raise ParameterError(
+            f"{where}: a buffer with NEXT_STEP reset rows cannot be read in pieces (a "
+            "sharded dataset) yet",
+            "merge the shards into one file",
+        )
+    flags = {role: res.find(role) for role in ("terminated", "truncated", "dones")}
+    if flags["dones"] is not None and (flags["terminated"] or flags["truncated"]):
+        flags["dones"] = None  # term/trunc say it per step (the usual resolution refuses a clash)
+    if not any(flags.values()):
+        raise DataError(
+            f"{where}: --autoreset next-step needs the episode-end flags (terminated, "
+            f"truncated or dones) and {where} has none",
+            "pass --terminals KEY and --timeouts KEY",
+        )
+    provisional = False
+    if flags["dones"] is not None and reading.dones_mean != "ended":
+        if reading.dones_mean == "starts":
+            raise ParameterError(
+                f'{where}: --autoreset next-step reads "{flags["dones"]}" as the end of each '
+                "step (a NEXT_STEP buffer's flags), not as episode starts",
+                "pass --dones-mean ended, or drop --autoreset next-step",
+            )
+        provisional = True  # the resolution asks --dones-mean below; nothing is computed
+    end = np.zeros(source.steps, bool)
+    for role, name in flags.items():
+        if name is not None:
+            end |= _stored_flag(reader, role, name)
+    n = len(end)
+    after = np.zeros(n, bool)
+    after[1:] = end[:-1]
+    both = np.flatnonzero(after & end)
+    if len(both) and not provisional:
+        row = int(both[0])
+        raise DataError(
+            f"{where}: row {row} follows an episode end and ends an episode itself; under "
+            "NEXT_STEP autoreset that row is a reset step, which never ends one",
+            "drop --autoreset next-step if every row of this buffer is a step",
+            index=row,
+        )
+    rewards = res.find("rewards")
+    if rewards is not None:  # (read again with the view: the checks want every stored row)
+        stored = _squeeze(np.asarray(reader.column("rewards", rewards)), 1)
+        bad = np.flatnonzero(after & (stored != 0))
+        if len(bad) and not provisional:
+            row = int(bad[0])
+            raise DataError(
+                f'{where}: row {row} follows an episode end but its "{rewards}" is '
+                f"{stored[row]!r}; a NEXT_STEP reset step has reward 0",
+                "drop --autoreset next-step: the rows after each end here are real steps "
+                "(SAME_STEP autoreset)",
+                column=rewards,
+                index=row,
+            )
+    kept = ~after
+    kept_index = np.flatnonzero(kept)
+    successor = kept_index + 1
+    known = successor < n
+    base = source
+
+    def read(column: str) -> np.ndarray | list[np.ndarray]:
+        return np.asarray(base.read(column))[kept_index]
+
+    columns = {
+        k: ColumnInfo(k, (len(kept_index), *v.shape[1:]), v.dtype)
+        for k, v in source.columns.items()
+    }
+    view = dataclasses.replace(
+        source, read=read, columns=columns, read_range=None, steps=len(kept_index)
+    )
+    res.notes.append(
+        f"{int(after.sum())} row(s) after an episode end are Gymnasium NEXT_STEP reset rows "
+        "(--autoreset next-step), not transitions: they are left out of the computation and "
+        "their outputs are NaN"
+    )
+    return _FinalRows(view, base, kept, kept_index, successor, known, "a reset row")
 
 
 def _stored_flag(reader: _Reader, role: str, name: str) -> np.ndarray:
@@ -786,7 +896,7 @@ def _next_from_final_rows(
         nv[rows.known] = stored[rows.successor[rows.known]]
         kwargs["next_values"] = nv
     res.notes.append(
-        f'V(s_{{t+1}}) is "{name}" of the next row: on an "{rows.name}" row, V of the final '
+        f'V(s_{{t+1}}) is "{name}" of the next row: on {rows.label}, V of the final '
         "observation, which bootstraps a truncated episode"
     )
     return rows.known
@@ -795,6 +905,8 @@ def _next_from_final_rows(
 def rows_may_be_excluded(source: Source, reading: Reading) -> bool:
     """Whether an RLDS ``is_last`` column may make some rows of ``source`` final
     observations rather than transitions (such a table is read whole, not by windows)."""
+    if reading.autoreset == "next-step":
+        return True
     if reading.is_last_row == "transition" or source.layout not in ("flat", "episodes"):
         return False
     if reading.ignore:

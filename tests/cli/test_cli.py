@@ -420,6 +420,7 @@ def test_inspect_reads_as_the_run_with_the_same_options(
         "--episode-id", "e", "--dones-mean", "ended", "--ends-are", "terminal",
         "--ignore", "a", "--ignore", "b", "--ends-from-observations", "--no-bootstrap",
         "--layout", "flat", "--group", "/g", "--is-last-row", "observation",
+        "--autoreset", "next-step",
     ]  # fmt: skip
     assert invoke("inspect", FLAT, *options).exit_code == 2
     assert invoke("gae", FLAT, *CPU, *options).exit_code == 2
@@ -431,7 +432,7 @@ def test_inspect_reads_as_the_run_with_the_same_options(
         },
         "layout": "flat", "group": "/g", "dones_mean": "ended", "ends_are": "terminal",
         "ignore": ("a", "b"), "observation_gaps": "truncate", "missing_bootstrap": "zero",
-        "is_last_row": "observation",
+        "is_last_row": "observation", "autoreset": "next-step",
     }  # fmt: skip
 
 
