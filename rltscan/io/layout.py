@@ -787,7 +787,7 @@ def _reset_rows(
         raise ParameterError(
             f"{where}: --autoreset next-step reads a flat table of steps; this one is "
             f"{source.layout}",
-            "store the buffer as one flat table (one row per env step), or drop --autoreset",
+            "store each env's steps as one flat table (a file per env), or drop --autoreset",
         )
     if window is not None:
         raise ParameterError(
@@ -830,7 +830,7 @@ def _reset_rows(
             index=row,
         )
     rewards = res.find("rewards")
-    if rewards is not None:  # (read again with the view: the checks want every stored row)
+    if rewards is not None:  # the stored rewards, reset rows included (the view reads its own)
         stored = _squeeze(np.asarray(reader.column("rewards", rewards)), 1)
         bad = np.flatnonzero(after & (stored != 0))
         if len(bad) and not provisional:
