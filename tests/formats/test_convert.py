@@ -30,6 +30,15 @@ def _close(got: np.ndarray, want: np.ndarray) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
 
 
+def _same_when_run_again(out: Path, tmp_path: Path, **kw: object) -> None:
+    """The converted Parquet file, run through GAE again: the same advantages (the
+    conversion kept every column the estimator reads, with its meaning)."""
+    again = tmp_path / "again.parquet"
+    api.run("gae", str(out), output=str(again), prefix="b_", **kw, **CPU)
+    t2 = pq.read_table(again)
+    _close(t2.column("b_advantages").to_numpy(), t2.column("advantages").to_numpy())
+
+
 def _h5(path: Path) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
 
@@ -65,10 +74,7 @@ def test_flat_hdf5_to_parquet_carries_every_dataset(tmp_path: Path) -> None:
     meta = _meta(table)
     assert meta["datasets"]["metadata/algorithm"]["value"] == source["metadata/algorithm"].decode()
     # processed again: the same numbers
-    again = tmp_path / "y.parquet"
-    api.run("gae", str(out), output=str(again), prefix="b_", **CPU)
-    t2 = pq.read_table(again)
-    _close(t2.column("b_advantages").to_numpy(), t2.column("advantages").to_numpy())
+    _same_when_run_again(out, tmp_path)
 
 
 def test_buffer_to_parquet_is_env_major_with_index_columns(tmp_path: Path) -> None:
@@ -95,10 +101,7 @@ def test_buffer_to_parquet_is_env_major_with_index_columns(tmp_path: Path) -> No
     # the end of its recorded data (a truncation), which --ends-are says
     with pytest.raises(RltscanError, match="--ends-are"):
         api.run("gae", str(out), output=str(tmp_path / "z.parquet"), prefix="b_", **CPU)
-    again = tmp_path / "again.parquet"
-    api.run("gae", str(out), output=str(again), prefix="b_", ends_are="truncated", **CPU)
-    t2 = pq.read_table(again)
-    _close(t2.column("b_advantages").to_numpy(), t2.column("advantages").to_numpy())
+    _same_when_run_again(out, tmp_path, ends_are="truncated")
 
 
 def test_buffer_round_trip_through_parquet_restores_the_buffer(tmp_path: Path) -> None:
@@ -152,10 +155,7 @@ def test_minari_to_parquet_keeps_v_of_s_t_as_a_bootstrap_column(tmp_path: Path) 
     ids = table.column("episode_id").to_numpy()
     np.testing.assert_array_equal(table.column("next_values").to_numpy()[ids == 0], v0[1:])
     np.testing.assert_array_equal(table.column("values").to_numpy()[ids == 0], v0[:-1])
-    again = tmp_path / "again.parquet"
-    api.run("gae", str(out), output=str(again), prefix="b_", **CPU)
-    t2 = pq.read_table(again)
-    _close(t2.column("b_advantages").to_numpy(), t2.column("advantages").to_numpy())
+    _same_when_run_again(out, tmp_path)
 
 
 def test_parquet_to_hdf5_is_a_flat_file_with_every_column(tmp_path: Path) -> None:
@@ -277,10 +277,7 @@ def test_minari_columnar_to_parquet_drops_padding_and_keeps_v_of_s_t(
     assert table.num_rows == steps
     ids = table.column("episode_id").to_numpy()
     np.testing.assert_array_equal(table.column("next_values").to_numpy()[ids == 3], v3[1:])
-    again = tmp_path / "again.parquet"
-    api.run("gae", str(out), output=str(again), prefix="b_", **CPU)
-    t2 = pq.read_table(again)
-    _close(t2.column("b_advantages").to_numpy(), t2.column("advantages").to_numpy())
+    _same_when_run_again(out, tmp_path)
 
 
 def test_batch_major_buffer_round_trip(tmp_path: Path) -> None:
