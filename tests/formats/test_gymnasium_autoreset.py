@@ -170,6 +170,8 @@ def test_the_cli_flag_and_its_report(tmp_path: Path) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "NEXT_STEP reset rows" in done.stdout + done.stderr
+    meta = b"".join(pq.read_schema(path).metadata.values())
+    assert b'"autoreset": "next-step"' in meta  # the provenance: run again, same numbers
     want = want_gae(b)
     keep = ~np.isnan(want)
     np.testing.assert_allclose(read(path, "advantages")[keep], want[keep], rtol=1e-5, atol=1e-5)
