@@ -258,7 +258,7 @@ def _lookback(ws_ptr, slot, k, boundary, epoch, offs_r, ROWS: tl.constexpr,
     Back: walk over the predecessors' words (``slot - NSET`` is the previous tile of the
     same setting) until each lane meets an inclusive value; the walk moves on once every
     lane still searching sees at least an aggregate there (else it reads them again), one
-    round trip per predecessor with both words of every lane loaded at once. Forward: from
+    round trip per predecessor (the word that holds b or y, every lane at once). Forward: from
     that inclusive value, one tile at a time in scan order, each tile's inclusive value
     where it is published by now, else ``fma(a, carry, b)`` of its aggregate: the very
     operation that tile publishes (:func:`_inclusive`). So by induction the carry is the
