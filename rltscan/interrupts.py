@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 _state = {"seen": False}
@@ -63,7 +64,29 @@ def install_startup() -> None:
         signal.signal(sig, _startup)
 
 
+def _unraisable(hook: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``sys.unraisablehook`` that drops a KeyboardInterrupt this module raised where
+    Python cannot raise (a weakref or import-lock callback: it prints "Exception
+    ignored in ..." and goes on). The signal is remembered (:func:`seen`): a commit
+    checks it before its rename, and the CLI ends with 130 and the one-line message,
+    which those lines of stderr would bury. Anything else goes to ``hook``
+    (``tests/safety/test_write_safety.py`` sends SIGINT while imports run on a thread)."""
+
+    def quiet(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _state["seen"]:
+            return
+        hook(unraisable)
+
+    quiet.__qualname__ = _QUIET
+    return quiet
+
+
+_QUIET = "rltscan.interrupts.quiet_unraisable"
+
+
 def install_running() -> None:
     """In the CLI's ``main()``: Ctrl-C/SIGTERM raise KeyboardInterrupt and are remembered."""
+    if getattr(sys.unraisablehook, "__qualname__", "") != _QUIET:  # (once per hook)
+        sys.unraisablehook = _unraisable(sys.unraisablehook)
     for sig in _SIGNALS:
         signal.signal(sig, _running)
