@@ -15,7 +15,7 @@ open decision with its flag at once (docs/CONVENTIONS.md §1.10).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -712,7 +712,6 @@ def _final_rows(
             "pieces (a sharded dataset) yet",
             "merge the shards into one file",
         )
-    n = len(last)
     if term is not None:
         stray = term & ~last
         if stray.any():
@@ -739,37 +738,25 @@ def _final_rows(
                 column=starts_name,
                 index=row,
             )
-    kept = ~last
-    kept_index = np.flatnonzero(kept)
-    successor = kept_index + 1
-    known = successor < n
-    ended = np.zeros(len(kept_index), bool)
-    ended[known] = last[successor[known]]
-    base = source
 
-    def read(column: str) -> np.ndarray | list[np.ndarray]:
-        data = np.asarray(base.read(column))
-        if column == name:
-            return ended.copy()  # the row after the step holds the final observation
-        if column in OBSERVATION_FLAGS:  # describes its row's observation: s_{t+1}
+    def moved(column: str, data: np.ndarray, rows: _FinalRows) -> np.ndarray | None:
+        """The flags that describe the next row's observation, read onto the step."""
+        known, after = rows.known, rows.successor[rows.known]
+        out = np.zeros(len(rows.kept_index), bool)
+        if column == name:  # the row after the step holds the final observation
+            out[known] = last[after]
+        elif column in OBSERVATION_FLAGS:  # describes its row's observation: s_{t+1}
             flag = as_flag(_squeeze(data, 1), column, where, "terminated")
-            out = np.zeros(len(kept_index), bool)
-            out[known] = flag[successor[known]] & last[successor[known]]
-            return out
-        return data[kept_index]
+            out[known] = flag[after] & last[after]
+        else:
+            return None
+        return out
 
-    columns = {
-        k: ColumnInfo(k, (len(kept_index), *v.shape[1:]), v.dtype)
-        for k, v in source.columns.items()
-    }
-    view = dataclasses.replace(
-        source, read=read, columns=columns, read_range=None, steps=len(kept_index)
-    )
     res.notes.append(
         f'{int(last.sum())} "{name}" row(s) hold only the final observation (RLDS), not a '
         "transition: they are left out of the computation and their outputs are NaN"
     )
-    return _FinalRows(view, base, kept, kept_index, successor, known, f'an "{name}" row')
+    return _without_rows(source, ~last, f'an "{name}" row', moved)
 
 
 def _reset_rows(
@@ -843,14 +830,32 @@ def _reset_rows(
                 column=rewards,
                 index=row,
             )
-    kept = ~after
+    res.notes.append(
+        f"{int(after.sum())} row(s) after an episode end are Gymnasium NEXT_STEP reset rows "
+        "(--autoreset next-step), not transitions: they are left out of the computation and "
+        "their outputs are NaN"
+    )
+    return _without_rows(source, ~after, "a reset row")
+
+
+def _without_rows(
+    source: Source,
+    kept: np.ndarray,
+    label: str,
+    moved: Callable[[str, np.ndarray, _FinalRows], np.ndarray | None] | None = None,
+) -> _FinalRows:
+    """The view of ``source`` without the rows ``kept`` leaves out (RLDS final
+    observations, NEXT_STEP resets): each column read at the kept rows, except where
+    ``moved(column, stored, rows)`` gives the column itself (flags that describe the
+    next row, read onto the step)."""
     kept_index = np.flatnonzero(kept)
     successor = kept_index + 1
-    known = successor < n
-    base = source
+    known = successor < len(kept)
 
     def read(column: str) -> np.ndarray | list[np.ndarray]:
-        return np.asarray(base.read(column))[kept_index]
+        data = np.asarray(source.read(column))
+        out = None if moved is None else moved(column, data, rows)
+        return data[kept_index] if out is None else out
 
     columns = {
         k: ColumnInfo(k, (len(kept_index), *v.shape[1:]), v.dtype)
@@ -859,12 +864,8 @@ def _reset_rows(
     view = dataclasses.replace(
         source, read=read, columns=columns, read_range=None, steps=len(kept_index)
     )
-    res.notes.append(
-        f"{int(after.sum())} row(s) after an episode end are Gymnasium NEXT_STEP reset rows "
-        "(--autoreset next-step), not transitions: they are left out of the computation and "
-        "their outputs are NaN"
-    )
-    return _FinalRows(view, base, kept, kept_index, successor, known, "a reset row")
+    rows = _FinalRows(view, source, kept, kept_index, successor, known, label)
+    return rows  # (read above finds it when called)
 
 
 def _stored_flag(reader: _Reader, role: str, name: str) -> np.ndarray:
