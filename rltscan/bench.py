@@ -646,36 +646,62 @@ def markdown(result: dict[str, Any]) -> str:
     if result["kind"] == "gpu":
         lines.append(f"Copy bandwidth (same run): {result['copy_bandwidth_GBps']:.0f} GB/s")
         lines.append("")
-        lines.append(
-            "| estimator | shape | layout | ep len | floor µs | triton µs | % floor | GB/s "
-            "| validated µs | torch.compile µs | speedup | max rel err |"
-        )
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for r in result["results"]:
-            base = r.get("compile_baseline_us")
-            lines.append(
-                f"| {r['estimator']} | {r['shape']} | {r['layout']} | {r['episode_len']:g} "
-                f"| {r['floor_us']:.1f} | {r['triton_us']:.1f} | {r['pct_of_floor']:.0f}% "
-                f"| {r['GBps']:.0f} | {r['triton_validated_us']:.1f} "
-                f"| {'' if base is None else f'{base:.1f}'} "
-                f"| {'' if base is None else format(r['speedup_vs_baseline'], '.1f') + 'x'} "
-                f"| {r['max_rel_err']:.1e} |"
-            )
+        columns = (
+            "estimator", "shape", "layout", "ep len", "floor µs", "triton µs", "% floor",
+            "GB/s", "validated µs", "torch.compile µs", "speedup", "max rel err",
+        )  # fmt: skip
+        lines += _table(columns, [_gpu_cells(r) for r in result["results"]])
     else:
-        lines.append(
-            "| estimator | shape | torch ns/step | torch (no validation) | reference ns/step "
-            "| NumPy loop ns/step |"
-        )
-        lines.append("|---|---|---|---|---|---|")
-        for r in result["results"]:
-            ref = r.get("reference_ns_per_step")
-            npl = r.get("numpy_loop_ns_per_step")
-            lines.append(
-                f"| {r['estimator']} | {r['shape']} | {r['torch_ns_per_step']:.1f} "
-                f"| {r['torch_unvalidated_ns_per_step']:.1f} "
-                f"| {'' if ref is None else f'{ref:.0f}'} | {'' if npl is None else f'{npl:.0f}'} |"
-            )
+        columns = (
+            "estimator", "shape", "torch ns/step", "torch (no validation)",
+            "reference ns/step", "NumPy loop ns/step",
+        )  # fmt: skip
+        lines += _table(columns, [_cpu_cells(r) for r in result["results"]])
     return "\n".join(lines) + "\n"
+
+
+def _table(columns: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """A markdown table's lines: the header, its rule, then one line a row (one
+    formatting for both tables :func:`markdown` writes)."""
+    return [_md_row(columns), "|" + "---|" * len(columns), *(_md_row(r) for r in rows)]
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    """One line of a markdown table."""
+    return "| " + " | ".join(cells) + " |"
+
+
+def _gpu_cells(r: dict[str, Any]) -> list[str]:
+    """One GPU result as table cells (empty where there was no torch.compile baseline)."""
+    base = r.get("compile_baseline_us")
+    return [
+        f"{r['estimator']}",
+        f"{r['shape']}",
+        f"{r['layout']}",
+        f"{r['episode_len']:g}",
+        f"{r['floor_us']:.1f}",
+        f"{r['triton_us']:.1f}",
+        f"{r['pct_of_floor']:.0f}%",
+        f"{r['GBps']:.0f}",
+        f"{r['triton_validated_us']:.1f}",
+        "" if base is None else f"{base:.1f}",
+        "" if base is None else format(r["speedup_vs_baseline"], ".1f") + "x",
+        f"{r['max_rel_err']:.1e}",
+    ]
+
+
+def _cpu_cells(r: dict[str, Any]) -> list[str]:
+    """One CPU result as table cells (empty where a baseline was not timed)."""
+    ref = r.get("reference_ns_per_step")
+    npl = r.get("numpy_loop_ns_per_step")
+    return [
+        f"{r['estimator']}",
+        f"{r['shape']}",
+        f"{r['torch_ns_per_step']:.1f}",
+        f"{r['torch_unvalidated_ns_per_step']:.1f}",
+        "" if ref is None else f"{ref:.0f}",
+        "" if npl is None else f"{npl:.0f}",
+    ]
 
 
 def throughput(
