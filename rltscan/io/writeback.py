@@ -172,8 +172,8 @@ def write(
     names = list(outputs)
     if target.kind == "stdout":
         assert stdout is not None
-        record = provenance(names, metadata)
-        return _write_table(source, stdout, target.format, outputs, record, overwrite)
+        writing = formats.Writing(source, outputs, provenance(names, metadata), overwrite)
+        return _write_table(writing, stdout, target.format)
     assert target.path is not None
     if target.kind == "file" and target.path.exists():
         if not overwrite:
@@ -182,13 +182,11 @@ def write(
             )
         if source.path is not None and _same_file(target.path, source.path):
             target = Target("inplace", source.path, source.format)
-    record = provenance(names, metadata)
-    written = formats.named(source.format).write_back(
-        source, prepared, target, outputs, record=record, overwrite=overwrite
-    )
+    writing = formats.Writing(source, outputs, provenance(names, metadata), overwrite)
+    written = formats.named(source.format).write_back(writing, prepared, target)
     if written is not None:
         return written
-    return _write_table(source, target.path, target.format, outputs, record, overwrite)
+    return _write_table(writing, target.path, target.format)
 
 
 def provenance(names: list[str], metadata: Mapping[str, Any]) -> formats.Record:
@@ -353,31 +351,19 @@ def _lock_dir(root: Path, input: str) -> atomic.Lock:
     return held
 
 
-def _write_table(
-    source: Source,
-    sink: Path | BinaryIO,
-    fmt: str,
-    outputs: Mapping[str, np.ndarray],
-    record: formats.Record,
-    overwrite: bool,
-) -> int:
+def _write_table(writing: formats.Writing, sink: Path | BinaryIO, fmt: str) -> int:
     """The input as a table plus the outputs, in ``fmt`` (Parquet, Arrow, or HDF5 from a
     table): the input's row gives the table, the target's row writes it. Conversions
     carry every column or refuse by name (:mod:`rltscan.io.convert`).
 
     Args:
-        source: the opened input.
+        writing: the outputs (shaped like the estimator inputs), from the opened input.
         sink: a new file's path, or stdout.
         fmt: the target's format word.
-        outputs: output name -> array shaped like the estimator inputs.
-        record: the run's provenance record.
-        overwrite: ``--overwrite``.
 
     Returns:
         The bytes of output data written.
     """
-    row, out = formats.named(source.format), formats.named(fmt)
-    tabled = row.to_table(source, same=row is out)
-    return out.from_table(
-        tabled, sink, fmt, source=source, outputs=outputs, record=record, overwrite=overwrite
-    )
+    row, out = formats.named(writing.source.format), formats.named(fmt)
+    tabled = row.to_table(writing.source, same=row is out)
+    return out.from_table(tabled, sink, fmt, writing)

@@ -7,8 +7,7 @@ and writers (lazily: detecting HDF5 loads no pyarrow, Parquet no h5py) and
 :mod:`rltscan.errors`; nothing above io.
 
 Adding a format: a folder ``rltscan/io/formats/<name>/`` whose ``__init__`` defines the
-row (a class implementing :class:`Format`, the common defaults from
-:class:`~rltscan.io.formats.protocol.Row`) as ``FORMAT``, and that row in
+row (a subclass of :class:`Format`, which holds the common defaults) as ``FORMAT``, and that row in
 :data:`~rltscan.io.formats.registry.FORMATS`. Nothing else names it:
 ``tests/formats/test_formats_registry.py`` checks the protocol and that no module outside this
 package compares format names.
@@ -24,6 +23,7 @@ from rltscan.io.formats.protocol import (
     Streamed,
     Tabled,
     TableFile,
+    Writing,
 )
 from rltscan.io.formats.registry import (
     DIRECTORIES,
@@ -48,6 +48,7 @@ __all__ = [
     "Streamed",
     "TableFile",
     "Tabled",
+    "Writing",
     "named",
     "sniff_bytes",
     "sniff_path",

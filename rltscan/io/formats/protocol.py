@@ -72,6 +72,19 @@ class Tabled:
 
 
 @dataclass(frozen=True)
+class Writing:
+    """What one run writes back: its ``outputs`` (output name -> array shaped like the
+    estimator inputs) from ``source``, the run's provenance ``record`` and ``overwrite``
+    (``--overwrite``); they travel together from :func:`rltscan.io.writeback.write_back`
+    to the row that writes them (:meth:`Format.write_back`, :meth:`Format.from_table`)."""
+
+    source: Source
+    outputs: Mapping[str, np.ndarray]
+    record: Record
+    overwrite: bool
+
+
+@dataclass(frozen=True)
 class Record:
     """The run's provenance record three ways: as given (``metadata``), as the ``rltscan``
     key-value metadata entry of a table (``entry``) and as HDF5 attributes (``attrs``)."""
@@ -103,22 +116,30 @@ def flat_only(layout: Layout | None, word: str, where: str) -> None:
 
 @runtime_checkable
 class Format(Protocol):
-    """One registry row: a file format rltscan reads and writes back into."""
+    """One registry row: a file format rltscan reads and writes back into.
+
+    A row subclasses this class: it sets ``name``, ``title`` and ``words``, implements
+    :meth:`open` and :meth:`to_table`, and overrides the rest where it differs from what
+    most rows share, the defaults here: no magic bytes, suffix or ``--to`` word (never a
+    conversion target, never written to stdout), not streamed, no ``--group``, no nulls;
+    no layout beyond the magic bytes, no stdin (a seekable file is needed), no ``-o``
+    refusal of its own, outputs that clash with columns of the same name and go back
+    through a table (in place too: the table written back into its own format)."""
 
     name: str  # the row's name ("hdf5", "parquet", "arrow", "minari", "torchrl")
     title: str  # how messages name it ("HDF5", "Parquet", "Arrow IPC", ...)
     words: tuple[str, ...]  # the Source.format / Target.format words it owns, main first
-    magic: tuple[tuple[bytes, str], ...]  # first bytes -> word (files and stdin)
-    suffixes: tuple[tuple[str, str], ...]  # file suffix -> word (``-o PATH``)
-    to: str | None  # the ``--to`` word that picks it as an output table format
-    stdout: str | None  # the word it is written to stdout as (None: never to stdout)
-    streams: bool  # the streaming engine reads it by ranges and writes it by windows
-    grouped: bool  # ``--group`` picks a part of it (inspect reports the group)
-    nullable: bool  # its columns may hold nulls, read as NaN (messages name them)
+    magic: tuple[tuple[bytes, str], ...] = ()  # first bytes -> word (files and stdin)
+    suffixes: tuple[tuple[str, str], ...] = ()  # file suffix -> word (``-o PATH``)
+    to: str | None = None  # the ``--to`` word that picks it as an output table format
+    stdout: str | None = None  # the word it is written to stdout as (None: never to stdout)
+    streams: bool = False  # the streaming engine reads it by ranges and writes it by windows
+    grouped: bool = False  # ``--group`` picks a part of it (inspect reports the group)
+    nullable: bool = False  # its columns may hold nulls, read as NaN (messages name them)
 
     def sniff(self, path: Path, head: bytes | None) -> Sniffed | None:
         """Whether ``path`` is this format beyond its ``magic`` (a directory layout, a
-        container such as a zip).
+        container such as a zip); by default never (the ``magic`` says all).
 
         Args:
             path: the input path.
@@ -127,7 +148,7 @@ class Format(Protocol):
         Returns:
             The sniffed format, or None if the path is not this format.
         """
-        ...
+        return None
 
     def open(self, sniffed: Sniffed, options: OpenOptions) -> Source:
         """Open a sniffed path read-only.
@@ -142,7 +163,8 @@ class Format(Protocol):
         ...
 
     def open_bytes(self, data: bytes, word: str, where: str, options: OpenOptions) -> Source:
-        """Open in-memory bytes (stdin); refuses a format that needs a seekable file.
+        """Open in-memory bytes (stdin); by default refused: the format needs a seekable
+        file.
 
         Args:
             data: the whole input.
@@ -152,16 +174,24 @@ class Format(Protocol):
 
         Returns:
             The source (no path: results go to stdout).
+
+        Raises:
+            InputFileError: the default's refusal.
         """
-        ...
+        from rltscan.errors import InputFileError
+
+        raise InputFileError(
+            f"{where} holds {self.title}, which needs a seekable file; "
+            "save it and pass the path instead of '-'"
+        )
 
     def check_output(self, source: Source, word: str, path: Path) -> None:
         """Refuse ``-o PATH`` in format ``word`` from ``source`` (of this format) where
-        it cannot be written; nothing otherwise."""
-        ...
+        it cannot be written; nothing otherwise (by default nothing is refused)."""
 
     def existing(self, source: Source, names: list[str]) -> list[str]:
-        """The ``names`` that already exist where in-place outputs would go.
+        """The ``names`` that already exist where in-place outputs would go; by default
+        those that are columns already.
 
         Args:
             source: an input of this format.
@@ -170,34 +200,23 @@ class Format(Protocol):
         Returns:
             Those that exist there (empty when nothing clashes).
         """
-        ...
+        return [n for n in names if n in source.columns]
 
-    def write_back(
-        self,
-        source: Source,
-        prepared: Prepared,
-        target: Any,
-        outputs: Mapping[str, np.ndarray],
-        *,
-        record: Record,
-        overwrite: bool,
-    ) -> int | None:
-        """Write ``outputs`` from ``source`` (this format) where this row writes them
-        itself: in place, or (HDF5-based rows) to a new HDF5 file.
+    def write_back(self, writing: Writing, prepared: Prepared, target: Any) -> int | None:
+        """Write the outputs where this row writes them itself: in place, or (HDF5-based
+        rows) to a new HDF5 file. By default nowhere: the outputs go through a table, in
+        place as the input's :meth:`to_table` written back by its :meth:`from_table`.
 
         Args:
-            source: the input.
+            writing: the outputs, their source (of this format) and how to write them.
             prepared: the estimator inputs (template column, episode splits).
             target: a :class:`rltscan.io.writeback.Target`.
-            outputs: output name -> array shaped like the estimator inputs.
-            record: the run's provenance record.
-            overwrite: ``--overwrite``.
 
         Returns:
             The bytes of output data written, or None where the outputs go through a
             table (:meth:`to_table` then the target row's :meth:`from_table`).
         """
-        ...
+        return None
 
     def to_table(self, source: Source, *, same: bool) -> Tabled:
         """``source`` (this format) as one table, every column carried or refused by name.
@@ -211,32 +230,24 @@ class Format(Protocol):
         """
         ...
 
-    def from_table(
-        self,
-        tabled: Tabled,
-        sink: Path | BinaryIO,
-        word: str,
-        *,
-        source: Source,
-        outputs: Mapping[str, np.ndarray],
-        record: Record,
-        overwrite: bool,
-    ) -> int:
-        """Write a table plus ``outputs`` as this format (``word``) into ``sink``.
+    def from_table(self, tabled: Tabled, sink: Path | BinaryIO, word: str, writing: Writing) -> int:
+        """Write a table plus the outputs as this format (``word``) into ``sink``. By
+        default never called: a row with no suffix and no ``--to`` word is never a target.
 
         Args:
             tabled: the input as a table (:meth:`to_table` of the input's row).
             sink: a new file's path, or a binary stream (stdout).
             word: which of this row's words to write.
-            source: the input (its physical form is kept where the format is the same).
-            outputs: output name -> array, one entry per table row.
-            record: the run's provenance record.
-            overwrite: ``--overwrite``.
+            writing: the outputs and their source (its physical form is kept where the
+                format is the same).
 
         Returns:
             The bytes of output data written.
+
+        Raises:
+            TypeError: the default: this row is no conversion target.
         """
-        ...
+        raise TypeError(f"{word} is read and written back in place, never a conversion target")
 
 
 @runtime_checkable
@@ -297,61 +308,3 @@ class TableFile(Format, Protocol):
         """``table`` plus ``outputs`` written to ``dst`` in this format, not atomically
         (``dst`` is a temp path); the bytes of output data written."""
         ...
-
-
-class Row:
-    """What most rows share: no layout beyond the magic bytes, no stdin (a seekable file
-    is needed), no ``-o`` refusal of their own, outputs that clash with columns of the
-    same name and go back through a table (in place too: the table written back into its
-    own format), never a conversion target."""
-
-    title: str  # see Format
-
-    def sniff(self, path: Path, head: bytes | None) -> Sniffed | None:
-        """None: the row's ``magic`` says all (see :meth:`Format.sniff`)."""
-        return None
-
-    def open_bytes(self, data: bytes, word: str, where: str, options: OpenOptions) -> Source:
-        """Refused: the format needs a seekable file (see :meth:`Format.open_bytes`)."""
-        from rltscan.errors import InputFileError
-
-        raise InputFileError(
-            f"{where} holds {self.title}, which needs a seekable file; "
-            "save it and pass the path instead of '-'"
-        )
-
-    def check_output(self, source: Source, word: str, path: Path) -> None:
-        """Nothing to refuse (see :meth:`Format.check_output`)."""
-
-    def existing(self, source: Source, names: list[str]) -> list[str]:
-        """Output names that are columns already (see :meth:`Format.existing`)."""
-        return [n for n in names if n in source.columns]
-
-    def write_back(
-        self,
-        source: Source,
-        prepared: Prepared,
-        target: Any,
-        outputs: Mapping[str, np.ndarray],
-        *,
-        record: Record,
-        overwrite: bool,
-    ) -> int | None:
-        """None: the outputs go through a table, in place as the input's :meth:`to_table`
-        written back by its :meth:`from_table` (see :meth:`Format.write_back`)."""
-        return None
-
-    def from_table(
-        self,
-        tabled: Tabled,
-        sink: Path | BinaryIO,
-        word: str,
-        *,
-        source: Source,
-        outputs: Mapping[str, np.ndarray],
-        record: Record,
-        overwrite: bool,
-    ) -> int:
-        """Never called: a row with no suffix and no ``--to`` word is never a target
-        (see :meth:`Format.from_table`)."""
-        raise TypeError(f"{word} is read and written back in place, never a conversion target")

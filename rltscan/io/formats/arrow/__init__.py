@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from rltscan.io.formats.protocol import OpenOptions, Record, Row, Sniffed, Tabled, flat_only
+from rltscan.io.formats.protocol import Format, OpenOptions, Sniffed, Tabled, Writing, flat_only
 
 if TYPE_CHECKING:
     import numpy as np
@@ -132,7 +132,7 @@ def write_arrow(
     return parquet.emit_into(emit, sink, outputs, atomic)
 
 
-class Arrow(Row):
+class Arrow(Format):
     """The Arrow IPC row (module doc)."""
 
     name = "arrow"
@@ -142,8 +142,6 @@ class Arrow(Row):
     suffixes = ((".arrow", FILE), (".feather", FILE), (".ipc", FILE), (".arrows", STREAM))
     to = FILE
     stdout = STREAM
-    streams = False
-    grouped = False
     nullable = True
 
     def open(self, sniffed: Sniffed, options: OpenOptions) -> Source:
@@ -169,28 +167,19 @@ class Arrow(Row):
             return Tabled(source.raw)
         return Tabled(source.raw, codecs={n: (form.codec, None) for n in source.raw.column_names})
 
-    def from_table(
-        self,
-        tabled: Tabled,
-        sink: Path | BinaryIO,
-        word: str,
-        *,
-        source: Source,
-        outputs: Mapping[str, np.ndarray],
-        record: Record,
-        overwrite: bool,
-    ) -> int:
+    def from_table(self, tabled: Tabled, sink: Path | BinaryIO, word: str, writing: Writing) -> int:
         """IPC (a stream to stdout) with the input's form when it was IPC too, else its
         carried codec (see :meth:`Format.from_table`)."""
         from rltscan.io.formats.arrow.physical import form_of
 
+        source = writing.source
         same = source.format in self.words
         return write_arrow(
             tabled.table,
             sink,
-            outputs=tabled.rows(outputs),
-            metadata=record.entry,
-            overwrite=overwrite,
+            outputs=tabled.rows(writing.outputs),
+            metadata=writing.record.entry,
+            overwrite=writing.overwrite,
             where=source.where,
             form=source.form if same else form_of(tabled.codecs),
             stream=word == STREAM or not isinstance(sink, Path),

@@ -9,41 +9,27 @@ writing themselves are :mod:`rltscan.io.hdf5`; Minari's HDF5 backend composes on
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from rltscan.io.formats.protocol import OpenOptions, Record, Row, Sniffed, Tabled
+from rltscan.io.formats.protocol import Format, OpenOptions, Record, Sniffed, Tabled, Writing
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from rltscan.io.layout import Prepared
     from rltscan.io.source import Source
 
 WORD = "hdf5"
 
 
-def write_outputs(
-    source: Source,
-    prepared: Prepared,
-    target: Any,
-    outputs: Mapping[str, np.ndarray],
-    *,
-    record: Record,
-    overwrite: bool,
-    infos: bool,
-) -> int:
-    """Outputs written into a copy of the HDF5 file ``source.path`` that replaces it (in
-    place) or becomes ``target.path``; per episode where the source has episode groups.
+def write_outputs(writing: Writing, prepared: Prepared, target: Any, *, infos: bool) -> int:
+    """Outputs written into a copy of the HDF5 file ``writing.source.path`` that replaces
+    it (in place) or becomes ``target.path``; per episode where the source has episode
+    groups. The provenance record is written as attributes.
 
     Args:
-        source: an HDF5 source (or a Minari dataset's main_data.hdf5).
+        writing: the outputs, from an HDF5 source (or a Minari dataset's main_data.hdf5).
         prepared: the estimator inputs (template dataset, episode splits).
         target: a :class:`rltscan.io.writeback.Target` (in place, or an HDF5 file).
-        outputs: output name -> array shaped like the estimator inputs.
-        record: the run's provenance record (written as attributes).
-        overwrite: ``--overwrite``.
         infos: also write each episode's output where minari reads infos.
 
     Returns:
@@ -51,21 +37,22 @@ def write_outputs(
     """
     from rltscan.io import hdf5
 
+    source = writing.source
     assert source.path is not None
     dst = source.path if target.kind == "inplace" else target.path
     per_episode = bool(source.episode_keys)
     shaped: dict[str, Any] = {
-        n: prepared.split(v) if per_episode else v for n, v in outputs.items()
+        n: prepared.split(v) if per_episode else v for n, v in writing.outputs.items()
     }
     return hdf5.write_outputs(
         source.path,
         dst,
         group=source.group,
         outputs=shaped,
-        attrs=record.attrs,
+        attrs=writing.record.attrs,
         template=prepared.template,
         episode_keys=source.episode_keys,
-        overwrite=overwrite,
+        overwrite=writing.overwrite,
         infos=infos and per_episode,
     )
 
@@ -120,7 +107,7 @@ def _user_block(path: Path) -> int | None:
     return None
 
 
-class Hdf5(Row):
+class Hdf5(Format):
     """The HDF5 row (module doc)."""
 
     name = WORD
@@ -128,11 +115,8 @@ class Hdf5(Row):
     words = (WORD,)
     magic = ((b"\x89HDF\r\n\x1a\n", WORD),)
     suffixes = ((".h5", WORD), (".hdf5", WORD), (".hdf", WORD))
-    to = None
-    stdout = None
     streams = True
     grouped = True
-    nullable = False
 
     def sniff(self, path: Path, head: bytes | None) -> Sniffed | None:
         """A file that starts with a user block (MATLAB's -v7.3 ``.mat``): HDF5 looks for
@@ -153,22 +137,11 @@ class Hdf5(Row):
         """See :meth:`Format.existing`."""
         return existing(source, names, infos=False)
 
-    def write_back(
-        self,
-        source: Source,
-        prepared: Prepared,
-        target: Any,
-        outputs: Mapping[str, np.ndarray],
-        *,
-        record: Record,
-        overwrite: bool,
-    ) -> int | None:
+    def write_back(self, writing: Writing, prepared: Prepared, target: Any) -> int | None:
         """In place or to a new HDF5 file: a copy of this one (see :meth:`Format.write_back`)."""
         if target.kind != "inplace" and target.format not in self.words:
             return None
-        return write_outputs(
-            source, prepared, target, outputs, record=record, overwrite=overwrite, infos=False
-        )
+        return write_outputs(writing, prepared, target, infos=False)
 
     def sink(
         self,
@@ -199,17 +172,7 @@ class Hdf5(Row):
         """See :meth:`Format.to_table` and :func:`to_table`."""
         return to_table(source)
 
-    def from_table(
-        self,
-        tabled: Tabled,
-        sink: Path | BinaryIO,
-        word: str,
-        *,
-        source: Source,
-        outputs: Mapping[str, np.ndarray],
-        record: Record,
-        overwrite: bool,
-    ) -> int:
+    def from_table(self, tabled: Tabled, sink: Path | BinaryIO, word: str, writing: Writing) -> int:
         """A flat HDF5 file, one dataset per column, codecs carried (see
         :meth:`Format.from_table`)."""
         from rltscan.io import convert, parquet
@@ -218,12 +181,12 @@ class Hdf5(Row):
         return convert.write_hdf5(
             tabled.table,
             sink,
-            outputs=tabled.rows(outputs),
-            attrs=record.attrs,
-            overwrite=overwrite,
-            where=source.where,
+            outputs=tabled.rows(writing.outputs),
+            attrs=writing.record.attrs,
+            overwrite=writing.overwrite,
+            where=writing.source.where,
             codecs=tabled.codecs,
-            like=parquet.like_column(record.entry),
+            like=parquet.like_column(writing.record.entry),
         )
 
 

@@ -21,14 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from rltscan.errors import DataError, InputFileError
-from rltscan.io.formats.protocol import (
-    OpenOptions,
-    Record,
-    Row,
-    Sniffed,
-    Tabled,
-    TableFile,
-)
+from rltscan.io.formats.protocol import Format, OpenOptions, Sniffed, Tabled, TableFile, Writing
 
 if TYPE_CHECKING:
     import numpy as np
@@ -328,19 +321,12 @@ def table_of_columnar(source: Source) -> Any:
     return table.replace_schema_metadata({META_KEY: json.dumps(meta, sort_keys=True).encode()})
 
 
-class Minari(Row):
+class Minari(Format):
     """The Minari row (module doc)."""
 
     name = WORD
     title = "Minari"
     words = (WORD,)
-    magic = ()
-    suffixes = ()
-    to = None
-    stdout = None
-    streams = False
-    grouped = False
-    nullable = False
 
     def sniff(self, path: Path, head: bytes | None) -> Sniffed | None:
         """A directory with ``data/metadata.json`` (its ``data_format`` the backend) or
@@ -376,26 +362,16 @@ class Minari(Row):
             return existing_columnar(source.path, source.backend or "parquet", names)
         return hdf5.existing(source, names, infos=True)
 
-    def write_back(
-        self,
-        source: Source,
-        prepared: Prepared,
-        target: Any,
-        outputs: Mapping[str, np.ndarray],
-        *,
-        record: Record,
-        overwrite: bool,
-    ) -> int | None:
+    def write_back(self, writing: Writing, prepared: Prepared, target: Any) -> int | None:
         """HDF5 backend: in place or to a new HDF5 file, through the HDF5 row; columnar:
         in place, every episode's part file (see :meth:`Format.write_back`)."""
         from rltscan.io.formats import hdf5
         from rltscan.io.minari import update_size
 
+        source = writing.source
         inplace = target.kind == "inplace"
         if source.backend == HDF5 and (inplace or target.format == HDF5):
-            written = hdf5.write_outputs(
-                source, prepared, target, outputs, record=record, overwrite=overwrite, infos=True
-            )
+            written = hdf5.write_outputs(writing, prepared, target, infos=True)
             if inplace:
                 assert source.path is not None
                 update_size(source.path.parent.parent)  # <dataset>/data/main_data.hdf5
@@ -403,9 +379,9 @@ class Minari(Row):
         if not inplace:
             return None
         assert source.path is not None
-        split = {n: prepared.split(v) for n, v in outputs.items()}
+        split = {n: prepared.split(v) for n, v in writing.outputs.items()}
         return write_columnar(
-            source.path, source.backend or "parquet", split, record.entry, overwrite
+            source.path, source.backend or "parquet", split, writing.record.entry, writing.overwrite
         )
 
     def to_table(self, source: Source, *, same: bool) -> Tabled:

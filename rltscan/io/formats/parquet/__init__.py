@@ -10,7 +10,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from rltscan.io.formats.protocol import OpenOptions, Record, Row, Sniffed, Tabled, flat_only
+from rltscan.io.formats.protocol import (
+    Format,
+    OpenOptions,
+    Record,
+    Sniffed,
+    Tabled,
+    Writing,
+    flat_only,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -20,7 +28,7 @@ if TYPE_CHECKING:
 WORD = "parquet"
 
 
-class Parquet(Row):
+class Parquet(Format):
     """The Parquet row (module doc)."""
 
     name = WORD
@@ -31,7 +39,6 @@ class Parquet(Row):
     to = WORD
     stdout = WORD
     streams = True
-    grouped = False
     nullable = True
 
     def open(self, sniffed: Sniffed, options: OpenOptions) -> Source:
@@ -90,17 +97,7 @@ class Parquet(Row):
             codecs[f.name] = (None if codec == "none" else codec, None)
         return Tabled(table, codecs=codecs)
 
-    def from_table(
-        self,
-        tabled: Tabled,
-        sink: Path | BinaryIO,
-        word: str,
-        *,
-        source: Source,
-        outputs: Mapping[str, np.ndarray],
-        record: Record,
-        overwrite: bool,
-    ) -> int:
+    def from_table(self, tabled: Tabled, sink: Path | BinaryIO, word: str, writing: Writing) -> int:
         """Parquet with the input's codecs carried where the input was another format
         (see :meth:`Format.from_table`)."""
         from rltscan.io import convert, parquet
@@ -108,10 +105,10 @@ class Parquet(Row):
         return parquet.write_parquet(
             tabled.table,
             sink,
-            outputs=tabled.rows(outputs),
-            metadata=record.entry,
-            overwrite=overwrite,
-            where=source.where,
+            outputs=tabled.rows(writing.outputs),
+            metadata=writing.record.entry,
+            overwrite=writing.overwrite,
+            where=writing.source.where,
             codecs=convert.parquet_codecs(tabled.codecs),
         )
 

@@ -7,34 +7,24 @@ and writing themselves are :mod:`rltscan.io.torchrl`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rltscan.io.formats.protocol import OpenOptions, Record, Row, Sniffed, Tabled
+from rltscan.io.formats.protocol import Format, OpenOptions, Sniffed, Tabled, Writing
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from rltscan.io.layout import Prepared
     from rltscan.io.source import Source
 
 WORD = "torchrl"
 
 
-class TorchRL(Row):
+class TorchRL(Format):
     """The TorchRL row (module doc)."""
 
     name = WORD
     title = "TorchRL"
     words = (WORD,)
-    magic = ()
-    suffixes = ()
-    to = None
-    stdout = None
-    streams = False
-    grouped = False
-    nullable = False
 
     def sniff(self, path: Path, head: bytes | None) -> Sniffed | None:
         """A storage directory, or a zip (``torch.save`` and tensordict's ``.tdz``)
@@ -63,16 +53,7 @@ class TorchRL(Row):
 
         return torchrl.existing(source, names)
 
-    def write_back(
-        self,
-        source: Source,
-        prepared: Prepared,
-        target: Any,
-        outputs: Mapping[str, np.ndarray],
-        *,
-        record: Record,
-        overwrite: bool,
-    ) -> int | None:
+    def write_back(self, writing: Writing, prepared: Prepared, target: Any) -> int | None:
         """In place: new leaves of the storage (or the saved file rewritten); to an HDF5
         file: the TensorDict as ``to_h5`` lays it out (see :meth:`Format.write_back`)."""
         from rltscan.io import torchrl
@@ -80,14 +61,16 @@ class TorchRL(Row):
 
         if target.kind == "inplace":
             return torchrl.write_back(
-                source,
-                outputs,
+                writing.source,
+                writing.outputs,
                 template=prepared.template,
-                metadata=record.metadata,
-                overwrite=overwrite,
+                metadata=writing.record.metadata,
+                overwrite=writing.overwrite,
             )
         if target.format == HDF5:
-            return torchrl.write_hdf5(source, target.path, outputs, attrs=record.attrs)
+            return torchrl.write_hdf5(
+                writing.source, target.path, writing.outputs, attrs=writing.record.attrs
+            )
         return None
 
     def to_table(self, source: Source, *, same: bool) -> Tabled:
