@@ -1,5 +1,6 @@
 """What several kinds share: the next-state value nv_t of the bootstrapping kinds
-(GAE, TD(λ), returns, V-trace) and the forward kinds' episode starts."""
+(GAE, TD(λ), returns, V-trace), the TD error's columns (GAE, V-trace), and the forward
+kinds' episode starts and resets."""
 
 from __future__ import annotations
 
@@ -63,6 +64,18 @@ def load_next(cols, at, NV_MODE: tl.constexpr, HAS_V: tl.constexpr, TRACE: tl.co
 
 
 @triton.jit
+def load_delta(cols, at, NV_MODE: tl.constexpr, HAS_V: tl.constexpr, TRACE: tl.constexpr,
+               ROWS: tl.constexpr, CHUNK: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
+    """(r, the dense part of nv_t, V): the columns of the TD error r_t + γ nv_t - V_t
+    (GAE; V-trace reads its log-ratios beside)."""
+    r, dense_nv = load_next(cols, at, NV_MODE, HAS_V, TRACE, ROWS, CHUNK, COMPUTE)
+    _, v_ptr, _, _, _, _ = cols
+    offs, _, mask, _, _, _, _, _, _ = at
+    v = _ld(v_ptr, offs, mask, COMPUTE)
+    return r, dense_nv, v
+
+
+@triton.jit
 def next_value(dense_nv, cols, ptrs, at, term, boot, last, missing, NV_MODE: tl.constexpr,
                HAS_V: tl.constexpr, CONTINUES: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
     """nv_t once the flags are in (:func:`_next_value`)."""
@@ -118,6 +131,16 @@ def prepare_first(st, cols, ptrs, at, term, boot, last, missing, log_rho, log_c,
             pd = tl.load(pdone_ptr + rows, mask=rmask, other=0) != 0
             first = first | ((t0 + offs_c == 0)[None, :] & pd[:, None])
     return st, first
+
+
+@triton.jit
+def reset_at_first(st, decay, COMPUTE: tl.constexpr):
+    """``(a, b)`` of the forward kinds from :func:`prepare_first`'s ``(x, first)``:
+    ``a_t = 0`` where an episode starts, else ``decay``; ``b_t = x_t`` (the kernel's
+    ``estimators._problem.reset_at_first``)."""
+    x, first = st
+    a = tl.where(first, 0.0, decay).to(COMPUTE)
+    return a, x
 
 
 @triton.jit

@@ -9,22 +9,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from rltscan.scan._tile import _ld, _put
-from rltscan.scan.kinds._common import STEP_SLOTS, load_next, next_value
+from rltscan.scan._tile import _put
+from rltscan.scan.kinds._common import STEP_SLOTS, load_delta, next_value
 
 SLOTS = {
     "rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2", **STEP_SLOTS,
 }  # fmt: skip
-
-
-@triton.jit
-def load(cols, at, NV_MODE: tl.constexpr, HAS_V: tl.constexpr, TRACE: tl.constexpr,
-         ROWS: tl.constexpr, CHUNK: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
-    r, dense_nv = load_next(cols, at, NV_MODE, HAS_V, TRACE, ROWS, CHUNK, COMPUTE)
-    _, v_ptr, _, _, _, _ = cols
-    offs, _, mask, _, _, _, _, _, _ = at
-    v = _ld(v_ptr, offs, mask, COMPUTE)
-    return r, dense_nv, v
+load = load_delta
 
 
 @triton.jit

@@ -9,7 +9,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from rltscan.scan.kinds._common import load_x, prepare_first
+from rltscan.scan.kinds._common import load_x, prepare_first, reset_at_first
 
 SLOTS = {"x": "c0"}
 load = load_x
@@ -18,7 +18,4 @@ prepare = prepare_first
 
 @triton.jit
 def coefficients(st, g, lm, cut, boot, COMPUTE: tl.constexpr):
-    x, first = st
-    decay = g * lm
-    a = tl.where(first, 0.0, decay).to(COMPUTE)
-    return a, x
+    return reset_at_first(st, g * lm, COMPUTE)
