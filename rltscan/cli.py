@@ -504,7 +504,7 @@ def _opt(*decls: str, help: str, default: Any = None, shown: str | None = None) 
     return typer.Option(default, *decls, help=help, show_default=str(shown))
 
 
-S, B = Optional[str], bool  # noqa: UP045 - runtime types for typer
+S, B, I = Optional[str], bool, Optional[int]  # noqa: UP045 - runtime types for typer
 
 
 def _parameters(spec: Sequence[tuple[str, Any, Any]]) -> list[inspect.Parameter]:
@@ -740,7 +740,7 @@ def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
         ),
         (
             "chunk_steps",
-            Optional[int],  # noqa: UP045 - runtime type for typer
+            I,
             _opt(
                 "--chunk-steps",
                 help="Steps read, computed and written at a time (HDF5/Parquet streaming; "
@@ -750,7 +750,7 @@ def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
         ),
         (
             "block_steps",
-            Optional[int],  # noqa: UP045 - runtime type for typer
+            I,
             _opt(
                 "--block-steps",
                 help="Steps per estimator call; results are bit-identical for any "
@@ -775,7 +775,7 @@ def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
         ),
         (
             "workers",
-            Optional[int],  # noqa: UP045 - runtime type for typer
+            I,
             _opt("--workers", help="Shard tasks running at once on --engine ray."),
         ),
         (
