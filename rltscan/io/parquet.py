@@ -449,16 +449,13 @@ def _order(names: list[str], outputs: Mapping[str, np.ndarray]) -> list[str]:
 
 
 def _check_existing(
-    names: list[str],
-    outputs: Mapping[str, Any],
-    overwrite: bool,
-    where: str,
-    metadata: Mapping[bytes, bytes] | None = None,
+    names: list[str], added: Additions, metadata: Mapping[bytes, bytes] | None
 ) -> None:
     """Outputs that exist need --overwrite, and --overwrite replaces only columns that
     the file's ``rltscan`` metadata lists as outputs (never a foreign column)."""
-    clash = [n for n in outputs if n in names]
-    if clash and not overwrite:
+    where = added.where
+    clash = [n for n in added.outputs if n in names]
+    if clash and not added.overwrite:
         raise OutputRefusedError(
             f'{where} already has column "{clash[0]}"; pass --overwrite or --prefix P'
         )
@@ -494,19 +491,30 @@ def like_column(metadata: Mapping[str, Any]) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Additions:
+    """The outputs a write adds to a table, and how: ``outputs`` (output name -> one value
+    per row), ``metadata`` (the ``rltscan`` key-value metadata entry), ``overwrite``
+    (``--overwrite``: replaces only columns rltscan wrote) and ``where`` (how messages
+    name the input). One value, as every table writer (Parquet, Arrow IPC, a Minari part
+    file) takes all four."""
+
+    outputs: Mapping[str, np.ndarray]
+    metadata: Mapping[str, Any]
+    overwrite: bool
+    where: str
+
+
 def write_parquet(
     src: Any,
     sink: Path | BinaryIO,
+    added: Additions,
     *,
-    outputs: Mapping[str, np.ndarray],
-    metadata: Mapping[str, Any],
-    overwrite: bool,
-    where: str,
     atomic: bool = True,
     form: ParquetForm | None = None,
     codecs: Mapping[str, tuple[str, int | None]] | None = None,
 ) -> int:
-    """Rewrite Parquet ``src`` into ``sink`` with ``outputs`` added; the bytes of output
+    """Rewrite Parquet ``src`` into ``sink`` with ``added`` outputs; the bytes of output
     data written.
 
     ``src`` is a ParquetFile or a path (written back in its own physical form, row group
@@ -516,18 +524,18 @@ def write_parquet(
     """
     pa, pq = _pa()
     if isinstance(src, pa.Table):
-        out = table_with_outputs(src, outputs, metadata, overwrite, where)
-        plan = _table_plan(src, out, metadata, form, codecs)
+        out = table_with_outputs(src, added)
+        plan = _table_plan(src, out, added.metadata, form, codecs)
     else:
-        pf = src if isinstance(src, pq.ParquetFile) else _parquet_file(src, where)
-        plan = _file_plan(pf, outputs, metadata, overwrite, where)
+        pf = src if isinstance(src, pq.ParquetFile) else _parquet_file(src, added.where)
+        plan = _file_plan(pf, added)
 
     def emit(target: Any) -> None:
         with _parquet_writer(target, plan.schema, plan.options, plan.form) as w:
             for table, size in plan.groups():
                 w.write_table(table, row_group_size=size)
 
-    return emit_into(emit, sink, outputs, atomic)
+    return emit_into(emit, sink, added.outputs, atomic)
 
 
 @dataclass(frozen=True)
@@ -542,18 +550,13 @@ class _Plan:
     groups: Callable[[], Iterator[tuple[Any, int | None]]]
 
 
-def _file_plan(
-    pf: Any,
-    outputs: Mapping[str, np.ndarray],
-    metadata: Mapping[str, Any],
-    overwrite: bool,
-    where: str,
-) -> _Plan:
-    """The ParquetFile ``pf`` with ``outputs`` added, in its own physical form, row
+def _file_plan(pf: Any, added: Additions) -> _Plan:
+    """The ParquetFile ``pf`` with the ``added`` outputs, in its own physical form, row
     group by row group (decoded one ahead)."""
     pa, _ = _pa()
+    outputs, metadata, where = added.outputs, added.metadata, added.where
     schema = pf.schema_arrow
-    _check_existing(schema.names, outputs, overwrite, where, schema.metadata)
+    _check_existing(schema.names, added, schema.metadata)
     order = _order(schema.names, outputs)
     fields = {f.name: f for f in schema}
     for name, values in outputs.items():
@@ -622,28 +625,20 @@ def _prefetched(pf: Any, where: str) -> Any:
             yield batch, int(starts[i])
 
 
-def table_with_outputs(
-    table: Any,
-    outputs: Mapping[str, np.ndarray],
-    metadata: Mapping[str, Any],
-    overwrite: bool,
-    where: str,
-) -> Any:
+def table_with_outputs(table: Any, added: Additions) -> Any:
     """The input table with the outputs appended and the rltscan metadata merged in.
 
     Args:
         table: the input table.
-        outputs: output name -> one value per row.
-        metadata: the ``rltscan`` key-value metadata entry.
-        overwrite: ``--overwrite`` (replaces only columns rltscan wrote).
-        where: how messages name the input.
+        added: the outputs (one value per row), the metadata entry, ``--overwrite``.
 
     Returns:
         The new table (an existing output keeps its position).
     """
-    _check_existing(table.column_names, outputs, overwrite, where, table.schema.metadata)
+    outputs = added.outputs
+    _check_existing(table.column_names, added, table.schema.metadata)
     out = _with_outputs(table, outputs, 0, _order(table.column_names, outputs))
-    meta = merged_metadata(table.schema.metadata, metadata)
+    meta = merged_metadata(table.schema.metadata, added.metadata)
     return out.replace_schema_metadata(hf.declared(meta, _dtype_names(outputs)))
 
 

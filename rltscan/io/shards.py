@@ -293,15 +293,8 @@ def write_empty(
     staged at ``dst`` (made durable by :meth:`Staging.commit`, with the others)."""
     src = open_shard(shard)
     empty = {name: np.zeros(0, dtype) for name, dtype in outputs.items()}
-    return parquet.write_parquet(
-        src.raw,
-        dst,
-        outputs=empty,
-        metadata=metadata,
-        overwrite=overwrite,
-        where=shard.rel,
-        atomic=False,
-    )
+    added = parquet.Additions(empty, metadata, overwrite, shard.rel)
+    return parquet.write_parquet(src.raw, dst, added, atomic=False)
 
 
 # --------------------------------------------------------------------------- staging

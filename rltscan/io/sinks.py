@@ -330,6 +330,12 @@ class ParquetSink:
                 col = self.columns[name] = SpillColumn(self.directory, name, arr.dtype, self.steps)
             col.write(start, arr)
 
+    def _additions(self, outputs: Mapping[str, Any]) -> parquet.Additions:
+        """``outputs`` (arrays or spilled columns) with this sink's metadata entry,
+        ``--overwrite`` and input name, as :func:`rltscan.io.parquet.write_parquet` takes
+        them."""
+        return parquet.Additions(outputs, self.metadata, self.overwrite, self.where)
+
     def commit(self) -> int:
         try:
             if self.minari_infos:  # one episode: small enough to rewrite as a table
@@ -342,21 +348,12 @@ class ParquetSink:
                 return parquet.write_parquet(
                     table,
                     self.dst,
-                    outputs=outputs,
-                    metadata=self.metadata,
-                    overwrite=self.overwrite,
-                    where=self.where,
+                    self._additions(outputs),
                     atomic=self.durable,
                     form=physical.parquet_form(self.pf, self.where),
                 )
             written = parquet.write_parquet(
-                self.pf,
-                self.dst,
-                outputs=self.columns,
-                metadata=self.metadata,
-                overwrite=self.overwrite,
-                where=self.where,
-                atomic=self.durable,
+                self.pf, self.dst, self._additions(self.columns), atomic=self.durable
             )
             if not self.durable:  # on disk before the batch fsync asks for it
                 start_writeback(Path(self.dst))

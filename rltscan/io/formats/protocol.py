@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from rltscan.io.layout import Prepared
+    from rltscan.io.parquet import Additions
     from rltscan.io.source import Layout, Source
 
 
@@ -69,6 +70,25 @@ class Tabled:
         from rltscan.io.convert import output_rows
 
         return {name: output_rows(v, self.layout) for name, v in outputs.items()}
+
+    def additions(self, writing: Writing) -> Additions:
+        """What a table writer adds to this table: the run's outputs as its rows, the
+        ``rltscan`` metadata entry, ``--overwrite``, messages naming the input.
+
+        Args:
+            writing: the run's outputs and their source.
+
+        Returns:
+            The additions for :func:`rltscan.io.parquet.write_parquet` and its kin.
+        """
+        from rltscan.io.parquet import Additions
+
+        return Additions(
+            self.rows(writing.outputs),
+            writing.record.entry,
+            writing.overwrite,
+            writing.source.where,
+        )
 
 
 @dataclass(frozen=True)
@@ -295,16 +315,7 @@ class TableFile(Format, Protocol):
         """The file's Arrow schema (reading no data where the format allows)."""
         ...
 
-    def write_table(
-        self,
-        table: Any,
-        dst: Path,
-        *,
-        outputs: Mapping[str, np.ndarray],
-        metadata: Mapping[str, Any],
-        overwrite: bool,
-        where: str,
-    ) -> int:
-        """``table`` plus ``outputs`` written to ``dst`` in this format, not atomically
-        (``dst`` is a temp path); the bytes of output data written."""
+    def write_table(self, table: Any, dst: Path, added: Additions) -> int:
+        """``table`` plus the ``added`` outputs written to ``dst`` in this format, not
+        atomically (``dst`` is a temp path); the bytes of output data written."""
         ...

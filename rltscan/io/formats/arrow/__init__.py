@@ -11,16 +11,14 @@ and writing any input's table as IPC. The pyarrow table layer it shares with Par
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from rltscan.io.formats.protocol import Format, OpenOptions, Sniffed, Tabled, Writing, flat_only
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from rltscan.io.formats.arrow.physical import IpcForm
+    from rltscan.io.parquet import Additions
     from rltscan.io.source import Source
 
 FILE, STREAM = "arrow", "arrow-stream"
@@ -86,11 +84,8 @@ def _read_ipc(data: Path | bytes, word: str, where: str, what: str, why: str) ->
 def write_arrow(
     table: Any,
     sink: Path | BinaryIO,
+    added: Additions,
     *,
-    outputs: Mapping[str, np.ndarray],
-    metadata: Mapping[str, Any],
-    overwrite: bool,
-    where: str,
     stream: bool,
     atomic: bool = True,
     form: IpcForm | None = None,
@@ -101,10 +96,7 @@ def write_arrow(
     Args:
         table: the input table.
         sink: a path (replaced atomically unless ``atomic=False``) or a binary stream.
-        outputs: output name -> one value per row.
-        metadata: the ``rltscan`` key-value metadata entry.
-        overwrite: ``--overwrite`` (replaces only columns rltscan wrote).
-        where: how messages name the input.
+        added: the outputs (one value per row), the metadata entry, ``--overwrite``.
         stream: write the IPC stream format.
         atomic: replace a path through a temp file.
         form: the IPC form to keep (None: pyarrow's defaults).
@@ -117,7 +109,7 @@ def write_arrow(
     from rltscan.io import parquet
     from rltscan.io.formats.arrow.physical import ipc_options
 
-    out = parquet.table_with_outputs(table, outputs, metadata, overwrite, where)
+    out = parquet.table_with_outputs(table, added)
     sizes = [b.num_rows for b in table.to_batches()] or [out.num_rows]
     options = ipc_options(form)
 
@@ -129,7 +121,7 @@ def write_arrow(
                 writer.write_table(out.slice(start, size))
                 start += size
 
-    return parquet.emit_into(emit, sink, outputs, atomic)
+    return parquet.emit_into(emit, sink, added.outputs, atomic)
 
 
 class Arrow(Format):
@@ -177,10 +169,7 @@ class Arrow(Format):
         return write_arrow(
             tabled.table,
             sink,
-            outputs=tabled.rows(writing.outputs),
-            metadata=writing.record.entry,
-            overwrite=writing.overwrite,
-            where=source.where,
+            tabled.additions(writing),
             form=source.form if same else form_of(tabled.codecs),
             stream=word == STREAM or not isinstance(sink, Path),
         )
@@ -199,27 +188,9 @@ class Arrow(Format):
         """The schema of an IPC file (see :class:`TableFile`)."""
         return self.read_table(path, where).schema
 
-    def write_table(
-        self,
-        table: Any,
-        dst: Path,
-        *,
-        outputs: Mapping[str, np.ndarray],
-        metadata: Mapping[str, Any],
-        overwrite: bool,
-        where: str,
-    ) -> int:
+    def write_table(self, table: Any, dst: Path, added: Additions) -> int:
         """An IPC file at temp path ``dst`` (see :class:`TableFile`)."""
-        return write_arrow(
-            table,
-            dst,
-            outputs=outputs,
-            metadata=metadata,
-            overwrite=overwrite,
-            where=where,
-            stream=False,
-            atomic=False,
-        )
+        return write_arrow(table, dst, added, stream=False, atomic=False)
 
 
 FORMAT = Arrow()

@@ -235,6 +235,7 @@ def write_columnar(
 
     from rltscan.io.atomic import atomic_path
     from rltscan.io.minari import episode_dirs, update_size, with_infos
+    from rltscan.io.parquet import Additions
 
     files = [part_file(d, backend) for d in episode_dirs(root)]
     row = table_file(backend)
@@ -250,9 +251,7 @@ def write_columnar(
             }
             where = str(f)
             table = with_infos(row.read_table(f, where), padded, overwrite=overwrite, where=where)
-            written += row.write_table(
-                table, tmp, outputs=padded, metadata=metadata, overwrite=overwrite, where=where
-            )
+            written += row.write_table(table, tmp, Additions(padded, metadata, overwrite, where))
     update_size(root)
     return written
 

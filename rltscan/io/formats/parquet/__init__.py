@@ -6,7 +6,6 @@ themselves are :mod:`rltscan.io.parquet`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -21,8 +20,7 @@ from rltscan.io.formats.protocol import (
 )
 
 if TYPE_CHECKING:
-    import numpy as np
-
+    from rltscan.io.parquet import Additions
     from rltscan.io.source import Source
 
 WORD = "parquet"
@@ -105,10 +103,7 @@ class Parquet(Format):
         return parquet.write_parquet(
             tabled.table,
             sink,
-            outputs=tabled.rows(writing.outputs),
-            metadata=writing.record.entry,
-            overwrite=writing.overwrite,
-            where=writing.source.where,
+            tabled.additions(writing),
             codecs=convert.parquet_codecs(tabled.codecs),
         )
 
@@ -124,28 +119,11 @@ class Parquet(Format):
 
         return pq.ParquetFile(path).schema_arrow
 
-    def write_table(
-        self,
-        table: Any,
-        dst: Path,
-        *,
-        outputs: Mapping[str, np.ndarray],
-        metadata: Mapping[str, Any],
-        overwrite: bool,
-        where: str,
-    ) -> int:
+    def write_table(self, table: Any, dst: Path, added: Additions) -> int:
         """A Parquet file at temp path ``dst`` (see :class:`TableFile`)."""
         from rltscan.io import parquet
 
-        return parquet.write_parquet(
-            table,
-            dst,
-            outputs=outputs,
-            metadata=metadata,
-            overwrite=overwrite,
-            where=where,
-            atomic=False,
-        )
+        return parquet.write_parquet(table, dst, added, atomic=False)
 
 
 FORMAT = Parquet()
