@@ -1,6 +1,6 @@
 """What several kinds share: the next-state value nv_t of the bootstrapping kinds
-(GAE, TD(λ), returns, V-trace), the TD error's columns (GAE, V-trace), and the forward
-kinds' episode starts and resets."""
+(GAE, TD(λ), returns, V-trace), the TD error's columns (GAE, V-trace), the forward
+kinds' episode starts and resets, and the epilogues' stores."""
 
 from __future__ import annotations
 
@@ -144,10 +144,21 @@ def reset_at_first(st, decay, COMPUTE: tl.constexpr):
 
 
 @triton.jit
+def put_out(SLOT: tl.constexpr, x, outs, at, ROWS: tl.constexpr, CHUNK: tl.constexpr,
+            PER: tl.constexpr):  # fmt: skip
+    """Store the tile ``x`` to output ``SLOT`` (0: out0, 1: out1) in the outputs' dtype
+    (out0's: the shell allocates every output alike), every epilogue's store."""
+    out0_ptr, out1_ptr, oofs, oo3, m3a, m3b = outs
+    _, _, mask, _, _, _, _, _, _ = at
+    out_ptr = out0_ptr
+    if SLOT == 1:
+        out_ptr = out1_ptr
+    _put(out_ptr, x.to(out0_ptr.dtype.element_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
+
+
+@triton.jit
 def store_y(st, y, carry, g, cut, cols, ptrs, at, outs, log_pg, HAS_OUT1: tl.constexpr,
             CONTINUES: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
             PER: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
     """The epilogue of the kinds whose one output is the scan's ``y``."""
-    out0_ptr, _, oofs, oo3, m3a, m3b = outs
-    _, _, mask, _, _, _, _, _, _ = at
-    _put(out0_ptr, y.to(out0_ptr.dtype.element_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
+    put_out(0, y, outs, at, ROWS, CHUNK, PER)

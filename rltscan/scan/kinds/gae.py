@@ -9,8 +9,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from rltscan.scan._tile import _put
-from rltscan.scan.kinds._common import STEP_SLOTS, load_delta, next_value
+from rltscan.scan.kinds._common import STEP_SLOTS, load_delta, next_value, put_out
 
 SLOTS = {
     "rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2", **STEP_SLOTS,
@@ -44,8 +43,5 @@ def epilogue(st, y, carry, g, cut, cols, ptrs, at, outs, log_pg, HAS_OUT1: tl.co
              PER: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
     """advantages, value_targets."""
     _, _, v = st
-    out0_ptr, out1_ptr, oofs, oo3, m3a, m3b = outs
-    _, _, mask, _, _, _, _, _, _ = at
-    out_ty = out0_ptr.dtype.element_ty
-    _put(out0_ptr, y.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
-    _put(out1_ptr, (y + v).to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
+    put_out(0, y, outs, at, ROWS, CHUNK, PER)
+    put_out(1, y + v, outs, at, ROWS, CHUNK, PER)

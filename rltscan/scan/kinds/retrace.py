@@ -11,8 +11,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from rltscan.scan._tile import _ld, _nonfinite, _put
-from rltscan.scan.kinds._common import STEP_SLOTS
+from rltscan.scan._tile import _ld, _nonfinite
+from rltscan.scan.kinds._common import STEP_SLOTS, put_out
 
 SLOTS = {
     "rewards": "c0", "q_values": "c1", "next_expected_q": "c2",
@@ -98,10 +98,8 @@ def epilogue(st, y, carry, g, cut, cols, ptrs, at, outs, log_pg, HAS_OUT1: tl.co
     _, q, _, _, _, _ = st
     _, _, _, _, _, vpi_ptr = cols
     offs, _, mask, _, _, _, _, _, _ = at
-    out0_ptr, out1_ptr, oofs, oo3, m3a, m3b = outs
-    out_ty = out0_ptr.dtype.element_ty
     tgt = q + y
-    _put(out0_ptr, tgt.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
+    put_out(0, tgt, outs, at, ROWS, CHUNK, PER)
     if HAS_OUT1:
         vpi = _ld(vpi_ptr, offs, mask, COMPUTE)
-        _put(out1_ptr, (tgt - vpi).to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
+        put_out(1, tgt - vpi, outs, at, ROWS, CHUNK, PER)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from rltscan.scan._tile import _ld, _nonfinite, _put
-from rltscan.scan.kinds._common import STEP_SLOTS, load_delta, next_value
+from rltscan.scan._tile import _ld, _nonfinite
+from rltscan.scan.kinds._common import STEP_SLOTS, load_delta, next_value, put_out
 
 SLOTS = {
     "rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2",
@@ -70,10 +70,9 @@ def epilogue(st, y, carry, g, cut, cols, ptrs, at, outs, log_pg, HAS_OUT1: tl.co
     _, v_ptr, _, _, _, _ = cols
     _, _, _, nxt_ptr, _, _ = ptrs
     _, offs1, mask, at_end, rows, rmask, offs_c, _, stride_t = at
-    out0_ptr, out1_ptr, oofs, oo3, m3a, m3b = outs
-    out_ty = out0_ptr.dtype.element_ty
+    out0_ptr, _, oofs, _, _, _ = outs
     vs = v + y
-    _put(out0_ptr, vs.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
+    put_out(0, vs, outs, at, ROWS, CHUNK, PER)
     # vs_{t+1} is re-read below, written by a neighbour thread. A register shift
     # (tl.gather) instead measured slower on the H200: 64% of copy bandwidth against
     # 73% at 65536x1024 (bench/results/kernel-probe-h200-2026-12-03-b).
@@ -93,4 +92,4 @@ def epilogue(st, y, carry, g, cut, cols, ptrs, at, outs, log_pg, HAS_OUT1: tl.co
     target = tl.where(cut, nv, vs_next)
     rhopg = tl.exp(tl.minimum(lr, log_pg))
     pg = rhopg * (r + g * target - v)
-    _put(out1_ptr, pg.to(out_ty), oofs, mask, oo3, m3a, m3b, ROWS, CHUNK, PER)
+    put_out(1, pg, outs, at, ROWS, CHUNK, PER)
