@@ -265,6 +265,21 @@ def test_two_concurrent_write_backs_keep_both_updates(tmp_path: Path, suffix: st
     assert {"advantages", "value_targets", "returns"} <= names(path)
 
 
+def _wait_for_a_lock_waiter(path: Path, proc: subprocess.Popen, timeout: float) -> None:
+    """Until a blocked request for ``path``'s write-back lock shows in /proc/locks (a
+    "->" line on the file's inode), ``proc`` ends, or ``timeout`` passes."""
+    locks = Path("/proc/locks")
+    ino = f":{os.stat(path).st_ino}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if locks.exists() and any(
+            "->" in line and line.split()[-3].endswith(ino)
+            for line in locks.read_text().splitlines()
+        ):
+            return
+        time.sleep(0.05)
+
+
 def test_a_second_writer_waits_for_the_lock(flat: Path) -> None:
     held = atomic.lock(flat)
     try:
@@ -273,8 +288,9 @@ def test_a_second_writer_waits_for_the_lock(flat: Path) -> None:
             stderr=subprocess.PIPE,
             env=ENV,
         )
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=20)
+        # until the kernel's lock table shows the second writer blocked on this very
+        # lock (a second or two), else at most the 20 s this test always waited
+        _wait_for_a_lock_waiter(flat, proc, timeout=20)
         assert proc.poll() is None, proc.stderr.read()  # still waiting for the lock
         assert "returns" not in names(flat)
     finally:
