@@ -8,7 +8,6 @@ copies of ``sample_data/`` files in tmp dirs, as a user would.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
