@@ -187,7 +187,17 @@ def _write(path, inp: dict) -> None:
             f[name] = np.nan_to_num(v.astype(np.float32)) if v.dtype == np.float64 else v
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
+def _cli(*args: str, in_process: bool = False) -> subprocess.CompletedProcess:
+    """``python -m rltscan ARGS``; with ``in_process``, the same command line through
+    typer's CliRunner (the parsing, the run and the exit code without a second Python
+    and torch import: one real process per test is enough for what a process adds)."""
+    if in_process:
+        from typer.testing import CliRunner
+
+        from rltscan import cli
+
+        res = CliRunner().invoke(cli.app, list(args))
+        return subprocess.CompletedProcess(args, res.exit_code, res.stdout, res.stderr)
     return subprocess.run(
         [sys.executable, "-m", "rltscan", *args], capture_output=True, text=True, timeout=300
     )
@@ -211,7 +221,8 @@ def test_cli_trace_option_writes_each_member(tmp_path, rng):
     }
     for trace in TRACES:
         prefix = trace.replace("-", "_") + "_"
-        r = _cli("retrace", str(path), "--trace", trace, "--prefix", prefix, "--backend", "torch")
+        r = _cli("retrace", str(path), "--trace", trace, "--prefix", prefix, "--backend", "torch",
+                 in_process=trace != TRACES[0])  # fmt: skip
         assert r.returncode == 0, r.stderr
         with h5py.File(path) as f:
             got = f[prefix + "retrace_targets"][()]
@@ -229,6 +240,6 @@ def test_cli_refuses_bad_trace_words(tmp_path, rng):
     r = _cli("retrace", str(path), "--trace", "treebackup")
     assert r.returncode == 2
     assert r.stderr.strip().splitlines()[-1].startswith("error: --trace must be one of retrace,")
-    r = _cli("retrace", str(path), "--trace", "is", "--c-clip", "2")
+    r = _cli("retrace", str(path), "--trace", "is", "--c-clip", "2", in_process=True)
     assert r.returncode == 2
     assert "--c-clip applies only with --trace retrace" in r.stderr
