@@ -467,7 +467,17 @@ def test_per_step_rules(rng):
 # --------------------------------------------------------------------------- the command line
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
+def _cli(*args: str, in_process: bool = False) -> subprocess.CompletedProcess:
+    """``python -m rltscan ARGS``; with ``in_process``, the same command line through
+    typer's CliRunner (the parsing, the run and the exit code without a second Python
+    and torch import: one real process per test is enough for what a process adds)."""
+    if in_process:
+        from typer.testing import CliRunner
+
+        from rltscan import cli
+
+        res = CliRunner().invoke(cli.app, list(args))
+        return subprocess.CompletedProcess(args, res.exit_code, res.stdout, res.stderr)
     return subprocess.run(
         [sys.executable, "-m", "rltscan", *args], capture_output=True, text=True, timeout=300
     )
@@ -501,10 +511,10 @@ def test_cli_several_settings_in_one_run(tmp_path, rng):
             assert_close_to_oracle(got, want, torch.float64)
             assert f"value_targets_g{g}_l0.95" in f
         assert "advantages" not in f
-    r = _cli("gae", str(path), "--lam", "0.9,0.9")
+    r = _cli("gae", str(path), "--lam", "0.9,0.9", in_process=True)
     assert r.returncode == 2
     assert r.stderr.strip() == "error: --lam lists 0.9 twice; pass each value once"
-    r = _cli("gae", str(path), "--gamma", "0.9,nope")
+    r = _cli("gae", str(path), "--gamma", "0.9,nope", in_process=True)
     assert r.returncode == 2
     assert (
         'error: --gamma must be a number or a comma-separated list of numbers, got "0.9,nope"'
@@ -522,15 +532,16 @@ def test_cli_discount_column_is_never_guessed(tmp_path, rng):
     r = _cli("gae", str(path))
     assert r.returncode == 2
     assert "pass --discount discount to use it, or --ignore discount" in r.stderr
-    r = _cli("gae", str(path), "--discount", "discount", "--gamma", "0.9")
+    r = _cli("gae", str(path), "--discount", "discount", "--gamma", "0.9", in_process=True)
     assert r.returncode == 2 and "drop one of them" in r.stderr
-    r = _cli("gae", str(path), "--discount", "discount", "--backend", "torch")
+    r = _cli("gae", str(path), "--discount", "discount", "--backend", "torch", in_process=True)
     assert r.returncode == 0, r.stderr
     with h5py.File(path) as f:
         got = f["advantages"][()]
         assert f["advantages"].attrs["gamma"] == "column discount"
     assert_close_to_oracle(got, gae_oracle(inp, g, np.full(40, 0.95)), torch.float32)
-    r = _cli("gae", str(path), "--ignore", "discount", "--prefix", "fixed_", "--backend", "torch")
+    r = _cli("gae", str(path), "--ignore", "discount", "--prefix", "fixed_", "--backend", "torch",
+             in_process=True)  # fmt: skip
     assert r.returncode == 0, r.stderr
 
 
