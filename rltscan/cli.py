@@ -21,6 +21,7 @@ import json
 import os
 import re
 import sys
+import threading
 import traceback
 import typing
 import warnings
@@ -1100,8 +1101,34 @@ def main() -> None:
                 typer.echo(f"error: {_interrupted()}", err=True)
             # the run is over and cleaned up; leave without the interpreter's finalisation,
             # where a pending Ctrl-C would end the process by SIGINT instead of 130
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(OSError, ValueError):
-                    stream.flush()
+            _flush_std()
             os._exit(130)
-        raise
+        _leave(end.code)
+
+
+def _flush_std() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
+def _leave(code: int | str | None) -> typing.NoReturn:
+    """End a finished CLI process as the interpreter would, less the teardown of native
+    libraries' static state: other threads joined, ``atexit`` handlers run (temporary
+    files, Ray), stdout and stderr flushed, then ``os._exit``. Arrow's and torch's
+    thread pools destroyed during the interpreter's finalisation can abort a process
+    that has written all its output (``terminate called without an active exception``,
+    exit -6: seen once in CI on a ``-o -`` pipeline under load; apache/arrow#34314)."""
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # sys.exit("message"): printed, exit 1, as Python does
+        print(code, file=sys.stderr)
+        status = 1
+    join_threads = getattr(threading, "_shutdown", None)  # what finalisation runs first
+    if join_threads is not None:
+        join_threads()
+    atexit._run_exitfuncs()
+    _flush_std()
+    os._exit(status)

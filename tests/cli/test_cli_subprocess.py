@@ -87,3 +87,31 @@ def test_import_stays_light() -> None:
     done = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().strip() == "[]"
+
+
+def test_the_process_ends_as_python_would_without_native_teardown() -> None:
+    # main() leaves through os._exit (native thread pools torn down in the interpreter's
+    # finalisation can abort a finished run): threads are still joined, atexit handlers
+    # still run, buffered output is still flushed, and the command's exit code stands
+    script = (
+        "import atexit, sys, threading, time\n"
+        "from rltscan import cli\n"
+        "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        "threading.Thread(target=lambda: (time.sleep(0.2), print('thread ran'))).start()\n"
+        "sys.stdout.write('buffered')\n"
+        "sys.argv = ['rltscan', '{}']\n"
+        "cli.main()\n"
+    )
+    ok = subprocess.run(
+        [sys.executable, "-c", script.format("--version")], env=ENV, capture_output=True,
+        timeout=120,
+    )  # fmt: skip
+    out = ok.stdout.decode()
+    assert ok.returncode == 0, ok.stderr.decode()
+    assert "buffered" in out and "thread ran" in out and "atexit ran" in out
+    bad = subprocess.run(
+        [sys.executable, "-c", script.format("no-such-command")], env=ENV,
+        capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "atexit ran" in bad.stdout.decode()
