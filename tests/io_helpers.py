@@ -1,9 +1,12 @@
-"""Shared helpers for the io/CLI tests: sample copies, readers, a column fingerprint."""
+"""Shared helpers for the io/CLI tests: sample copies, readers, a column fingerprint, a
+CLI runner."""
 
 from __future__ import annotations
 
 import hashlib
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import h5py
@@ -73,3 +76,19 @@ def minari_output(root: Path, name: str) -> np.ndarray:
 def time_major_to_flat(a: np.ndarray) -> np.ndarray:
     """[T, B] → the flat file's order (stream 0, then stream 1, ...)."""
     return np.swapaxes(a, 0, 1).reshape(-1)
+
+
+def run_cli(*args: str, in_process: bool = False) -> subprocess.CompletedProcess:
+    """``python -m rltscan ARGS``; with ``in_process``, the same command line through
+    typer's CliRunner (the parsing, the run and the exit code without a second Python
+    and torch import: one real process per test is enough for what a process adds)."""
+    if in_process:
+        from typer.testing import CliRunner
+
+        from rltscan import cli
+
+        res = CliRunner().invoke(cli.app, list(args))
+        return subprocess.CompletedProcess(args, res.exit_code, res.stdout, res.stderr)
+    return subprocess.run(
+        [sys.executable, "-m", "rltscan", *args], capture_output=True, text=True, timeout=300
+    )

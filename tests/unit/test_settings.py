@@ -8,9 +8,6 @@ A per-step γ_t / λ_t is checked against float64 loops written from the definit
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import h5py
 import numpy as np
 import pytest
@@ -19,6 +16,7 @@ import torch
 import rltscan
 from rltscan.scan import triton_scan
 from tests.conftest import assert_close_to_oracle, is_slow_backend, launch_kinds
+from tests.io_helpers import run_cli
 
 
 def episodes(rng, n: int, p_done: float, flags: str = "bool"):
@@ -467,22 +465,6 @@ def test_per_step_rules(rng):
 # --------------------------------------------------------------------------- the command line
 
 
-def _cli(*args: str, in_process: bool = False) -> subprocess.CompletedProcess:
-    """``python -m rltscan ARGS``; with ``in_process``, the same command line through
-    typer's CliRunner (the parsing, the run and the exit code without a second Python
-    and torch import: one real process per test is enough for what a process adds)."""
-    if in_process:
-        from typer.testing import CliRunner
-
-        from rltscan import cli
-
-        res = CliRunner().invoke(cli.app, list(args))
-        return subprocess.CompletedProcess(args, res.exit_code, res.stdout, res.stderr)
-    return subprocess.run(
-        [sys.executable, "-m", "rltscan", *args], capture_output=True, text=True, timeout=300
-    )
-
-
 def _h5(path, inp: dict, **extra) -> dict:
     names = {"terminated": "terminals", "truncated": "timeouts"}
     with h5py.File(path, "w") as f:
@@ -499,7 +481,9 @@ def test_cli_several_settings_in_one_run(tmp_path, rng):
     inp["terminated"][-1] = True
     path = tmp_path / "buf.h5"
     _h5(path, inp)
-    r = _cli("gae", str(path), "--gamma", "0.9,0.99,0.999", "--lam", "0.95", "--backend", "torch")
+    r = run_cli(
+        "gae", str(path), "--gamma", "0.9,0.99,0.999", "--lam", "0.95", "--backend", "torch"
+    )
     assert r.returncode == 0, r.stderr
     with h5py.File(path) as f:
         for g in (0.9, 0.99, 0.999):
@@ -511,10 +495,10 @@ def test_cli_several_settings_in_one_run(tmp_path, rng):
             assert_close_to_oracle(got, want, torch.float64)
             assert f"value_targets_g{g}_l0.95" in f
         assert "advantages" not in f
-    r = _cli("gae", str(path), "--lam", "0.9,0.9", in_process=True)
+    r = run_cli("gae", str(path), "--lam", "0.9,0.9", in_process=True)
     assert r.returncode == 2
     assert r.stderr.strip() == "error: --lam lists 0.9 twice; pass each value once"
-    r = _cli("gae", str(path), "--gamma", "0.9,nope", in_process=True)
+    r = run_cli("gae", str(path), "--gamma", "0.9,nope", in_process=True)
     assert r.returncode == 2
     assert (
         'error: --gamma must be a number or a comma-separated list of numbers, got "0.9,nope"'
@@ -529,19 +513,19 @@ def test_cli_discount_column_is_never_guessed(tmp_path, rng):
     g = rng.uniform(0.5, 1.0, 40)
     path = tmp_path / "rlds.h5"
     _h5(path, inp, discount=g)
-    r = _cli("gae", str(path))
+    r = run_cli("gae", str(path))
     assert r.returncode == 2
     assert "pass --discount discount to use it, or --ignore discount" in r.stderr
-    r = _cli("gae", str(path), "--discount", "discount", "--gamma", "0.9", in_process=True)
+    r = run_cli("gae", str(path), "--discount", "discount", "--gamma", "0.9", in_process=True)
     assert r.returncode == 2 and "drop one of them" in r.stderr
-    r = _cli("gae", str(path), "--discount", "discount", "--backend", "torch", in_process=True)
+    r = run_cli("gae", str(path), "--discount", "discount", "--backend", "torch", in_process=True)
     assert r.returncode == 0, r.stderr
     with h5py.File(path) as f:
         got = f["advantages"][()]
         assert f["advantages"].attrs["gamma"] == "column discount"
     assert_close_to_oracle(got, gae_oracle(inp, g, np.full(40, 0.95)), torch.float32)
-    r = _cli("gae", str(path), "--ignore", "discount", "--prefix", "fixed_", "--backend", "torch",
-             in_process=True)  # fmt: skip
+    r = run_cli("gae", str(path), "--ignore", "discount", "--prefix", "fixed_",
+                "--backend", "torch", in_process=True)  # fmt: skip
     assert r.returncode == 0, r.stderr
 
 

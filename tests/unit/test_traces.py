@@ -8,9 +8,6 @@ and carries, flat and batched, and from the command line.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import h5py
 import numpy as np
 import pytest
@@ -18,6 +15,7 @@ import torch
 
 import rltscan
 from tests.conftest import assert_close_to_oracle, is_slow_backend
+from tests.io_helpers import run_cli
 
 TRACES = ("retrace", "tree-backup", "q-lambda", "is")
 READS = {
@@ -187,22 +185,6 @@ def _write(path, inp: dict) -> None:
             f[name] = np.nan_to_num(v.astype(np.float32)) if v.dtype == np.float64 else v
 
 
-def _cli(*args: str, in_process: bool = False) -> subprocess.CompletedProcess:
-    """``python -m rltscan ARGS``; with ``in_process``, the same command line through
-    typer's CliRunner (the parsing, the run and the exit code without a second Python
-    and torch import: one real process per test is enough for what a process adds)."""
-    if in_process:
-        from typer.testing import CliRunner
-
-        from rltscan import cli
-
-        res = CliRunner().invoke(cli.app, list(args))
-        return subprocess.CompletedProcess(args, res.exit_code, res.stdout, res.stderr)
-    return subprocess.run(
-        [sys.executable, "-m", "rltscan", *args], capture_output=True, text=True, timeout=300
-    )
-
-
 def test_cli_trace_option_writes_each_member(tmp_path, rng):
     inp = make(rng, (40,), 0.1, "bool")
     inp["truncated"][-1] = True
@@ -221,8 +203,8 @@ def test_cli_trace_option_writes_each_member(tmp_path, rng):
     }
     for trace in TRACES:
         prefix = trace.replace("-", "_") + "_"
-        r = _cli("retrace", str(path), "--trace", trace, "--prefix", prefix, "--backend", "torch",
-                 in_process=trace != TRACES[0])  # fmt: skip
+        r = run_cli("retrace", str(path), "--trace", trace, "--prefix", prefix,
+                    "--backend", "torch", in_process=trace != TRACES[0])  # fmt: skip
         assert r.returncode == 0, r.stderr
         with h5py.File(path) as f:
             got = f[prefix + "retrace_targets"][()]
@@ -237,9 +219,9 @@ def test_cli_trace_option_writes_each_member(tmp_path, rng):
 def test_cli_refuses_bad_trace_words(tmp_path, rng):
     path = tmp_path / "offpolicy.h5"
     _write(path, make(rng, (10,), 0.1, "bool"))
-    r = _cli("retrace", str(path), "--trace", "treebackup")
+    r = run_cli("retrace", str(path), "--trace", "treebackup")
     assert r.returncode == 2
     assert r.stderr.strip().splitlines()[-1].startswith("error: --trace must be one of retrace,")
-    r = _cli("retrace", str(path), "--trace", "is", "--c-clip", "2", in_process=True)
+    r = run_cli("retrace", str(path), "--trace", "is", "--c-clip", "2", in_process=True)
     assert r.returncode == 2
     assert "--c-clip applies only with --trace retrace" in r.stderr
