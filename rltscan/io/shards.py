@@ -27,6 +27,7 @@ import secrets
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -52,21 +53,92 @@ class Shard:
     kind: str = "parquet"  # "lerobot": a LeRobot data file (its conventions apply)
 
 
+# "parquet" (flat rows, episodes may cross shards) | "minari" (one episode each) |
+# "lerobot" (flat rows, whole episodes per file; meta/info.json declares the columns)
+DatasetKind = Literal["parquet", "minari", "lerobot"]
+
+# How the report names each kind's format.
+_FORMATS: dict[DatasetKind, str] = {
+    "parquet": "parquet shards",
+    "minari": "minari/parquet shards",
+    "lerobot": "lerobot/parquet shards",
+}
+
+
 @dataclass(frozen=True)
 class Dataset:
-    """The shards of a dataset in data order (the order of its steps)."""
+    """The shards of a dataset in data order (the order of its steps).
 
-    # "parquet" (flat rows, episodes may cross shards) | "minari" (one episode each) |
-    # "lerobot" (flat rows, whole episodes per file; meta/info.json declares the columns)
-    kind: str
+    What its ``kind`` means to the shard engines and the staging is asked of the
+    properties and methods below; nothing else compares the kind.
+    """
+
+    kind: DatasetKind
     root: str  # the directory the shards' ``rel`` paths are relative to
     where: str  # the input as the user named it
     shards: tuple[Shard, ...]
     extra_files: tuple[str, ...] = ()  # other files under a directory input (copied by -o)
 
     @property
+    def episode_shards(self) -> bool:
+        """Whether every shard is one whole episode, read whole (Minari: one part file per
+        episode directory); then no episode, and no carry, crosses a shard edge."""
+        return self.kind == "minari"
+
+    @property
+    def final_rows(self) -> int:
+        """Rows a shard holds past its last step, where outputs get NaN: Minari's final
+        observation (an episode of T steps has T+1 rows); none elsewhere."""
+        return 1 if self.kind == "minari" else 0
+
+    @property
+    def outputs_in_infos(self) -> bool:
+        """Whether outputs also go into each shard's ``infos`` struct column, as Minari
+        keeps per-step extras (:func:`rltscan.io.minari.with_infos`)."""
+        return self.kind == "minari"
+
+    @property
+    def meta_describes_data(self) -> bool:
+        """Whether the dataset's ``meta/`` files declare its data files' columns and
+        statistics, so a commit brings them up to date with the outputs (LeRobot)."""
+        return self.kind == "lerobot"
+
+    @property
+    def records_size(self) -> bool:
+        """Whether the dataset's metadata records its size, brought up to date after a
+        commit (Minari's ``dataset_size``)."""
+        return self.kind == "minari"
+
+    @property
     def layout(self) -> str:
-        return "episodes" if self.kind == "minari" else "flat"
+        """The layout the report names: ``episodes`` where every shard is one, else
+        ``flat`` (one sequence of steps)."""
+        return "episodes" if self.episode_shards else "flat"
+
+    @property
+    def format(self) -> str:
+        """The format the report names (``minari/parquet shards``, ...)."""
+        return _FORMATS[self.kind]
+
+    @property
+    def sequences(self) -> int:
+        """The sequences the report counts: one per shard where every shard is an
+        episode, else one (the shards' steps are one sequence)."""
+        return len(self.shards) if self.episode_shards else 1
+
+    def order(self, order_by: str | None) -> str:
+        """The order the report says the shards run in: the episodes' for Minari and
+        LeRobot (its data files' paths), else by ``--order-by`` (``order_by``) or by
+        file name."""
+        if self.kind == "minari":
+            return "episode"
+        if self.kind == "lerobot":
+            return "episode (path)"
+        return "--order-by" if order_by else "file-name"
+
+    def steps(self, shard: Shard) -> int:
+        """The steps of ``shard``: its rows (from its footer) less :attr:`final_rows`."""
+        return int(open_shard(shard).steps or 0) - self.final_rows
 
 
 def is_sharded(input: str, engine: str | None) -> bool:
@@ -276,11 +348,6 @@ def episode_source(shard: Shard) -> Source:
     )
 
 
-def rows(shard: Shard) -> int:
-    """Rows in a shard (from its footer)."""
-    return int(open_shard(shard).steps or 0)
-
-
 def write_empty(
     shard: Shard,
     dst: Path,
@@ -426,7 +493,7 @@ class Staging:
         lerobot cannot load the data files; the stats files get their entries:
         :func:`rltscan.io.lerobot.metadata_updates`), each written under the staging
         directory. Returns ``(rel, file it replaces)`` pairs; nothing when none changes."""
-        if self.dataset.kind != "lerobot":
+        if not self.dataset.meta_describes_data:
             return []
         from rltscan.io import atomic
 
@@ -451,7 +518,7 @@ class Staging:
     def _after(self, root: Path) -> None:
         """What the dataset's own metadata says about its files, brought up to date
         (Minari's ``dataset_size``)."""
-        if self.dataset.kind == "minari":
+        if self.dataset.records_size:
             from rltscan.io.minari import update_size
 
             update_size(root)

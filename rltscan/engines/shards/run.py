@@ -102,8 +102,8 @@ def _counter(clock: Clock, job: Job, ks: list[int]) -> Callable[[dict[str, Any]]
     counts their steps (their total from the footers); None without a display."""
     if clock.progress is None:
         return None
-    shards, minari = job.dataset.shards, job.dataset.kind == "minari"
-    total = sum(max(io_shards.rows(shards[k]) - minari, 0) for k in ks)
+    dataset = job.dataset
+    total = sum(max(dataset.steps(dataset.shards[k]), 0) for k in ks)
     done = [0]
     clock.advance(0, total)
 
@@ -148,10 +148,9 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
         dataset = io_shards.discover(opts.input, order_by=opts.order_by)
         if not opts.dry_run:
             io_shards.Staging.check(dataset, output, overwrite=opts.overwrite)
-    kind = {"minari": "minari/parquet", "lerobot": "lerobot/parquet"}.get(dataset.kind, "parquet")
     where = output or dataset.where
-    view = _DatasetView(dataset.where, f"{kind} shards", dataset.layout)
-    target = wb.Target("inplace" if output is None else "file", Path(where), f"{kind} shards")
+    view = _DatasetView(dataset.where, dataset.format, dataset.layout)
+    target = wb.Target("inplace" if output is None else "file", Path(where), dataset.format)
     job = Job(opts=opts, dataset=dataset, reading=opts.reading)
     with clock.stage("plan"):
         probe, probe_src = _probe(job)
@@ -167,17 +166,13 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
         )
 
     count = len(dataset.shards)
-    order = {"minari": "episode", "lerobot": "episode (path)"}.get(
-        dataset.kind, "--order-by" if opts.order_by else "file-name"
-    )
+    order = dataset.order(opts.order_by)
     skipped = "" if job.crosses else " (one episode per shard: no carries, pass 1 skipped)"
     notes = [*probe.notes, f"{count} shard(s) in {order} order on the {engine} engine{skipped}"]
     device = _NamedDevice(dev_name)
     backend = backend_name(opts.backend, device)
     if opts.dry_run:
-        steps = sum(
-            io_shards.rows(s) - (1 if dataset.kind == "minari" else 0) for s in dataset.shards
-        )
+        steps = sum(dataset.steps(s) for s in dataset.shards)
         outputs = [
             OutputInfo(n, (steps,), dtypes[n], f"{where}/<shard> column {n}") for n in plan.names
         ]
@@ -276,7 +271,7 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
         dtype=probe.dtype,
         steps=steps,
         episodes=sum(d["episodes"] for d in done.values()),
-        sequences=count if dataset.kind == "minari" else 1,
+        sequences=dataset.sequences,
         outputs=[
             OutputInfo(n, (steps,), dtypes[n], f"{where}/<shard> column {n}") for n in plan.names
         ],
@@ -338,7 +333,7 @@ def _probe(job: Job) -> tuple[Prepared, Source]:
             break
     else:
         raise DataError(f"{job.dataset.where}: every shard is empty; nothing to compute")
-    if job.dataset.kind == "minari":
+    if job.dataset.episode_shards:
         return prepare(io_shards.episode_source(shards[k]), **job.options()), src
     n = int(src.steps or 0)
     return prepare(src, window=(n - 1, n), **job.options()), src

@@ -95,8 +95,9 @@ class Job:
 
     @property
     def crosses(self) -> bool:
-        """Whether episodes may cross shards (pass 1 needed): not for Minari."""
-        return self.dataset.kind != "minari"
+        """Whether episodes may cross shards (pass 1 needed): not where every shard is
+        one episode (Minari)."""
+        return not self.dataset.episode_shards
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`rltscan.io.layout.prepare` for every shard."""
@@ -264,7 +265,7 @@ def _walk(
     """The single-file streaming walk over one shard; returns the totals and its steps.
     ``on_prepared(start, prepared)`` sees every window's inputs (the statistics)."""
     options = job.options()
-    if job.dataset.kind == "minari":
+    if job.dataset.episode_shards:
         whole = prepare(opened.view, **options)
         steps = whole.steps
 
@@ -419,7 +420,7 @@ def outputs(
             metadata=entry,
             overwrite=job.opts.overwrite,
             where=shard.rel,
-            minari_infos=job.dataset.kind == "minari",
+            minari_infos=job.dataset.outputs_in_infos,
             durable=False,  # the staging commit syncs every staged shard in one batch
         )
     episodes = stats.EpisodeCollector()
@@ -430,10 +431,11 @@ def outputs(
 
     try:
         totals, steps = _walk(job, opened, compute, sink.write, carry, seen)
-        if job.dataset.kind == "minari" and staged is not None:
-            # Minari's padding row: every column has T+1 rows; outputs get NaN there
-            pad = {n: np.full(1, np.nan, dtype=np.dtype(job.dtypes[n])) for n in job.names}
-            sink.write(steps, steps + 1, pad)
+        final = job.dataset.final_rows
+        if final and staged is not None:
+            # the rows past the last step (Minari's final observation): outputs get NaN
+            pad = {n: np.full(final, np.nan, dtype=np.dtype(job.dtypes[n])) for n in job.names}
+            sink.write(steps, steps + final, pad)
         for name, (mean, std) in (scales or {}).items():
             sink.standardize(name, mean, std)  # (recorded in its entry above already)
         sink.commit()
