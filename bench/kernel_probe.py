@@ -25,7 +25,8 @@ rl-triton and the torch.compile scan beside these shapes: ``bench/table.py``.
     python -m bench.kernel_probe merge OUT_PREFIX RUN.json ...
 
 PHASES (comma-separated, default all, or $PROBE): flat (default, validate and tiles at
-2^26 flat), default (the flat default rows alone: one kernel file against another, a
+2^26 flat), sweep (the same at 2^26 flat, 16×131072 and 2^22 flat),
+default (the flat default rows alone: one kernel file against another, a
 run per tree), settings, per-step, shapes (the other shapes). ``bash bench/device.sh
 kernel`` runs flat and shapes, ``bash bench/device.sh settings`` settings and per-step.
 
@@ -55,6 +56,7 @@ DEVICE = "cpu" if SMALL else "cuda"
 if SMALL:
     SHAPES = [((1001,), 1000.0, "flat"), ((1001,), 10.0, "flat-dense"), ((5, 64), 1000.0, "b")]
     FLAT = ((1001,), 1000.0)
+    LONG = [FLAT]
     TILES = [(1, 64, 1), (2, 64, 1)]
     SETTING_CASES = [("gae", (1001,)), ("gae", (5, 64))]
     STEP_CASES = [("gae", (1001,))]
@@ -67,8 +69,11 @@ else:
         ((65536, 1024), 1000.0, "rows"),  # the flat steps in one-tile rows: no look-back
     ]
     FLAT = ((1 << 26,), 1000.0)
-    # (1024/8, 2048/16 and 512/4 were slower twice: kernel-probe-h200-2026-12-04-b)
-    TILES = [(1, 1024, 4), (1, 2048, 8), (1, 4096, 16), (1, 512, 2)]
+    # rows that join tiles by the look-back, for the ``sweep`` phase's tiles
+    LONG = [FLAT, ((16, 131072), 1000.0), ((1 << 22,), 1000.0)]
+    # 8, 16 and 32 steps a thread (1024/8, 2048/16, 4096/16 and 512/2 were slower:
+    # kernel-probe-h200-2026-12-04-b, kernel-tiles-h100-2026-12-06)
+    TILES = [(1, 1024, 4), (1, 2048, 8), (1, 2048, 4), (1, 4096, 8), (1, 4096, 4), (1, 8192, 8)]
     SETTING_CASES = [("gae", (1 << 26,)), ("vtrace", (1 << 26,)), ("gae", (4096, 1024))]
     STEP_CASES = [("gae", (1 << 26,)), ("gae", (4096, 1024))]
 GAMMAS = [0.9, 0.99, 0.999]
@@ -169,7 +174,7 @@ def estimators(p: Probe, shapes: list, variants: bool) -> None:
                     if (r, c, w) != (tiles.rows, tiles.chunk, tiles.num_warps):
                         with tiles_of(r, c, w):
                             p.row("tiles", kind, shape, ep, call, want, n_bytes,
-                                  tile=f"{r}x{c}/{w}")  # fmt: skip
+                                  kernel=True, tile=f"{r}x{c}/{w}")  # fmt: skip
             del inp, want
             if not SMALL:
                 torch.cuda.empty_cache()
@@ -279,6 +284,8 @@ def main() -> None:
     # (in order of what a run cut short by its time limit must not lose)
     if {"all", "flat"} & set(phases):
         estimators(p, [FLAT], variants=True)
+    elif "sweep" in phases:
+        estimators(p, LONG, variants=True)
     elif "default" in phases:
         estimators(p, [FLAT], variants=False)
     if {"all", "settings"} & set(phases):
