@@ -53,15 +53,35 @@ class Shard:
     kind: str = "parquet"  # "lerobot": a LeRobot data file (its conventions apply)
 
 
+@dataclass(frozen=True)
+class _Kind:
+    """What one kind of sharded dataset is to the shard engines and the staging; each
+    field is read through the :class:`Dataset` property of its name, which says what it
+    means."""
+
+    format: str
+    order: str | None = None  # None: the files' own order (by name, or --order-by)
+    episode_shards: bool = False
+    final_rows: int = 0
+    outputs_in_infos: bool = False
+    meta_describes_data: bool = False
+    records_size: bool = False
+
+
 # "parquet" (flat rows, episodes may cross shards) | "minari" (one episode each) |
 # "lerobot" (flat rows, whole episodes per file; meta/info.json declares the columns)
 DatasetKind = Literal["parquet", "minari", "lerobot"]
-
-# How the report names each kind's format.
-_FORMATS: dict[DatasetKind, str] = {
-    "parquet": "parquet shards",
-    "minari": "minari/parquet shards",
-    "lerobot": "lerobot/parquet shards",
+_KINDS: dict[DatasetKind, _Kind] = {
+    "parquet": _Kind("parquet shards"),
+    "minari": _Kind(
+        "minari/parquet shards",
+        order="episode",
+        episode_shards=True,
+        final_rows=1,
+        outputs_in_infos=True,
+        records_size=True,
+    ),
+    "lerobot": _Kind("lerobot/parquet shards", order="episode (path)", meta_describes_data=True),
 }
 
 
@@ -70,7 +90,8 @@ class Dataset:
     """The shards of a dataset in data order (the order of its steps).
 
     What its ``kind`` means to the shard engines and the staging is asked of the
-    properties and methods below; nothing else compares the kind.
+    properties and methods below (one table, ``_KINDS``, answers them); nothing else
+    compares the kind.
     """
 
     kind: DatasetKind
@@ -83,31 +104,31 @@ class Dataset:
     def episode_shards(self) -> bool:
         """Whether every shard is one whole episode, read whole (Minari: one part file per
         episode directory); then no episode, and no carry, crosses a shard edge."""
-        return self.kind == "minari"
+        return _KINDS[self.kind].episode_shards
 
     @property
     def final_rows(self) -> int:
         """Rows a shard holds past its last step, where outputs get NaN: Minari's final
         observation (an episode of T steps has T+1 rows); none elsewhere."""
-        return 1 if self.kind == "minari" else 0
+        return _KINDS[self.kind].final_rows
 
     @property
     def outputs_in_infos(self) -> bool:
         """Whether outputs also go into each shard's ``infos`` struct column, as Minari
         keeps per-step extras (:func:`rltscan.io.minari.with_infos`)."""
-        return self.kind == "minari"
+        return _KINDS[self.kind].outputs_in_infos
 
     @property
     def meta_describes_data(self) -> bool:
         """Whether the dataset's ``meta/`` files declare its data files' columns and
         statistics, so a commit brings them up to date with the outputs (LeRobot)."""
-        return self.kind == "lerobot"
+        return _KINDS[self.kind].meta_describes_data
 
     @property
     def records_size(self) -> bool:
         """Whether the dataset's metadata records its size, brought up to date after a
         commit (Minari's ``dataset_size``)."""
-        return self.kind == "minari"
+        return _KINDS[self.kind].records_size
 
     @property
     def layout(self) -> str:
@@ -118,7 +139,7 @@ class Dataset:
     @property
     def format(self) -> str:
         """The format the report names (``minari/parquet shards``, ...)."""
-        return _FORMATS[self.kind]
+        return _KINDS[self.kind].format
 
     @property
     def sequences(self) -> int:
@@ -128,13 +149,9 @@ class Dataset:
 
     def order(self, order_by: str | None) -> str:
         """The order the report says the shards run in: the episodes' for Minari and
-        LeRobot (its data files' paths), else by ``--order-by`` (``order_by``) or by
-        file name."""
-        if self.kind == "minari":
-            return "episode"
-        if self.kind == "lerobot":
-            return "episode (path)"
-        return "--order-by" if order_by else "file-name"
+        LeRobot (its data files' paths, even with ``--order-by``), else by
+        ``--order-by`` (``order_by``) or by file name."""
+        return _KINDS[self.kind].order or ("--order-by" if order_by else "file-name")
 
     def steps(self, shard: Shard) -> int:
         """The steps of ``shard``: its rows (from its footer) less :attr:`final_rows`."""

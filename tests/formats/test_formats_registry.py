@@ -39,9 +39,9 @@ WORDS = {w for row in FORMATS for w in row.words} | {
 # merge; this list only shrinks.
 ENGINE_SITES = {
     "rltscan/plan.py": 2,  # where an HDF5/Minari output lives: to be a row attribute
-    "rltscan/engines/shards/run.py": 6,  # sharded datasets (Minari, LeRobot, file lists)
-    "rltscan/engines/shards/task.py": 4,  # are dataset kinds, not yet registry rows
-    "rltscan/io/shards.py": 5,
+    # sharded datasets' kinds (Minari, LeRobot, file lists), not registry rows: their one
+    # table, the Minari backend the shard engines read, a LeRobot data file's conventions
+    "rltscan/io/shards.py": 3,
 }
 
 
