@@ -341,6 +341,46 @@ def test_minari_parquet_one_episode_per_shard(tmp_path: Path, command: str) -> N
     assert snapshot(out / "data" / "2") == snapshot(sharded / "data" / "2")
 
 
+def test_each_kind_answers_what_the_engines_ask(tmp_path: Path) -> None:
+    """The engines ask the Dataset, never its kind (issue 29): each kind's answers."""
+    from tests.lerobot_fixtures import build
+
+    flat = discover(str(dataset(tmp_path, 0.05)[0]))
+    minari = discover(str(_minari_parquet(tmp_path / "minari")))
+    lerobot = discover(str(build(tmp_path, "v2.1").root))
+    answers = {
+        ds.kind: (
+            ds.episode_shards,
+            ds.final_rows,
+            ds.outputs_in_infos,
+            ds.meta_describes_data,
+            ds.records_size,
+            ds.layout,
+            ds.format,
+            ds.sequences,
+            ds.order(None),
+            ds.order("step"),
+        )
+        for ds in (flat, minari, lerobot)
+    }
+    assert answers == {
+        "parquet": (
+            False, 0, False, False, False, "flat", "parquet shards", 1, "file-name", "--order-by"
+        ),
+        "minari": (
+            True, 1, True, False, True, "episodes", "minari/parquet shards", 6, "episode",
+            "episode",
+        ),
+        "lerobot": (
+            False, 0, False, True, False, "flat", "lerobot/parquet shards", 1,
+            "episode (path)", "episode (path)",
+        ),
+    }  # fmt: skip
+    assert [flat.steps(s) for s in flat.shards] == list(SIZES)
+    rows = [pq.ParquetFile(s.path).metadata.num_rows for s in minari.shards]
+    assert [minari.steps(s) for s in minari.shards] == [r - 1 for r in rows]  # T+1 rows
+
+
 def test_single_machine_path_never_imports_ray(tmp_path: Path) -> None:
     root, _, _ = dataset(tmp_path, 0.05)
     code = (
