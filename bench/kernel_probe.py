@@ -164,7 +164,8 @@ def estimators(p: Probe, shapes: list, variants: bool) -> None:
             def call(validate: bool = False, k: str = kind, i: dict = inp) -> dict:
                 return bench.call(k, i, validate=validate)
 
-            tiles = triton_scan.choose_tiles(*(shape if len(shape) == 2 else (1, shape[0])), True)
+            dims = shape if len(shape) == 2 else (1, shape[0])
+            tiles = triton_scan.choose_tiles(*dims, True, triton_scan.KINDS[kind])
             tile = f"{tiles.rows}x{tiles.chunk}/{tiles.num_warps}"
             p.row("default", kind, shape, ep, call, want, n_bytes, kernel=True, tile=tile)
             if variants:

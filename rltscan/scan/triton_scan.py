@@ -601,23 +601,39 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def choose_tiles(n_rows: int, steps: int, time_contiguous: bool) -> Tiles:
+def choose_tiles(n_rows: int, steps: int, time_contiguous: bool, kind: int = LINEAR,
+                 wide: bool = False) -> Tiles:  # fmt: skip
     """The tile of one program (several settings share it: a program solves each of
-    them over the inputs it read once)."""
+    them over the inputs it read once) for estimator ``kind`` (``wide``: float64)."""
     forced = getattr(_override, "tiles", None)
     if forced is not None:
         return forced
-    return _default_tiles(n_rows, steps, time_contiguous)
+    return _default_tiles(n_rows, steps, time_contiguous, kind, wide)
+
+
+# Kinds whose rows that span several tiles take 2048-step tiles on 4 warps (16 steps a
+# thread) in float32. 2^26 flat steps, 16×131072 and 2^22 flat on an H100, kernel % of
+# the copy floor, 1024-step default -> 2048/4 (bench/results/kernel-sweep-h100-2026-12-06):
+# GAE 77.7 -> 84.3, 88.1 -> 90.0, 66.0 -> 73.6; returns 75.7 -> 89.2, 81.8 -> 99.3,
+# 75.5 -> 91.5. The same tile is worse for V-trace (83.6 -> 67.1 at 2^26) and Retrace
+# (98.7 -> 97.7, 80.0 -> 70.3), mixed for TD(λ) (80.4 -> 80.6, 97.3 -> 84.6, 65.7 ->
+# 69.0): they keep 1024. 4096 and 8192 steps a tile were slower for all but returns
+# (88.6 at 4096/4, below 2048/4).
+_LONG_TILE_KINDS = frozenset({KINDS["gae"], KINDS["returns"]})
+_LONG_CHUNK = 2048
 
 
 @functools.lru_cache(maxsize=1024)
-def _default_tiles(n_rows: int, steps: int, time_contiguous: bool) -> Tiles:
+def _default_tiles(n_rows: int, steps: int, time_contiguous: bool, kind: int,
+                   wide: bool) -> Tiles:  # fmt: skip
     chunk = min(_pow2(steps), MAX_CHUNK)
     if not time_contiguous:
         # time-major: neighbouring rows are neighbours in memory; take 32 of them
         # (32x128 measured best of 16-128 rows at 4096x128, within 4% at 4096x1024)
         chunk = min(chunk, 128)
         return Tiles(max(1, min(_pow2(n_rows), 32)), chunk, 4)
+    if steps > MAX_CHUNK and kind in _LONG_TILE_KINDS and not wide:
+        return Tiles(1, _LONG_CHUNK, 4)
     rows = max(1, min(_pow2(n_rows), TILE_ELEMS // chunk))
     elems = rows * chunk
     # 8 steps a thread (4 warps) where tiles join by the look-back: at 2^26 flat steps
@@ -987,7 +1003,7 @@ def plan_launch(
     ref = cols["c0"] if "c0" in cols else cols["c1"]
     n_rows, steps = ref.shape
     time_contiguous = ref.stride(1) == 1 or steps == 1
-    tiles = choose_tiles(n_rows, steps, time_contiguous)
+    tiles = choose_tiles(n_rows, steps, time_contiguous, kind, dtype == torch.float64)
     # (plain integer ceil: triton.cdiv from Python goes through the JIT machinery)
     n_tblocks = -(-steps // tiles.chunk)
     n_rblocks = -(-n_rows // tiles.rows)
