@@ -18,6 +18,7 @@ import sys
 import torch
 
 import rltscan
+from bench import harness
 from rltscan import bench
 from rltscan.estimators import DECLARATIONS
 from rltscan.estimators import _bound as bound
@@ -51,10 +52,10 @@ def main(label: str) -> None:
         fn = bench.function(kind)
         fn(**kw)
         d = next(x for x in DECLARATIONS.values() if x.name == kind)
-        args = bench.arguments(kind, kw)
+        args = harness.arguments(kind, kw)
         key = bound.call_key(d, args)
         bound_now = key is not None and bound.lookup(d, key) is not None
-        us = bench.host_us(lambda fn=fn, kw=kw: fn(**kw), 2000, best_of=3)
+        us = harness.host_us(lambda fn=fn, kw=kw: fn(**kw), 2000, best_of=3)
         row = {"tree": label, "estimator": kind, "shape": "x".join(map(str, shape)),
                "time_dim": time_dim, "bound": bound_now, "host_us": round(us, 2)}  # fmt: skip
         print(json.dumps(row), flush=True)
