@@ -6,7 +6,8 @@ Run it once per tree (e.g. before and after a front-end change), alternating, on
 each row is one call form (estimator, shape, how time is said) with the host µs per call
 (the GPU not waited on; best of 3 loops of 2000 calls), whether the call was bound,
 and the tree's label. Forms a tree does not know (``time_dim=None``, TorchRL's
-``[B, T, 1]``) are skipped there.
+``[B, T, 1]``) are skipped there. The harness (``bench/harness.py``) comes from TREE as
+rltscan does: a tree from before it left ``rltscan/bench.py`` has none.
 """
 
 from __future__ import annotations
