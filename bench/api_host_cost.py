@@ -6,7 +6,8 @@ Run it once per tree (e.g. before and after a front-end change), alternating, on
 each row is one call form (estimator, shape, how time is said) with the host µs per call
 (the GPU not waited on; best of 3 loops of 2000 calls), whether the call was bound,
 and the tree's label. Forms a tree does not know (``time_dim=None``, TorchRL's
-``[B, T, 1]``) are skipped there.
+``[B, T, 1]``) are skipped there. The harness (``bench/harness.py``) comes from TREE as
+rltscan does: a tree from before it left ``rltscan/bench.py`` has none.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 import torch
 
 import rltscan
+from bench import harness
 from rltscan import bench
 from rltscan.estimators import DECLARATIONS
 from rltscan.estimators import _bound as bound
@@ -51,10 +53,10 @@ def main(label: str) -> None:
         fn = bench.function(kind)
         fn(**kw)
         d = next(x for x in DECLARATIONS.values() if x.name == kind)
-        args = bench.arguments(kind, kw)
+        args = harness.arguments(kind, kw)
         key = bound.call_key(d, args)
         bound_now = key is not None and bound.lookup(d, key) is not None
-        us = bench.host_us(lambda fn=fn, kw=kw: fn(**kw), 2000, best_of=3)
+        us = harness.host_us(lambda fn=fn, kw=kw: fn(**kw), 2000, best_of=3)
         row = {"tree": label, "estimator": kind, "shape": "x".join(map(str, shape)),
                "time_dim": time_dim, "bound": bound_now, "host_us": round(us, 2)}  # fmt: skip
         print(json.dumps(row), flush=True)

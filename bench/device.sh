@@ -20,7 +20,7 @@
 #   all       every step above, in that order
 #
 # OUT/log.txt holds the machine record (GPU, driver, versions, date, the commit where the
-# tree is a git checkout and the hash of the code, rltscan.bench.tree_hash) and each
+# tree is a git checkout and the hash of the code, bench.harness.tree_hash) and each
 # step's console; every result JSON carries the same record. A step that runs out of time
 # keeps what it wrote (the scripts save as they go); the next step still runs.
 # Time limits (s): suite 330, table 340, latency 230, kernel 240, settings 150, e2e 480,
@@ -57,7 +57,7 @@ done
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader \
     2>&1 || echo "(no nvidia-smi)"
   echo "$(nproc) CPUs; $(uptime)"
-  python -c 'import json; from rltscan import bench; print(json.dumps(bench.run_record()))'
+  python -c 'import json; from bench import harness; print(json.dumps(harness.run_record()))'
 } >>"$LOG" 2>&1
 tail -n 4 "$LOG"
 

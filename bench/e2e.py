@@ -920,11 +920,12 @@ def _mem_total() -> int | None:
 
 
 def _git() -> dict[str, Any]:
-    """The code measured (``rltscan.bench.code_record``: the commit only where this tree is
+    """The code measured (``bench.harness.code_record``: the commit only where this tree is
     a git checkout's top, else None, and the hash of the sources, which a copy on the GPU
     machine keeps). Imported here, in the parent alone: the cases' own processes load
     only what a user script would."""
-    from rltscan.bench import code_record
+    sys.path.insert(0, str(REPO))  # `python bench/e2e.py` puts bench/, not its parent, first
+    from bench.harness import code_record
 
     rec = code_record(REPO)
     dirty = [p for p in rec["dirty"] or [] if p.startswith("rltscan/")]

@@ -47,6 +47,7 @@ from typing import Any
 
 import torch
 
+from bench import harness
 from rltscan import bench
 from rltscan.scan import triton_scan
 
@@ -86,7 +87,7 @@ class Probe:
     def __init__(self, label: str, prefix: str) -> None:
         self.label, self.prefix, self.rows = label, prefix, []
         self.bw = bench.copy_bandwidth(DEVICE)
-        self.record = {**bench.run_record(),
+        self.record = {**harness.run_record(),
                        "tree": label, "copy_GBps": self.bw, "rows": self.rows}  # fmt: skip
         print(f"[{label}] copy bandwidth {self.bw:.0f} GB/s", flush=True)
 
@@ -104,7 +105,7 @@ class Probe:
             err = bench.max_rel_err(fn(), want)
             us = bench.timed_us(fn, rep=100)
             if kernel and not SMALL:
-                extra["kernel_us"] = round(bench.kernel_us(fn), 1)
+                extra["kernel_us"] = round(harness.kernel_us(fn), 1)
                 floor = n_bytes / (self.bw * 1e9) * 1e6
                 extra["kernel_pct_floor"] = round(100 * floor / extra["kernel_us"], 1)
         except Exception as e:  # a variant the compiler or the device refuses
@@ -278,7 +279,7 @@ def main() -> None:
                 runs.append(json.load(fh))
         rows = [r for run in runs for r in run["rows"]]
         record = {**{k: v for k, v in runs[0].items() if k != "rows"}, "runs": runs}
-        bench.write_result(prefix, record, HEADER, table(rows))
+        harness.write_result(prefix, record, HEADER, table(rows))
         return
     p = Probe(sys.argv[3], prefix)
     phases = (sys.argv[5] if len(sys.argv) > 5 else os.environ.get("PROBE", "all")).split(",")
@@ -295,7 +296,7 @@ def main() -> None:
         per_step(p)
     if {"all", "shapes"} & set(phases):
         estimators(p, [(s, e) for s, e, _ in SHAPES if (s, e) != FLAT], variants=False)
-    bench.write_result(prefix, p.record, HEADER, table(p.rows))
+    harness.write_result(prefix, p.record, HEADER, table(p.rows))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ each is kept), so that drift of a noisy host hits both alike. Beside them, this 
 floors: one launch of an empty Triton kernel (Triton's dispatch and its compiled
 launcher), one ``torch.empty``, one torch op.
 
-Host µs = ``rltscan.bench.host_us`` (best of 3 loops). Writes ``OUT/latency.json`` (the
+Host µs = ``bench.harness.host_us`` (best of 3 loops). Writes ``OUT/latency.json`` (the
 machine and code record, the floors, every row) and ``OUT/latency.md``. Needs CUDA.
 """
 
@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 import rltscan
-from bench import baselines
+from bench import baselines, harness
 from rltscan import bench
 from rltscan.estimators import _bound
 from rltscan.scan import triton_scan
@@ -54,7 +54,7 @@ TOL = 1e-3
 
 
 def host_us(fn: Any, n: int = 2000) -> float:
-    return bench.host_us(fn, n, best_of=3)
+    return harness.host_us(fn, n, best_of=3)
 
 
 def loops_us(fns: dict[str, Any], n: int) -> dict[str, float]:
@@ -63,7 +63,7 @@ def loops_us(fns: dict[str, Any], n: int) -> dict[str, float]:
     best = dict.fromkeys(fns, float("inf"))
     for _ in range(ROUNDS):
         for name, fn in fns.items():
-            best[name] = min(best[name], bench.host_us(fn, n, waited=True))
+            best[name] = min(best[name], harness.host_us(fn, n, waited=True))
     return best
 
 
@@ -99,17 +99,17 @@ def floors() -> dict[str, float]:
 
 def stages(kind: str, kw: dict[str, Any], tag: str, r: dict[str, Any]) -> None:
     """Host µs of the call ``fn(**kw)`` and of its bound launch's stages, into ``r``."""
-    fn, d = bench.function(kind), bench.declaration(kind)
+    fn, d = bench.function(kind), harness.declaration(kind)
     fn(**kw)
     fn(**kw)
     torch.cuda.synchronize()
-    args = bench.arguments(kind, kw)
+    args = harness.arguments(kind, kw)
     key = _bound.call_key(d, args)
     b = None if key is None else _bound.lookup(d, key)
     r[f"{tag}: key"] = key is not None
     r[f"{tag}: bound"] = b is not None
     r[f"{tag}: full call"] = host_us(lambda: fn(**kw))
-    r[f"{tag}: kernel"] = bench.kernel_us(lambda: fn(**kw))
+    r[f"{tag}: kernel"] = harness.kernel_us(lambda: fn(**kw))
     if key is None or b is None:
         return
     r[f"{tag}: call_key"] = host_us(lambda: _bound.call_key(d, args))
@@ -199,7 +199,7 @@ def markdown(res: dict[str, Any]) -> str:
 def main() -> None:
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
-    res: dict[str, Any] = {**bench.run_record(), "floors_host_us": floors(), "rows": []}
+    res: dict[str, Any] = {**harness.run_record(), "floors_host_us": floors(), "rows": []}
     print(json.dumps(res["floors_host_us"]), flush=True)
     for kind, shape in ROWS:
         res["rows"].append(row(kind, shape))

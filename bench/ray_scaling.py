@@ -66,7 +66,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import rltscan  # noqa: E402
-from rltscan import bench  # noqa: E402
+from bench import harness  # noqa: E402
 from rltscan.engines.ray import engine as ray_engine  # noqa: E402
 
 PARAMS = {"params": {"gamma": 0.99, "lam": 0.95}, "missing_bootstrap": "zero"}
@@ -414,7 +414,7 @@ def machine() -> dict:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         mem = None
-    code = bench.code_record(ROOT)  # (a copy without git: no commit, the tree's hash)
+    code = harness.code_record(ROOT)  # (a copy without git: no commit, the tree's hash)
     gpu = driver = None
     if torch.cuda.is_available():
         gpu = torch.cuda.get_device_name(0)

@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from bench import baselines
+from bench import baselines, harness
 from rltscan import bench
 
 ESTIMATORS = ("gae", "returns", "vtrace", "retrace")
@@ -90,7 +90,7 @@ def rltscan_call(
     settings ``"name#i"``, the i-th γ)."""
     function = bench.function(kind)
     args = bench.call_kwargs(kind, inputs, validate=validate, **kw)
-    names = bench.declaration(kind).outputs
+    names = harness.declaration(kind).outputs
     k = len(kw.get("gamma", ()))
 
     def named(res: Any) -> dict[str, Any]:
@@ -213,7 +213,7 @@ def run(
     bw = bench.copy_bandwidth(device)
     log(f"copy bandwidth {bw:.0f} GB/s ({bench.copy_bytes(device) >> 20} MiB copied)")
     record: dict[str, Any] = {
-        **bench.run_record(),
+        **harness.run_record(),
         "copy_GBps": bw,
         "copy_MiB": bench.copy_bytes(device) >> 20,
         "tolerance": TOL,

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import rltscan
+from bench import harness
 from rltscan import bench
 from rltscan.scan import triton_scan
 from tests.conftest import assert_close_to_oracle, launch_kinds
@@ -163,8 +164,8 @@ def _bound_for(kind, inp, **kw):
     """The bound launch later calls with ``inp``'s shapes take (None: the whole path)."""
     from rltscan.estimators import _bound
 
-    d = bench.declaration(kind)
-    key = _bound.call_key(d, bench.arguments(kind, bench.call_kwargs(kind, inp, **kw)))
+    d = harness.declaration(kind)
+    key = _bound.call_key(d, harness.arguments(kind, bench.call_kwargs(kind, inp, **kw)))
     return None if key is None else _bound.lookup(d, key)
 
 

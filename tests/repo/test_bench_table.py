@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import readme_table, table
-from rltscan import bench
+from bench import harness, readme_table, table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +31,7 @@ def test_device_script_runs_the_table_on_the_cpu(tmp_path: Path) -> None:
 
     result = json.loads((out / "result.json").read_text())
     rec = result["record"]
-    assert rec["tree"] == bench.tree_hash(ROOT) and rec["copy_GBps"] > 0 and rec["note"]
+    assert rec["tree"] == harness.tree_hash(ROOT) and rec["copy_GBps"] > 0 and rec["note"]
     assert rec["tree"] in (out / "log.txt").read_text()  # the record heads the log
     rows = {(r["estimator"], tuple(r["shape"]), r["case"]): r for r in result["rows"]}
     shapes = table.QUICK_SHAPES
@@ -114,11 +113,11 @@ def test_tree_hash_names_the_code_measured(tmp_path: Path) -> None:
     for rel in ("rltscan/a.py", "bench/b.sh", *changing):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x = 1\n")
-    first = bench.tree_hash(tmp_path)
+    first = harness.tree_hash(tmp_path)
     for rel in changing:
         (tmp_path / rel).write_text("x = 2\n")
-    assert bench.tree_hash(tmp_path) == first
+    assert harness.tree_hash(tmp_path) == first
     (tmp_path / "bench/b.sh").write_text("x = 2\n")
-    assert bench.tree_hash(tmp_path) != first
-    rec = bench.code_record(tmp_path)
-    assert rec["commit"] is None and rec["tree"] == bench.tree_hash(tmp_path)
+    assert harness.tree_hash(tmp_path) != first
+    rec = harness.code_record(tmp_path)
+    assert rec["commit"] is None and rec["tree"] == harness.tree_hash(tmp_path)

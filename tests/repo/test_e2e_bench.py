@@ -59,9 +59,9 @@ def test_e2e_bench_smoke(tmp_path: Path) -> None:
 
 def test_write_result_writes_the_record_and_its_table(tmp_path: Path) -> None:
     """Bench scripts' result files: every figure in the JSON, the quoted table in .md."""
-    from rltscan import bench
+    from bench import harness
 
-    text = bench.write_result(
+    text = harness.write_result(
         str(tmp_path / "r"), {"rows": [1.5]}, ("row", "µs"), [("gae 4096x128", 1.5)],
         title="T", caption="C.",
     )  # fmt: skip

@@ -11,6 +11,7 @@ import dataclasses
 import pytest
 import torch
 
+from bench import harness
 from rltscan import bench
 from rltscan.estimators import _driver
 from rltscan.scan import triton_scan
@@ -22,10 +23,10 @@ FUSED = [k for k in bench.ESTIMATOR_ORDER if triton_scan.fused(k)]
 def test_the_carry_built_from_given_outputs_is_the_whole_paths(kind: str) -> None:
     inp = bench.make_inputs(kind, (3, 41), ep_len=9.0, device="cpu", seed=5)
     kwargs = bench.call_kwargs(kind, inp, backend="torch")
-    d = bench.declaration(kind)
+    d = harness.declaration(kind)
     whole = bench.function(kind)(**kwargs)
     outputs = {o: getattr(whole, o) for o in d.outputs if getattr(whole, o) is not None}
-    later = _driver._carry_later(d, bench.arguments(kind, kwargs), outputs)
+    later = _driver._carry_later(d, harness.arguments(kind, kwargs), outputs)
     want, got = dataclasses.asdict(whole.carry), dataclasses.asdict(later)
     assert want.keys() == got.keys()
     for name, value in want.items():

@@ -151,6 +151,7 @@ def test_oracle_is_importable():
 
 def _bind_on_cpu(kind, inp, monkeypatch):
     """A :class:`_bound.Bound` for ``inp``'s shapes, as a CUDA call would build it."""
+    from bench import harness
     from rltscan import bench
     from rltscan.estimators import _driver as est  # the module whose _run calls solve
 
@@ -163,11 +164,11 @@ def _bind_on_cpu(kind, inp, monkeypatch):
         return orig(p, backend, **kw)
 
     monkeypatch.setattr(est, "solve", spy)
-    fn, d = bench.function(kind), bench.declaration(kind)
+    fn, d = bench.function(kind), harness.declaration(kind)
     kw = bench.call_kwargs(kind, inp, backend="triton", validate=False)
     res = fn(**kw)
     monkeypatch.setattr(est, "solve", orig)
-    args = bench.arguments(kind, kw)
+    args = harness.arguments(kind, kw)
     outs = {k: getattr(res, k) for k in d.outputs if getattr(res, k) is not None}
     b = _bound.build(d, args, fired[0], outs, torch.device("cpu"), False)
     return d, fn, b
@@ -187,6 +188,7 @@ BIND_CASES = [
 def test_a_bound_launch_computes_fresh_data_like_the_whole_path(
     kind, per_step, time_major, monkeypatch
 ):
+    from bench import harness
     from rltscan import bench
 
     shape = (3, 21)
@@ -209,7 +211,7 @@ def test_a_bound_launch_computes_fresh_data_like_the_whole_path(
     fixed = None
     for seed in (1, 2):
         kw = bench.call_kwargs(kind, inputs(seed), backend="triton", validate=False)
-        a = bench.arguments(kind, kw)
+        a = harness.arguments(kind, kw)
         assert _bound.lookup(d, _bound.call_key(d, a)) is None  # CPU calls are never kept
         got = b.run(a)
         as64 = {k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
@@ -238,6 +240,7 @@ def test_the_launcher_path_hands_on_the_pointers_launch_fire_reads(monkeypatch, 
     stand-in launcher records the integer pointers and check id it is handed and
     declines, so ``Launch.fire`` runs with the tensors; both must name the same memory,
     per call and for the fixed form."""
+    from bench import harness
     from rltscan import bench
 
     handed, fired = [], []
@@ -261,7 +264,7 @@ def test_the_launcher_path_hands_on_the_pointers_launch_fire_reads(monkeypatch, 
     _, _, b = _bind_on_cpu("vtrace", inp, monkeypatch)
     assert b is not None and b.direct
     fresh = bench.make_inputs("vtrace", (3, 21), ep_len=9.0, device="cpu", seed=3)
-    a = bench.arguments("vtrace", bench.call_kwargs("vtrace", fresh, backend="triton",
+    a = harness.arguments("vtrace", bench.call_kwargs("vtrace", fresh, backend="triton",
                                                     validate=False))  # fmt: skip
     handed.clear(), fired.clear()
     out = b.run(a)
