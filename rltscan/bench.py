@@ -326,16 +326,14 @@ def bench_case(
     return row
 
 
-def gpu_cases(quick: bool, subset: str = "all") -> list[tuple[tuple[int, ...], str, float]]:
+def gpu_cases(quick: bool) -> list[tuple[tuple[int, ...], str, float]]:
     cases: list[tuple[tuple[int, ...], str, float]] = []
-    if subset in ("all", "batched"):
-        for b, t in QUICK_BATCHED if quick else BATCHED:
-            for layout in ("batch-major", "time-major"):
-                cases.append(((b, t), layout, 200.0))
-    if subset in ("all", "flat"):
-        for n in QUICK_FLAT if quick else FLAT:
-            for ep in (1000.0, 10.0):
-                cases.append(((n,), "flat", ep))
+    for b, t in QUICK_BATCHED if quick else BATCHED:
+        for layout in ("batch-major", "time-major"):
+            cases.append(((b, t), layout, 200.0))
+    for n in QUICK_FLAT if quick else FLAT:
+        for ep in (1000.0, 10.0):
+            cases.append(((n,), "flat", ep))
     return cases
 
 
@@ -345,14 +343,13 @@ def run_gpu(
     estimators: list[str],
     backends: list[str],
     log: Callable[[str], None],
-    subset: str = "all",
 ) -> dict[str, Any]:
     import triton
 
     bw = copy_bandwidth()
     log(f"copy bandwidth: {bw:.0f} GB/s")
     rows = []
-    for shape, layout, ep in gpu_cases(quick, subset):
+    for shape, layout, ep in gpu_cases(quick):
         for kind in estimators:
             # the compile baseline for GAE on every shape, for the others on two
             base = "compile" in backends and (kind == "gae" or shape in ((4096, 128), (1 << 22,)))
@@ -456,19 +453,14 @@ def run_bench(
     quick: bool = False,
     json_path: str | None = None,
     backends: list[str] | None = None,
-    estimators: list[str] | None = None,
-    device: str = "auto",
-    subset: str = "all",
     log: Callable[[str], None] = lambda s: None,
 ) -> dict[str, Any]:
-    use_gpu = _cuda() if device == "auto" else device == "cuda"
-    if use_gpu:
+    if _cuda():
         result = run_gpu(
             quick=quick,
-            estimators=estimators or ESTIMATOR_ORDER,
+            estimators=ESTIMATOR_ORDER,
             backends=backends or ["triton", "torch", "compile"],
             log=log,
-            subset=subset,
         )
     else:
         result = run_cpu(quick=quick, log=log)
@@ -596,36 +588,3 @@ def render_table(result: dict[str, Any]) -> Any:
         if line.startswith("| ") and not line.startswith("| estimator"):
             table.add_row(*[c.strip() for c in line.strip("|").split("|")])
     return table
-
-
-def main() -> None:
-    """``python -m rltscan.bench [--quick] [--subset all|batched|flat] [--out DIR]``."""
-    import argparse
-    import os
-    import sys
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--subset", default="all", choices=["all", "batched", "flat"])
-    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    ap.add_argument("--out", default=".")
-    ap.add_argument("--estimators", default=",".join(ESTIMATOR_ORDER))
-    args = ap.parse_args()
-    result = run_bench(
-        quick=args.quick,
-        device=args.device,
-        subset=args.subset,
-        estimators=args.estimators.split(","),
-        log=lambda s: print(s, file=sys.stderr, flush=True),
-    )
-    os.makedirs(args.out, exist_ok=True)
-    stem = f"{result['kind']}-{args.subset}" + ("-quick" if args.quick else "")
-    with open(os.path.join(args.out, stem + ".json"), "w") as f:
-        json.dump(result, f, indent=1)
-    with open(os.path.join(args.out, stem + ".md"), "w") as f:
-        f.write(markdown(result))
-    print(markdown(result))
-
-
-if __name__ == "__main__":
-    main()
