@@ -21,6 +21,7 @@ import numpy as np
 from rltscan.errors import DataError, MissingBootstrapError, OutputRefusedError, RltscanError
 from rltscan.estimators.declaration import setting_columns
 from rltscan.io import writeback as wb
+from rltscan.io.formats import named
 from rltscan.io.layout import Prepared, prepare, where_is
 from rltscan.options import RunOptions
 from rltscan.report import OutputInfo, RunReport, Stage, StreamInfo
@@ -348,9 +349,7 @@ def location(source: Any, target: wb.Target, name: str) -> str:
     """Where an output lands, as the report says it."""
     if target.kind == "stdout":
         return f"stdout column {name}"
-    if source.format in ("hdf5", "minari") and (
-        target.kind == "inplace" or target.format == "hdf5"
-    ):
+    if named(source.format).tree and (target.kind == "inplace" or named(target.format).tree):
         group = source.group.rstrip("/")
         if source.episode_keys:
             return f"{target.path}:{group}/<episode>/{name}"

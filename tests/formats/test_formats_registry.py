@@ -38,7 +38,6 @@ WORDS = {w for row in FORMATS for w in row.words} | {
 # rltscan/engines/ (file -> number of sites). Each is wired by the lead after the engines
 # merge; this list only shrinks.
 ENGINE_SITES = {
-    "rltscan/plan.py": 2,  # where an HDF5/Minari output lives: to be a row attribute
     # sharded datasets' kinds (Minari, LeRobot, file lists), not registry rows: their one
     # table, the Minari backend the shard engines read, a LeRobot data file's conventions
     "rltscan/io/shards.py": 3,

@@ -141,8 +141,8 @@ class Format(Protocol):
     A row subclasses this class: it sets ``name``, ``title`` and ``words``, implements
     :meth:`open` and :meth:`to_table`, and overrides the rest where it differs from what
     most rows share, the defaults here: no magic bytes, suffix or ``--to`` word (never a
-    conversion target, never written to stdout), not streamed, no ``--group``, no nulls;
-    no layout beyond the magic bytes, no stdin (a seekable file is needed), no ``-o``
+    conversion target, never written to stdout), not streamed, no ``--group``, no tree of
+    groups, no nulls; no layout beyond the magic bytes, no stdin (a seekable file is needed), no ``-o``
     refusal of its own, outputs that clash with columns of the same name and go back
     through a table (in place too: the table written back into its own format)."""
 
@@ -155,6 +155,7 @@ class Format(Protocol):
     stdout: str | None = None  # the word it is written to stdout as (None: never to stdout)
     streams: bool = False  # the streaming engine reads it by ranges and writes it by windows
     grouped: bool = False  # ``--group`` picks a part of it (inspect reports the group)
+    tree: bool = False  # a tree of groups: an output lands at ``PATH:GROUP/NAME`` (reports)
     nullable: bool = False  # its columns may hold nulls, read as NaN (messages name them)
 
     def sniff(self, path: Path, head: bytes | None) -> Sniffed | None:

@@ -117,6 +117,7 @@ class Hdf5(Format):
     suffixes = ((".h5", WORD), (".hdf5", WORD), (".hdf", WORD))
     streams = True
     grouped = True
+    tree = True
 
     def sniff(self, path: Path, head: bytes | None) -> Sniffed | None:
         """A file that starts with a user block (MATLAB's -v7.3 ``.mat``): HDF5 looks for

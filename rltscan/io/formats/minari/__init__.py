@@ -326,6 +326,7 @@ class Minari(Format):
     name = WORD
     title = "Minari"
     words = (WORD,)
+    tree = True  # reports place an output per episode: PATH:GROUP/<episode>/NAME
 
     def sniff(self, path: Path, head: bytes | None) -> Sniffed | None:
         """A directory with ``data/metadata.json`` (its ``data_format`` the backend) or
