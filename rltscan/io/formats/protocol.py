@@ -142,9 +142,10 @@ class Format(Protocol):
     :meth:`open` and :meth:`to_table`, and overrides the rest where it differs from what
     most rows share, the defaults here: no magic bytes, suffix or ``--to`` word (never a
     conversion target, never written to stdout), not streamed, no ``--group``, no tree of
-    groups, no nulls; no layout beyond the magic bytes, no stdin (a seekable file is needed), no ``-o``
-    refusal of its own, outputs that clash with columns of the same name and go back
-    through a table (in place too: the table written back into its own format)."""
+    groups, no nulls; no layout beyond the magic bytes, no stdin (a seekable file is
+    needed), no ``-o`` refusal of its own, outputs that clash with columns of the same
+    name and go back through a table (in place too: the table written back into its own
+    format)."""
 
     name: str  # the row's name ("hdf5", "parquet", "arrow", "minari", "torchrl")
     title: str  # how messages name it ("HDF5", "Parquet", "Arrow IPC", ...)
