@@ -148,10 +148,13 @@ class Dataset:
         return len(self.shards) if self.episode_shards else 1
 
     def order(self, order_by: str | None) -> str:
-        """The order the report says the shards run in: the episodes' for Minari and
-        LeRobot (its data files' paths, even with ``--order-by``), else by
-        ``--order-by`` (``order_by``) or by file name."""
-        return _KINDS[self.kind].order or ("--order-by" if order_by else "file-name")
+        """The order the report says the shards run in: by ``--order-by`` where it was
+        given (``order_by``; :func:`discover` sorts by it, and refuses it for Minari),
+        else the episodes' for Minari and LeRobot (its data files' paths), else by file
+        name."""
+        if order_by:
+            return "--order-by"
+        return _KINDS[self.kind].order or "file-name"
 
     def steps(self, shard: Shard) -> int:
         """The steps of ``shard``: its rows (from its footer) less :attr:`final_rows`."""

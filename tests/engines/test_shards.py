@@ -367,13 +367,13 @@ def test_each_kind_answers_what_the_engines_ask(tmp_path: Path) -> None:
         "parquet": (
             False, 0, False, False, False, "flat", "parquet shards", 1, "file-name", "--order-by"
         ),
-        "minari": (
+        "minari": (  # (discover refuses --order-by: order(None) is what runs)
             True, 1, True, False, True, "episodes", "minari/parquet shards", 6, "episode",
-            "episode",
+            "--order-by",
         ),
         "lerobot": (
             False, 0, False, True, False, "flat", "lerobot/parquet shards", 1,
-            "episode (path)", "episode (path)",
+            "episode (path)", "--order-by",  # (discover sorted it by that column)
         ),
     }  # fmt: skip
     assert [flat.steps(s) for s in flat.shards] == list(SIZES)
