@@ -92,11 +92,12 @@ def prepare_next(st, cols, ptrs, at, term, boot, last, missing, log_rho, log_c,
                  HAS_TRUNC: tl.constexpr, FIRST_GIVEN: tl.constexpr, CONTINUES: tl.constexpr,
                  TRACE: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
                  COMPUTE: tl.constexpr):  # fmt: skip
-    """(r, nv) from :func:`load_next`'s (r, dense part)."""
-    r, dense_nv = st
-    nv = next_value(dense_nv, cols, ptrs, at, term, boot, last, missing, NV_MODE, HAS_V,
+    """(r, nv, ...) from :func:`load_next`'s (r, dense part) or :func:`load_delta`'s
+    (r, dense part, V): nv_t completed, the rest of the state carried as it is."""
+    nv = next_value(st[1], cols, ptrs, at, term, boot, last, missing, NV_MODE, HAS_V,
                     CONTINUES, COMPUTE)  # fmt: skip
-    return r, nv
+    # (Triton compiles a tuple's + and slice, not a starred element in a tuple literal)
+    return (st[0], nv) + st[2:]  # noqa: RUF005
 
 
 @triton.jit

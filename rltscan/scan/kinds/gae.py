@@ -9,24 +9,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from rltscan.scan.kinds._common import STEP_SLOTS, load_delta, next_value, put_out
+from rltscan.scan.kinds._common import STEP_SLOTS, load_delta, prepare_next, put_out
 
 SLOTS = {
     "rewards": "c0", "values": "c1", "next_values": "c2", "bootstrap_values": "c2", **STEP_SLOTS,
 }  # fmt: skip
 load = load_delta
-
-
-@triton.jit
-def prepare(st, cols, ptrs, at, term, boot, last, missing, log_rho, log_c,
-            NV_MODE: tl.constexpr, HAS_V: tl.constexpr, HAS_TERM: tl.constexpr,
-            HAS_TRUNC: tl.constexpr, FIRST_GIVEN: tl.constexpr, CONTINUES: tl.constexpr,
-            TRACE: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
-            COMPUTE: tl.constexpr):  # fmt: skip
-    r, dense_nv, v = st
-    nv = next_value(dense_nv, cols, ptrs, at, term, boot, last, missing, NV_MODE, HAS_V,
-                    CONTINUES, COMPUTE)  # fmt: skip
-    return r, nv, v
+prepare = prepare_next  # (r, nv, V)
 
 
 @triton.jit
