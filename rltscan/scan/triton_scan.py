@@ -618,7 +618,8 @@ def choose_tiles(n_rows: int, steps: int, time_contiguous: bool, kind: int = LIN
 # 75.5 -> 91.5. The same tile is worse for V-trace (83.6 -> 67.1 at 2^26) and Retrace
 # (98.7 -> 97.7, 80.0 -> 70.3), mixed for TD(λ) (80.4 -> 80.6, 97.3 -> 84.6, 65.7 ->
 # 69.0): they keep 1024. 4096 and 8192 steps a tile were slower for all but returns
-# (88.6 at 4096/4, below 2048/4).
+# (88.6 at 4096/4, below 2048/4). On the H200 (bench/results/kernel-tiles-h200-2026-12-06)
+# at 2^26 flat: GAE 66 -> 71.5%, returns 61 -> 78.9%.
 _LONG_TILE_KINDS = frozenset({KINDS["gae"], KINDS["returns"]})
 _LONG_CHUNK = 2048
 
