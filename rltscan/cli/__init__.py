@@ -15,14 +15,12 @@ import atexit
 import contextlib
 import difflib
 import gc
-import importlib
 import inspect
 import json
 import os
 import re
 import sys
 import threading
-import traceback
 import typing
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,23 +31,13 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from rltscan import defaults, interrupts
-from rltscan.errors import OutputRefusedError, ParameterError, RltscanError
+from rltscan.cli.exit_codes import EXIT_CODES, _clickx, _fail, _interrupted, _said, handled
+from rltscan.errors import OutputRefusedError, ParameterError
 from rltscan.estimators import DECLARATIONS
 from rltscan.roles import Role, with_option
 
 if TYPE_CHECKING:  # what a command needs loads when it runs: --help and --version start fast
     from rich.console import Console
-
-EXIT_CODES = " ".join(
-    [
-        "Exit codes: 0 success (dry runs too) · 1 internal error (a bug) ·",
-        "2 usage: bad option or value, ambiguous layout or dones ·",
-        "3 input file: missing, unreadable, not HDF5/Parquet/Arrow, corrupt, not seekable ·",
-        "4 data: missing column, shape mismatch, NaN/Inf where read, flags not 0/1,",
-        "missing bootstrap · 5 output refused: exists without --overwrite, binary to a",
-        "terminal, no space · 6 backend unavailable · 130 interrupted.",
-    ]
-)
 
 HELP = f"""Advantages and returns (GAE, V-trace, Retrace, TD(λ), discounted returns,
 eligibility traces, prefix sums) over HDF5/Parquet trajectory files, written back
@@ -58,9 +46,6 @@ alongside the data.
 {EXIT_CODES}"""
 
 COMMAND_HELP = {command: d.help for command, d in DECLARATIONS.items()}
-
-# click's exceptions, from wherever this typer takes click (typer >= 0.2x vendors a copy)
-_clickx = importlib.import_module(typer.BadParameter.__module__)
 
 
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -225,28 +210,6 @@ def _stderr_console() -> Console:
     return Console(file=sys.stderr, highlight=False, soft_wrap=False)
 
 
-def error_object(code: int, kind: str, message: str, hint: str | None = None) -> dict[str, Any]:
-    """What ``--json`` prints on stdout for every error: usage, library (by class) or bug;
-    ``hint`` only where there is one (a usage error's "did you mean")."""
-    error: dict[str, Any] = {"code": code, "kind": kind, "message": message}
-    if hint:
-        error["hint"] = hint
-    return {"error": error}
-
-
-def _fail(
-    code: int, message: str, kind: str, json_out: bool, quiet: bool, hint: str | None = None
-) -> None:
-    """The error line on stderr (the only line there under ``--json`` and ``-q``; a
-    ``hint:`` line follows it otherwise), the error object on stdout under ``--json``."""
-    typer.echo(f"error: {message}", err=True)
-    if hint and not (json_out or quiet):
-        typer.echo(f"hint: {hint}", err=True)
-    if json_out:
-        typer.echo(json.dumps(error_object(code, kind, message, hint)))
-    raise typer.Exit(code)
-
-
 def _flag_requested(argv: list[str], group: Any, flags: tuple[str, ...]) -> bool:
     """One of ``flags`` anywhere before ``--`` on a command where it is a flag (not
     bench's ``--json PATH``)."""
@@ -346,52 +309,6 @@ def usage_message(err: Any, argv: list[str], group: Any) -> tuple[str, str | Non
             None,
         )
     return f'{text[:1].lower()}{text[1:]}; see "{where} --help"', None
-
-
-_said = {"interrupted": False}  # handled() reported a Ctrl-C (main() must not again)
-
-
-def _interrupted() -> str:
-    """The one line for Ctrl-C/SIGTERM: what, if anything, was already written."""
-    from rltscan.io.atomic import committed
-
-    done = committed()
-    if done:
-        return (
-            f"interrupted after {', '.join(map(str, done))} was written in full; "
-            "re-run with --overwrite to be sure"
-        )
-    return "interrupted; nothing was written and the input is unchanged"
-
-
-@contextmanager
-def handled(*, json_out: bool = False, quiet: bool = False, debug: bool = False) -> Iterator[None]:
-    """Map :class:`RltscanError` to its exit code and Ctrl-C/SIGTERM to 130, in one place.
-
-    From here on Ctrl-C raises ``KeyboardInterrupt`` (temp files are removed on the
-    way out); before, it ends the process at once (nothing is written yet)."""
-    interrupts.install_running()
-    try:
-        yield
-    except RltscanError as err:
-        if debug:
-            traceback.print_exc(file=sys.stderr)
-        if interrupts.seen():  # a Ctrl-C broke the step that failed: report the Ctrl-C
-            _said["interrupted"] = True
-            _fail(130, _interrupted(), "Interrupted", json_out, quiet)
-        _fail(err.exit_code, str(err), type(err).__name__, json_out, quiet)
-    except KeyboardInterrupt:
-        _said["interrupted"] = True
-        _fail(130, _interrupted(), "Interrupted", json_out, quiet)
-    except (typer.Exit, typer.Abort, _clickx.ClickException):
-        raise
-    except Exception as err:  # a bug: the traceback follows; --json still gets an object
-        if interrupts.seen():  # e.g. a C extension's import broken by the Ctrl-C
-            _said["interrupted"] = True
-            _fail(130, _interrupted(), "Interrupted", json_out, quiet)
-        if json_out:
-            typer.echo(json.dumps(error_object(1, "InternalError", f"{type(err).__name__}: {err}")))
-        raise
 
 
 def _plot(path: str | None, statistics: Mapping[str, Any] | None, title: str) -> None:
