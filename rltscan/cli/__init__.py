@@ -11,8 +11,6 @@ declarations (:data:`rltscan.estimators.DECLARATIONS`), which import no torch: `
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import difflib
 import gc
 import inspect
@@ -20,7 +18,6 @@ import json
 import os
 import re
 import sys
-import threading
 import typing
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,6 +29,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from rltscan import defaults, interrupts
 from rltscan.cli.exit_codes import EXIT_CODES, _clickx, _fail, _interrupted, _said, handled
+from rltscan.cli.process import _flush_std, _leave, modules_loaded
 from rltscan.errors import OutputRefusedError, ParameterError
 from rltscan.estimators import DECLARATIONS
 from rltscan.roles import Role, with_option
@@ -978,27 +976,6 @@ def bench_command(
             bench.plot(result, plot)
 
 
-def modules_loaded() -> None:
-    """The modules a command needs are loaded: they stay (``gc.freeze``: no collection
-    walks them again) and the collector runs again for the data work.
-
-    :func:`main` turns the cyclic collector off while the CLI imports: the objects an
-    import makes live as long as the process, and collecting them while torch loads
-    cost ~0.2 s, and at exit ~0.1 s, of a run on the 2-core machine (issue 12;
-    bench/results/startup-cpu-2core-2026-12-03-c/). Where triton is loaded, the
-    frozen objects are released at exit (its bindings report objects still alive at
-    exit as leaks, on stderr)."""
-    gc.freeze()
-    gc.enable()
-    atexit.unregister(_unfreeze_for_triton)  # (once, however often called)
-    atexit.register(_unfreeze_for_triton)
-
-
-def _unfreeze_for_triton() -> None:
-    if "triton" in sys.modules:
-        gc.unfreeze()  # the exit's collection frees triton's objects
-
-
 def main() -> None:
     """Console entry point: SIGTERM behaves like Ctrl-C (temp files removed, exit 130)."""
 
@@ -1021,31 +998,3 @@ def main() -> None:
             _flush_std()
             os._exit(130)
         _leave(end.code)
-
-
-def _flush_std() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-
-
-def _leave(code: int | str | None) -> typing.NoReturn:
-    """End a finished CLI process as the interpreter would, less the teardown of native
-    libraries' static state: other threads joined, ``atexit`` handlers run (temporary
-    files, Ray), stdout and stderr flushed, then ``os._exit``. Arrow's and torch's
-    thread pools destroyed during the interpreter's finalisation can abort a process
-    that has written all its output (``terminate called without an active exception``,
-    exit -6: seen once in CI on a ``-o -`` pipeline under load; apache/arrow#34314)."""
-    if code is None:
-        status = 0
-    elif isinstance(code, int):
-        status = code
-    else:  # sys.exit("message"): printed, exit 1, as Python does
-        print(code, file=sys.stderr)
-        status = 1
-    join_threads = getattr(threading, "_shutdown", None)  # what finalisation runs first
-    if join_threads is not None:
-        join_threads()
-    atexit._run_exitfuncs()
-    _flush_std()
-    os._exit(status)
