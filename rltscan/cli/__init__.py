@@ -11,23 +11,19 @@ declarations (:data:`rltscan.estimators.DECLARATIONS`), which import no torch: `
 
 from __future__ import annotations
 
-import difflib
 import gc
 import json
 import os
-import re
 import sys
-import typing
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
-from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from rltscan import interrupts
-from rltscan.cli.exit_codes import EXIT_CODES, _clickx, _fail, _interrupted, _said, handled
+from rltscan.cli.exit_codes import EXIT_CODES, _interrupted, _said, handled
 from rltscan.cli.options import (
     CHOICES,
     COLUMN_ROLES,
@@ -44,10 +40,10 @@ from rltscan.cli.options import (
     _run_parameters,
     _signed,
     api_defaults,
-    command_defaults,
     float_or_list,
     reading_arguments,
 )
+from rltscan.cli.parsing import _Command, _Group
 from rltscan.cli.process import _flush_std, _leave, modules_loaded
 from rltscan.errors import OutputRefusedError, ParameterError
 from rltscan.estimators import DECLARATIONS
@@ -62,145 +58,6 @@ alongside the data.
 {EXIT_CODES}"""
 
 COMMAND_HELP = {command: d.help for command, d in DECLARATIONS.items()}
-
-
-_INT = re.compile(r"[+-]?[0-9]+")
-_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_UNSET = object()
-
-
-def coerce_plain(annotation: Any, parser: Callable[[Any], Any] | None, value: Any) -> Any:
-    """The value typer would give an option of this annotation, for the plain cases only
-    (``str``, ``int``, ``float``, a list of ``str``, each maybe ``Optional``; a ``parser``'s
-    result); ``_UNSET`` for anything else (bad or unusual values), which then takes typer's
-    own path and its error message. Same values as typer's coercion (tests/cli/test_startup.py)."""
-    if value is None:
-        return value
-    if parser is not None:
-        if annotation is not Any:
-            return _UNSET
-        try:
-            return parser(value)
-        except Exception:  # typer reports it (through its own path)
-            return _UNSET
-    args = typing.get_args(annotation)
-    if typing.get_origin(annotation) is typing.Union and len(args) == 2 and type(None) in args:
-        annotation = args[0] if args[1] is type(None) else args[1]
-    if typing.get_origin(annotation) is list and typing.get_args(annotation) == (str,):
-        if isinstance(value, (list, tuple)) and all(type(v) is str for v in value):
-            return list(value)
-        return _UNSET
-    if annotation is str and type(value) is str:
-        return value
-    if annotation is bool and type(value) is bool:
-        return value
-    if annotation is int:
-        if type(value) is int:
-            return value
-        if type(value) is str and _INT.fullmatch(value) and len(value) < 100:
-            return int(value)
-    if annotation is float:
-        if type(value) is float:
-            return value
-        if type(value) is str and _FLOAT.fullmatch(value):
-            return float(value)
-    return _UNSET
-
-
-def _process_plain(self: Any, ctx: Any, value: Any) -> Any:
-    """typer 0.29 coerces every non-bool option value through a pydantic ``TypeAdapter``,
-    built on first use: importing pydantic and building ~30 of them is ~0.25 s of a run on a
-    2-core machine (issue 12). The plain cases (:func:`coerce_plain`) are coerced here;
-    anything else (a bad value, a missing one, a callback) goes typer's way, unchanged."""
-    if self.callback is None:
-        multiple = self.multiple or self.nargs == -1
-        if value is None:
-            out: Any = () if multiple else None
-        else:
-            info = self.type_descriptor.parameter_info
-            out = coerce_plain(self.type_descriptor.annotation, info.parser, value)
-        if out is not _UNSET and not (self.required and self.value_is_missing(out)):
-            return out
-    return super(type(self), self).process_value(ctx, value)
-
-
-# (single inheritance: an instance of typer's class can become one of these, _plain_values)
-class _PlainOption(TyperOption):
-    process_value = _process_plain
-
-
-class _PlainArgument(TyperArgument):
-    process_value = _process_plain
-
-
-def _plain_values(command: Any) -> None:
-    """Give ``command``'s typer options and arguments :func:`_process_plain`'s coercion
-    (a subclass of their own; a typer without ``type_descriptor`` keeps its own)."""
-    for param in getattr(command, "params", ()):
-        if not hasattr(param, "type_descriptor") or not hasattr(param, "value_is_missing"):
-            continue
-        if type(param) is TyperOption:
-            param.__class__ = _PlainOption
-        elif type(param) is TyperArgument:
-            param.__class__ = _PlainArgument
-
-
-def _help_option(option: Any) -> Any:
-    if option is not None and option.default is None:
-        # a flag not given is False, not None: typer then coerces nothing, and
-        # `rltscan CMD --help` does not import pydantic for the root's --help (~0.1 s)
-        option.default = False
-    if type(option) is TyperOption:
-        option.__class__ = _PlainOption
-    return option
-
-
-class _Command(TyperCommand):
-    """Every command: its ``--help`` flag and its values skip typer's pydantic coercion
-    where they are plain (:func:`_process_plain`)."""
-
-    def get_help_option(self, ctx: Any) -> Any:
-        return _help_option(super().get_help_option(ctx))
-
-
-class _Group(TyperGroup):
-    """The root command: usage errors (unknown option, bad value, missing INPUT) become
-    ``error: <what>; <fix>`` first on stderr, at most one ``hint:`` line, exit 2, and
-    under ``--json`` an error object on stdout, instead of click's usage box."""
-
-    def __init__(self, *a: Any, **kw: Any) -> None:
-        super().__init__(*a, **kw)
-        for command in (self, *self.commands.values()):
-            _plain_values(command)
-
-    def main(self, args: Sequence[str] | None = None, *a: Any, **kw: Any) -> Any:
-        argv = list(sys.argv[1:] if args is None else args)
-        self._argv = argv
-        return super().main(list(argv), *a, **kw)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        return _help_option(super().get_help_option(ctx))
-
-    def make_context(self, *a: Any, **kw: Any) -> Any:
-        try:
-            return super().make_context(*a, **kw)
-        except _clickx.UsageError as err:
-            self._usage_error(err)
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except _clickx.UsageError as err:
-            self._usage_error(err)
-
-    def _usage_error(self, err: Any) -> None:
-        if isinstance(err, getattr(_clickx, "NoArgsIsHelpError", ())):
-            raise err  # bare `rltscan`: the help, as before
-        argv = getattr(self, "_argv", [])
-        message, hint = usage_message(err, argv, self)
-        json_out = _flag_requested(argv, self, ("--json",))
-        quiet = _flag_requested(argv, self, ("-q", "--quiet"))
-        _fail(2, message, "UsageError", json_out, quiet, hint=hint)
 
 
 app = typer.Typer(
@@ -224,107 +81,6 @@ def _stderr_console() -> Console:
     from rich.console import Console
 
     return Console(file=sys.stderr, highlight=False, soft_wrap=False)
-
-
-def _flag_requested(argv: list[str], group: Any, flags: tuple[str, ...]) -> bool:
-    """One of ``flags`` anywhere before ``--`` on a command where it is a flag (not
-    bench's ``--json PATH``)."""
-    words = argv[: argv.index("--")] if "--" in argv else argv
-    if not any(f in words for f in flags):
-        return False
-    command = next((group.commands[w] for w in words if w in group.commands), None)
-    if command is None:
-        return "--json" in flags  # (no command to ask: the user asked for JSON)
-    return any(set(flags) & set(p.opts) and getattr(p, "is_flag", False) for p in command.params)
-
-
-def _given(argv: list[str], opts: Sequence[str]) -> tuple[str, str | None]:
-    """``(the spelling used, the value)`` last given to one of ``opts`` on the command line."""
-    used, value = opts[0], None
-    for i, word in enumerate(argv):
-        for opt in opts:
-            if word == opt and i + 1 < len(argv):
-                used, value = opt, argv[i + 1]
-            elif word.startswith(opt + "="):
-                used, value = opt, word[len(opt) + 1 :]
-    return used, value
-
-
-def _example(command: str | None, option: str, spelled: str | None = None) -> str:
-    """``--gamma 0.99``: the option with this command's default, or a placeholder."""
-    default = command_defaults(command).get(option) if command else None
-    spelled = spelled or option
-    return f"{spelled} {default}" if default not in (None, "") else f"{spelled} VALUE"
-
-
-def usage_message(err: Any, argv: list[str], group: Any) -> tuple[str, str | None]:
-    """``(error line without "error: ", hint or None)`` for a click usage error."""
-    ctx = getattr(err, "ctx", None)
-    if ctx is not None:
-        command = ctx.info_name if ctx.parent is not None else None
-        params = ctx.command.params
-    else:  # some parser errors carry no context: the command is the first command word
-        command = next((w for w in argv if w in group.commands), None)
-        params = group.commands[command].params if command else group.params
-    where = "rltscan" if command is None else f"rltscan {command}"
-    options = [o for p in params for o in p.opts if o[:1] == "-"]
-    text = " ".join(err.format_message().split()).rstrip(".")
-    if isinstance(err, _clickx.NoSuchOption):
-        opt = err.option_name
-        message = f'{where} has no option "{opt}"; see "{where} --help" for its options'
-        close = difflib.get_close_matches(opt, options, n=1, cutoff=0.6)
-        elsewhere = sorted(
-            name
-            for name, cmd in group.commands.items()
-            if name != command and any(opt in p.opts for p in cmd.params)
-        )
-        if elsewhere:
-            return message, f"{opt} is an option of {', '.join(elsewhere)}"
-        return message, (f"did you mean {close[0]}?" if close else None)
-    if isinstance(err, _clickx.BadOptionUsage) and "requires an argument" in text:
-        opt = err.option_name
-        return f"{opt} needs a value; pass it as {_example(command, opt)}", None
-    param = getattr(err, "param", None)
-    if isinstance(err, _clickx.MissingParameter) and param is not None and param.opts[0][:1] != "-":
-        return (
-            f"{where} needs an INPUT (a file, a directory or '-'); "
-            f'pass one, e.g. "{where} rollouts.h5"',
-            None,
-        )
-    if isinstance(err, _clickx.BadParameter) and param is not None and param.opts:
-        # click names the type (param.type.name); typer's own coercion only says it in words
-        kind = getattr(getattr(param, "type", None), "name", "") or text.lower()
-        wanted = (
-            "a whole number"
-            if "int" in kind
-            else "a number"
-            if "float" in kind or ("number" in kind)
-            else None
-        )
-        opt, value = _given(argv, param.opts)
-        if param.name in LIST_PARAMS and value is not None and "," in value:  # --gamma 0.9,x
-            wanted = "a number or a comma-separated list of numbers"
-        if wanted is None:
-            return f'{opt}: {text[:1].lower()}{text[1:]}; see "{where} --help"', None
-        got = f', got "{value}"' if value is not None else ""
-        return (
-            f"{opt} must be {wanted}{got}; pass e.g. {_example(command, param.opts[0], opt)}",
-            None,
-        )
-    if command is None and text.startswith("No such command"):
-        words = [w for w in argv if not w.startswith("-")]
-        name = words[0] if words else ""
-        close = difflib.get_close_matches(name, list(group.commands), n=1, cutoff=0.5)
-        message = f'rltscan has no command "{name}"; see "rltscan --help" for the commands'
-        return message, (f"did you mean {close[0]}?" if close else None)
-    if text.startswith("Got unexpected extra argument"):
-        extra = text[text.rfind("(") + 1 : text.rfind(")")]
-        return (
-            f'{where} takes one INPUT, got more ("{extra}" too); '
-            "pass one input per run, quoted if it has spaces",
-            None,
-        )
-    return f'{text[:1].lower()}{text[1:]}; see "{where} --help"', None
 
 
 def _plot(path: str | None, statistics: Mapping[str, Any] | None, title: str) -> None:
