@@ -12,13 +12,10 @@ declarations (:data:`rltscan.estimators.DECLARATIONS`), which import no torch: `
 from __future__ import annotations
 
 import gc
-import json
 import os
 import sys
-import warnings
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import typer
 
@@ -45,11 +42,16 @@ from rltscan.cli.options import (
 )
 from rltscan.cli.parsing import _Command, _Group
 from rltscan.cli.process import _flush_std, _leave, modules_loaded
+from rltscan.cli.render import (
+    _plot,
+    _stderr_console,
+    _warnings_as_notes,
+    print_inspect,
+    print_run,
+    print_table,
+)
 from rltscan.errors import OutputRefusedError, ParameterError
 from rltscan.estimators import DECLARATIONS
-
-if TYPE_CHECKING:  # what a command needs loads when it runs: --help and --version start fast
-    from rich.console import Console
 
 HELP = f"""Advantages and returns (GAE, V-trace, Retrace, TD(λ), discounted returns,
 eligibility traces, prefix sums) over HDF5/Parquet trajectory files, written back
@@ -77,21 +79,6 @@ def _stdout_isatty() -> bool:
     return sys.stdout.isatty()
 
 
-def _stderr_console() -> Console:
-    from rich.console import Console
-
-    return Console(file=sys.stderr, highlight=False, soft_wrap=False)
-
-
-def _plot(path: str | None, statistics: Mapping[str, Any] | None, title: str) -> None:
-    """``--plot PATH.png``: the same distributions as a figure (matplotlib, optional)."""
-    if path is None:
-        return
-    from rltscan import pictures
-
-    pictures.plot(path, statistics, title=title)
-
-
 def _version_callback(value: bool) -> None:
     if value:
         import rltscan
@@ -115,22 +102,6 @@ def _root(
 
 
 # --------------------------------------------------------------------------- estimator commands
-
-
-@contextmanager
-def _warnings_as_notes(notes: list[str]) -> Iterator[None]:
-    """Python warnings raised inside the block (the estimators' RuntimeWarnings) become
-    report notes, so ``--json`` carries them and ``-q``/``--json`` keep stderr quiet."""
-    from rltscan.scan import BackendFallbackWarning
-
-    with warnings.catch_warnings(record=True) as caught:
-        # a run says it in the report's notes (plan.report), not as a Python warning
-        warnings.filterwarnings("ignore", category=BackendFallbackWarning)
-        yield
-    for w in caught:
-        note = f"{w.category.__name__}: {w.message}"
-        if note not in notes:
-            notes.append(note)
 
 
 def _estimate(command: str, input: str, **kw: Any) -> None:
@@ -193,7 +164,7 @@ def _estimate_in(
                 )
         params = {name: kw.pop(name) for name in list(kw) if name in PARAM_OPTIONS}
         from rltscan import api
-        from rltscan.report import progress_bar, render_run
+        from rltscan.report import progress_bar
 
         if loading is None:  # (a computing run's thread says when torch has loaded)
             modules_loaded()
@@ -208,10 +179,7 @@ def _estimate_in(
                     raise
                 raise reason from None
         report.notes += [n for n in notes if n not in report.notes]
-        if json_out:
-            typer.echo(json.dumps(report.to_dict(), indent=2))
-        elif console is not None:
-            render_run(console, report)
+        print_run(report, json_out=json_out, console=console)
         _plot(plot, report.statistics, f"rltscan {command} · {input}")
 
 
@@ -276,14 +244,7 @@ def _inspect(input: str, **kw: Any) -> None:
         modules_loaded()
         info = api.inspect(input, **reading)
         _plot(plot, info.get("statistics"), f"rltscan inspect · {input}")
-        if json_out:
-            typer.echo(json.dumps(info, indent=2, default=str))
-        elif not quiet:
-            from rich.console import Console
-
-            from rltscan.report import render_inspect
-
-            render_inspect(Console(file=sys.stdout, highlight=False, soft_wrap=False), info)
+        print_inspect(info, json_out=json_out, quiet=quiet)
 
 
 INSPECT_HELP = """Show the detected layout, the column of each role, episode/terminal/truncation
@@ -344,9 +305,7 @@ def bench_command(
             ) from None
         modules_loaded()
         result = bench.run_bench(quick=quick, json_path=json_path, backends=backend or None)
-        from rich.console import Console
-
-        Console(file=sys.stdout, highlight=False).print(bench.render_table(result))
+        print_table(bench.render_table(result))
         if plot is not None:
             bench.plot(result, plot)
 
