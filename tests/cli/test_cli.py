@@ -15,6 +15,10 @@ import torch
 from typer.testing import CliRunner
 
 from rltscan import cli
+from rltscan.cli import estimate
+from rltscan.cli.options import PARAM_OPTIONS
+from rltscan.errors import ParameterError
+from rltscan.estimators import DECLARATIONS
 from tests.io_helpers import BUFFER, FLAT, MINARI, PARQUET, B, T, copy_sample, h5_columns
 
 runner = CliRunner()
@@ -308,7 +312,7 @@ def test_input_column_never_overwritten(tmp_path: Path) -> None:
 
 
 def test_binary_to_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "_stdout_isatty", lambda: True)
+    monkeypatch.setattr(estimate, "_stdout_isatty", lambda: True)
     result = invoke("returns", PARQUET, *CPU, "-o", "-")
     assert result.exit_code == 5
     assert first_err(result).startswith(
@@ -349,7 +353,7 @@ def test_bad_choice_is_usage_error(flat: Path) -> None:
 RUN_ONLY = {  # what only a run takes: where results go and how it computes
     "input", "output", "to", "prefix", "overwrite", "break_links", "dry_run", "normalize",
     "device", "backend", "chunk_steps", "block_steps", "engine", "ray_address", "workers",
-    "order_by", *cli.PARAM_OPTIONS,
+    "order_by", *PARAM_OPTIONS,
 }  # fmt: skip
 
 
@@ -360,7 +364,7 @@ def _options(command: str) -> dict[str, list[str]]:
     return {p.name: list(p.opts) for p in params}
 
 
-@pytest.mark.parametrize("command", [*cli.DECLARATIONS, "inspect"])
+@pytest.mark.parametrize("command", [*DECLARATIONS, "inspect"])
 def test_gymnasium_words_are_the_same_options(command: str) -> None:
     options = _options(command)
     assert options["terminals"] == ["--terminals", "--terminated"]
@@ -391,7 +395,7 @@ def test_aliases_read_the_same_columns(tmp_path: Path) -> None:
 
 def test_inspect_takes_every_column_and_reading_option_of_the_runs() -> None:
     inspect_options = _options("inspect")
-    for command in cli.DECLARATIONS:
+    for command in DECLARATIONS:
         for name, opts in _options(command).items():
             if name in RUN_ONLY:
                 continue
@@ -409,7 +413,7 @@ def test_inspect_reads_as_the_run_with_the_same_options(
     def fake(name: str):
         def call(*args, **kwargs):
             seen[name] = kwargs
-            raise cli.ParameterError("stop")
+            raise ParameterError("stop")
 
         return call
 

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rltscan import api, cli
+from rltscan.cli.options import NONE_DEFAULTS, PARAM_OPTIONS
 from rltscan.estimators import ESTIMATORS
 from tests.io_helpers import FLAT, copy_sample
 
@@ -57,9 +58,9 @@ def test_help_defaults_are_the_values_the_api_uses(
     checked = set()
 
     for name in spec.params:  # γ, λ, clips: as the run's report records them
-        option = cli.PARAM_OPTIONS[name][0][0]
+        option = PARAM_OPTIONS[name][0][0]
         if own[name].default is None:  # decided from another parameter
-            assert shown[option] == f"({cli.NONE_DEFAULTS[name]})"
+            assert shown[option] == f"({NONE_DEFAULTS[name]})"
         else:
             assert shown[option] == str(report["params"][name]) == str(own[name].default)
         checked.add(option)

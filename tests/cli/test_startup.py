@@ -279,10 +279,15 @@ def test_public_names_still_load() -> None:
 
 
 def test_frozen_modules_leave_triton_quiet() -> None:
-    """The CLI freezes what it imported (``rltscan.cli.modules_loaded``); with triton
-    loaded (a GPU run), its bindings must not report the frozen objects as leaked at exit."""
+    """The CLI freezes what it imported (``rltscan.cli.process.modules_loaded``); with
+    triton loaded (a GPU run), its bindings must not report the frozen objects as leaked
+    at exit."""
     pytest.importorskip("triton")
-    code = "import triton, triton.language\nfrom rltscan import cli\ncli.modules_loaded()"
+    code = (
+        "import triton, triton.language\n"
+        "from rltscan.cli.process import modules_loaded\n"
+        "modules_loaded()"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0
     assert "leaked" not in done.stderr, done.stderr[:300]

@@ -1,6 +1,6 @@
 """The tree keeps its architecture (issue 22): read from the source with ``ast``.
 
-Layers, outermost first: ``rltscan/cli.py`` → ``rltscan/api.py`` → ``rltscan/engines/``
+Layers, outermost first: ``rltscan/cli/`` → ``rltscan/api.py`` → ``rltscan/engines/``
 → ``rltscan/io/`` and ``rltscan/estimators/`` → ``rltscan/scan/``. An import may only
 point inwards (lazy imports inside functions count too): io, estimators and scan never
 import engines, api or cli; scan imports neither io nor estimators; engines never import
