@@ -33,8 +33,8 @@ import typer
 
 from rltscan import interrupts
 from rltscan.cli.commands import app
-from rltscan.cli.exit_codes import _interrupted, _said
-from rltscan.cli.process import _flush_std, _leave
+from rltscan.cli.exit_codes import interrupted_line, said
+from rltscan.cli.process import flush_std, leave_process
 
 __all__ = ["app", "main"]
 
@@ -50,14 +50,14 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:  # while the commands are built, before handled() runs
-        typer.echo(f"error: {_interrupted()}", err=True)
+        typer.echo(f"error: {interrupted_line()}", err=True)
         sys.exit(130)
     except SystemExit as end:  # typer turns a Ctrl-C outside handled() into a silent 130
         if end.code == 130 or interrupts.seen():
-            if not _said["interrupted"]:
-                typer.echo(f"error: {_interrupted()}", err=True)
+            if not said["interrupted"]:
+                typer.echo(f"error: {interrupted_line()}", err=True)
             # the run is over and cleaned up; leave without the interpreter's finalisation,
             # where a pending Ctrl-C would end the process by SIGINT instead of 130
-            _flush_std()
+            flush_std()
             os._exit(130)
-        _leave(end.code)
+        leave_process(end.code)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import typer
 
-from rltscan.cli.estimate import _make_command
+from rltscan.cli.estimate import make_command
 from rltscan.cli.exit_codes import EXIT_CODES
 from rltscan.cli.inspect_bench import bench_command, inspect_command
-from rltscan.cli.parsing import _Command, _Group
+from rltscan.cli.parsing import Command, Group
 from rltscan.estimators import DECLARATIONS
 
 HELP = f"""Advantages and returns (GAE, V-trace, Retrace, TD(λ), discounted returns,
@@ -23,7 +23,7 @@ alongside the data.
 {EXIT_CODES}"""
 
 app = typer.Typer(
-    cls=_Group,
+    cls=Group,
     help=HELP,
     no_args_is_help=True,
     add_completion=False,
@@ -59,6 +59,6 @@ def _root(
 
 # in the order --help lists them
 for _command, _spec in DECLARATIONS.items():
-    app.command(_command, cls=_Command, epilog=EXIT_CODES)(_make_command(_command, _spec))
-app.command("inspect", cls=_Command, epilog=EXIT_CODES)(inspect_command)
-app.command("bench", cls=_Command, epilog=EXIT_CODES)(bench_command)
+    app.command(_command, cls=Command, epilog=EXIT_CODES)(make_command(_command, _spec))
+app.command("inspect", cls=Command, epilog=EXIT_CODES)(inspect_command)
+app.command("bench", cls=Command, epilog=EXIT_CODES)(bench_command)

@@ -1,6 +1,6 @@
 """The estimator commands (``rltscan gae``, ``vtrace``, ...): one per declaration.
 
-:func:`_make_command` builds a command's options from its estimator's declaration
+:func:`make_command` builds a command's options from its estimator's declaration
 (:data:`rltscan.estimators.DECLARATIONS`: parameters, inputs, defaults) and the shared
 option lists of :mod:`rltscan.cli.options`; the command checks what it was given,
 starts loading torch on a thread (unless ``--dry-run``), calls :func:`rltscan.api.run`
@@ -26,19 +26,19 @@ from rltscan.cli.options import (
     PARAM_OPTIONS,
     WORD_PARAMS,
     P,
-    _check_choice,
-    _column_parameters,
-    _opt,
-    _output_parameters,
-    _reading_parameters,
-    _run_parameters,
-    _signed,
     api_defaults,
+    check_choice,
+    column_parameters,
     float_or_list,
+    output_parameters,
     reading_arguments,
+    reading_parameters,
+    run_parameters,
+    shown_option,
+    signed,
 )
 from rltscan.cli.process import modules_loaded
-from rltscan.cli.render import _plot, _stderr_console, _warnings_as_notes, print_run
+from rltscan.cli.render import print_run, stderr_console, warnings_as_notes, write_plot
 from rltscan.errors import OutputRefusedError, ParameterError
 from rltscan.estimators import DECLARATIONS
 
@@ -85,9 +85,9 @@ def _estimate_in(
         reading = reading_arguments(kw)
         from rltscan.io.formats import TO
 
-        _check_choice("--to", TO, kw["to"])
+        check_choice("--to", TO, kw["to"])
         for name in ("backend", "engine"):
-            _check_choice(*CHOICES[name], kw[name])
+            check_choice(*CHOICES[name], kw[name])
         if plot is not None:
             if kw["dry_run"]:
                 raise ParameterError(
@@ -113,9 +113,9 @@ def _estimate_in(
 
         if loading is None:  # (a computing run's thread says when torch has loaded)
             modules_loaded()
-        console = None if json_out or quiet else _stderr_console()
+        console = None if json_out or quiet else stderr_console()
         notes: list[str] = []
-        with progress_bar(console) as bar, _warnings_as_notes(notes):
+        with progress_bar(console) as bar, warnings_as_notes(notes):
             try:
                 report = api.run(command, input, params=params, progress=bar, **reading, **kw)
             except ImportError:  # torch: the one line the loading thread met first
@@ -125,10 +125,10 @@ def _estimate_in(
                 raise reason from None
         report.notes += [n for n in notes if n not in report.notes]
         print_run(report, json_out=json_out, console=console)
-        _plot(plot, report.statistics, f"rltscan {command} · {input}")
+        write_plot(plot, report.statistics, f"rltscan {command} · {input}")
 
 
-def _make_command(command: str, spec: Any) -> Callable[..., None]:
+def make_command(command: str, spec: Any) -> Callable[..., None]:
     defaults = api_defaults(command)
     params = [
         P(
@@ -147,18 +147,18 @@ def _make_command(command: str, spec: Any) -> Callable[..., None]:
             continue
         decls, help_text = PARAM_OPTIONS[name]
         if defaults[name] is None:  # the function decides from other parameters
-            option = _opt(*decls, help=help_text, shown=NONE_DEFAULTS[name])
+            option = shown_option(*decls, help=help_text, shown=NONE_DEFAULTS[name])
         else:
-            option = _opt(*decls, help=help_text, default=defaults[name])
+            option = shown_option(*decls, help=help_text, default=defaults[name])
         kind: Any = Optional[str] if name in WORD_PARAMS else Optional[float]  # noqa: UP045
         if name in LIST_PARAMS:  # one number, or a comma-separated list of settings
             option.parser, option.metavar, kind = float_or_list, "<float,…>", Any
         params.append(P(name, P.KEYWORD_ONLY, default=option, annotation=kind))
-    params += _column_parameters([r for r in COLUMN_ROLES if set(r.inputs) & set(spec.inputs)])
+    params += column_parameters([r for r in COLUMN_ROLES if set(r.inputs) & set(spec.inputs)])
     missing = "missing_bootstrap" in defaults
-    params += _reading_parameters(defaults.get("missing_bootstrap"), missing=missing)
-    params += _run_parameters(defaults)
-    params += _output_parameters(
+    params += reading_parameters(defaults.get("missing_bootstrap"), missing=missing)
+    params += run_parameters(defaults)
+    params += output_parameters(
         plot="Also draw the distributions of what was written into PATH.png "
         "(pip install 'rltscan[plot]')."
     )
@@ -166,4 +166,4 @@ def _make_command(command: str, spec: Any) -> Callable[..., None]:
     def command_fn(**kwargs: Any) -> None:
         _estimate(command, kwargs.pop("input"), **kwargs)
 
-    return _signed(command_fn, command, params, COMMAND_HELP.get(command, command))
+    return signed(command_fn, command, params, COMMAND_HELP.get(command, command))

@@ -2,7 +2,7 @@
 
 :func:`handled` wraps every command: a library error (:class:`RltscanError`) exits
 with its class's code, Ctrl-C/SIGTERM with 130, a bug with 1 and its traceback;
-:func:`_fail` prints the line (and ``--json``'s error object, :func:`error_object`).
+:func:`fail` prints the line (and ``--json``'s error object, :func:`error_object`).
 :data:`EXIT_CODES` is the list every ``--help`` ends with (README.md, "Exit codes").
 """
 
@@ -33,7 +33,7 @@ EXIT_CODES = " ".join(
 )
 
 # click's exceptions, from wherever this typer takes click (typer >= 0.2x vendors a copy)
-_clickx = importlib.import_module(typer.BadParameter.__module__)
+click_exceptions = importlib.import_module(typer.BadParameter.__module__)
 
 
 def error_object(code: int, kind: str, message: str, hint: str | None = None) -> dict[str, Any]:
@@ -45,7 +45,7 @@ def error_object(code: int, kind: str, message: str, hint: str | None = None) ->
     return {"error": error}
 
 
-def _fail(
+def fail(
     code: int, message: str, kind: str, json_out: bool, quiet: bool, hint: str | None = None
 ) -> None:
     """The error line on stderr (the only line there under ``--json`` and ``-q``; a
@@ -58,10 +58,10 @@ def _fail(
     raise typer.Exit(code)
 
 
-_said = {"interrupted": False}  # handled() reported a Ctrl-C (main() must not again)
+said = {"interrupted": False}  # handled() reported a Ctrl-C (main() must not again)
 
 
-def _interrupted() -> str:
+def interrupted_line() -> str:
     """The one line for Ctrl-C/SIGTERM: what, if anything, was already written."""
     from rltscan.io.atomic import committed
 
@@ -87,18 +87,18 @@ def handled(*, json_out: bool = False, quiet: bool = False, debug: bool = False)
         if debug:
             traceback.print_exc(file=sys.stderr)
         if interrupts.seen():  # a Ctrl-C broke the step that failed: report the Ctrl-C
-            _said["interrupted"] = True
-            _fail(130, _interrupted(), "Interrupted", json_out, quiet)
-        _fail(err.exit_code, str(err), type(err).__name__, json_out, quiet)
+            said["interrupted"] = True
+            fail(130, interrupted_line(), "Interrupted", json_out, quiet)
+        fail(err.exit_code, str(err), type(err).__name__, json_out, quiet)
     except KeyboardInterrupt:
-        _said["interrupted"] = True
-        _fail(130, _interrupted(), "Interrupted", json_out, quiet)
-    except (typer.Exit, typer.Abort, _clickx.ClickException):
+        said["interrupted"] = True
+        fail(130, interrupted_line(), "Interrupted", json_out, quiet)
+    except (typer.Exit, typer.Abort, click_exceptions.ClickException):
         raise
     except Exception as err:  # a bug: the traceback follows; --json still gets an object
         if interrupts.seen():  # e.g. a C extension's import broken by the Ctrl-C
-            _said["interrupted"] = True
-            _fail(130, _interrupted(), "Interrupted", json_out, quiet)
+            said["interrupted"] = True
+            fail(130, interrupted_line(), "Interrupted", json_out, quiet)
         if json_out:
             typer.echo(json.dumps(error_object(1, "InternalError", f"{type(err).__name__}: {err}")))
         raise

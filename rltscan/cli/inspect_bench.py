@@ -15,14 +15,14 @@ from rltscan.cli.exit_codes import handled
 from rltscan.cli.options import (
     COLUMN_ROLES,
     P,
-    _column_parameters,
-    _output_parameters,
-    _reading_parameters,
-    _signed,
+    column_parameters,
+    output_parameters,
     reading_arguments,
+    reading_parameters,
+    signed,
 )
 from rltscan.cli.process import modules_loaded
-from rltscan.cli.render import _plot, print_inspect, print_table
+from rltscan.cli.render import print_inspect, print_table, write_plot
 
 
 def _inspect(input: str, **kw: Any) -> None:
@@ -37,7 +37,7 @@ def _inspect(input: str, **kw: Any) -> None:
 
         modules_loaded()
         info = api.inspect(input, **reading)
-        _plot(plot, info.get("statistics"), f"rltscan inspect · {input}")
+        write_plot(plot, info.get("statistics"), f"rltscan inspect · {input}")
         print_inspect(info, json_out=json_out, quiet=quiet)
 
 
@@ -45,7 +45,7 @@ INSPECT_HELP = """Show the detected layout, the column of each role, episode/ter
 counts, the distribution of episode lengths and returns, and what each estimator still
 needs. Takes the column and reading options of the estimator commands."""
 
-inspect_command = _signed(
+inspect_command = signed(
     lambda **kw: _inspect(kw.pop("input"), **kw),
     "inspect",
     [
@@ -55,9 +55,9 @@ inspect_command = _signed(
             default=typer.Argument(..., help="HDF5/Parquet/Arrow file, Minari dir, or '-'."),
             annotation=str,
         ),
-        *_column_parameters(COLUMN_ROLES),
-        *_reading_parameters(None, missing=True),
-        *_output_parameters(plot="Draw episode lengths and returns into PATH.png (rltscan[plot])."),
+        *column_parameters(COLUMN_ROLES),
+        *reading_parameters(None, missing=True),
+        *output_parameters(plot="Draw episode lengths and returns into PATH.png (rltscan[plot])."),
     ],
     INSPECT_HELP,
 )

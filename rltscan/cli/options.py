@@ -4,7 +4,7 @@ The estimator parameters (``--gamma``, ...) and the column options come from the
 declarations (:data:`rltscan.estimators.DECLARATIONS`) and the role table
 (:mod:`rltscan.roles`); the defaults shown in the help are the API's own
 (:func:`api_defaults`). The option lists shared by several commands are built here once
-(:func:`_reading_parameters`, :func:`_run_parameters`, :func:`_output_parameters`), and
+(:func:`reading_parameters`, :func:`run_parameters`, :func:`output_parameters`), and
 :func:`reading_arguments` turns the reading options into :func:`rltscan.api.run`'s and
 :func:`rltscan.api.inspect`'s keywords. (:mod:`rltscan.options` is the API's side:
 ``RunOptions``, checked once.)
@@ -94,7 +94,7 @@ CHOICES = {
 }
 
 
-def _opt(*decls: str, help: str, default: Any = None, shown: str | None = None) -> Any:
+def shown_option(*decls: str, help: str, default: Any = None, shown: str | None = None) -> Any:
     """An option. A ``default`` is shown in the help; ``shown`` is what the help says
     instead when ``default`` is None because the API derives it (``--pg-rho-clip``)."""
     if shown is None:
@@ -109,12 +109,12 @@ def _parameters(spec: Sequence[tuple[str, Any, Any]]) -> list[inspect.Parameter]
     return [P(name, P.KEYWORD_ONLY, default=d, annotation=t) for name, t, d in spec]
 
 
-def _column_parameters(roles: Sequence[Role]) -> list[inspect.Parameter]:
+def column_parameters(roles: Sequence[Role]) -> list[inspect.Parameter]:
     """The column options of ``roles``."""
-    return _parameters([(r.keyword, S, _opt(*r.options, help=r.help)) for r in roles])
+    return _parameters([(r.keyword, S, shown_option(*r.options, help=r.help)) for r in roles])
 
 
-def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P]:
+def reading_parameters(missing_default: str | None, *, missing: bool) -> list[P]:
     """How columns are read, beside the column options: the same on every estimator
     command and on inspect (:func:`reading_arguments` turns them into API keywords).
     ``missing``: the command takes ``--missing-bootstrap`` (default ``missing_default``)."""
@@ -122,12 +122,14 @@ def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P
         (
             "dones_mean",
             S,
-            _opt("--dones-mean", help="What dones means: ended (after t) or starts (episode)."),
+            shown_option(
+                "--dones-mean", help="What dones means: ended (after t) or starts (episode)."
+            ),
         ),
         (
             "ends_are",
             S,
-            _opt(
+            shown_option(
                 "--ends-are",
                 help="Episode ends known only from dones/ids are: terminal or truncated.",
             ),
@@ -135,7 +137,7 @@ def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P
         (
             "is_last_row",
             S,
-            _opt(
+            shown_option(
                 "--is-last-row",
                 help="RLDS is_last rows: observation (the final observation alone, not a "
                 "step; its value bootstraps a truncated episode) or transition (a real step).",
@@ -144,7 +146,7 @@ def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P
         (
             "autoreset",
             S,
-            _opt(
+            shown_option(
                 "--autoreset",
                 help="How the buffer's env reset: next-step (Gymnasium >= 1.0 vector envs' "
                 "default: the row after each episode end is the reset, not a step; its value "
@@ -154,7 +156,7 @@ def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P
         (
             "ignore",
             Optional[list[str]],  # noqa: UP045 - runtime type for typer
-            _opt(
+            shown_option(
                 "--ignore",
                 help="A column that looks like a role (flag, id, value) but must not be "
                 "used; repeat for several.",
@@ -163,7 +165,7 @@ def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P
         (
             "ends_from_observations",
             B,
-            _opt(
+            shown_option(
                 "--ends-from-observations",
                 help="Where observations[t+1] differs from next_observations[t] and no flag "
                 "is set (a hidden episode end), treat the step as a truncation.",
@@ -173,7 +175,7 @@ def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P
         (
             "ignore_observation_gaps",
             B,
-            _opt(
+            shown_option(
                 "--ignore-observation-gaps",
                 help="Do not check observations against next_observations for hidden ends.",
                 default=False,
@@ -186,7 +188,7 @@ def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P
             (
                 "missing_bootstrap",
                 S,
-                _opt(
+                shown_option(
                     "--missing-bootstrap",
                     help="Where a truncation or the end of the data has no bootstrap value: "
                     "error, or zero (count V(s_{t+1}) as 0; the report notes it).",
@@ -197,16 +199,20 @@ def _reading_parameters(missing_default: str | None, *, missing: bool) -> list[P
             (
                 "no_bootstrap",
                 B,
-                _opt("--no-bootstrap", help="Same as --missing-bootstrap zero.", default=False),
+                shown_option(
+                    "--no-bootstrap", help="Same as --missing-bootstrap zero.", default=False
+                ),
             ),
         ]
     spec += [
         (
             "layout",
             S,
-            _opt("--layout", help="flat, episodes, time-major or batch-major (beats detection)."),
+            shown_option(
+                "--layout", help="flat, episodes, time-major or batch-major (beats detection)."
+            ),
         ),
-        ("group", S, _opt("--group", help="HDF5 group holding the data.")),
+        ("group", S, shown_option("--group", help="HDF5 group holding the data.")),
     ]
     return _parameters(spec)
 
@@ -224,7 +230,7 @@ def reading_arguments(kw: dict[str, Any]) -> dict[str, Any]:
     """
     words = ("dones_mean", "ends_are", "is_last_row", "autoreset", "layout", "missing_bootstrap")
     for name in words:
-        _check_choice(*CHOICES[name], kw.get(name))
+        check_choice(*CHOICES[name], kw.get(name))
     columns = {r.name: kw.pop(r.keyword) for r in COLUMN_ROLES if r.keyword in kw}
     missing = kw.pop("missing_bootstrap", None)
     if kw.pop("no_bootstrap", False):
@@ -245,14 +251,14 @@ def reading_arguments(kw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _output_parameters(*, plot: str) -> list[inspect.Parameter]:
+def output_parameters(*, plot: str) -> list[inspect.Parameter]:
     """``--json``, ``-q``, ``--plot`` and ``--debug``: what every command prints."""
     return _parameters(
         [
             (
                 "json_out",
                 B,
-                _opt(
+                shown_option(
                     "--json",
                     help="Print the report as JSON on stdout, nothing else (errors: an "
                     "object on stdout and one line on stderr).",
@@ -262,15 +268,21 @@ def _output_parameters(*, plot: str) -> list[inspect.Parameter]:
             (
                 "quiet",
                 B,
-                _opt("-q", "--quiet", help="Print nothing but errors (one line).", default=False),
+                shown_option(
+                    "-q", "--quiet", help="Print nothing but errors (one line).", default=False
+                ),
             ),
-            ("plot", S, _opt("--plot", help=plot)),
-            ("debug", B, _opt("--debug", help="Show tracebacks for errors.", default=False)),
+            ("plot", S, shown_option("--plot", help=plot)),
+            (
+                "debug",
+                B,
+                shown_option("--debug", help="Show tracebacks for errors.", default=False),
+            ),
         ]
     )
 
 
-def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
+def run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
     """The options every estimator command takes about where results go and how it runs.
 
     ``defaults`` is :func:`api_defaults` of the command: an option the API has a default
@@ -281,7 +293,7 @@ def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
         (
             "output",
             S,
-            _opt(
+            shown_option(
                 "-o",
                 "--output",
                 help="Write to a new file, or '-' for stdout (sharded input: a new directory).",
@@ -290,7 +302,7 @@ def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
         (
             "to",
             S,
-            _opt(
+            shown_option(
                 "--to",
                 help="Format for -o -: parquet (default) or arrow (IPC stream); "
                 "for -o PATH it beats the suffix.",
@@ -299,38 +311,48 @@ def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
         (
             "prefix",
             str,
-            _opt("--prefix", help="Prefix for output names.", default=defaults["prefix"]),
+            shown_option("--prefix", help="Prefix for output names.", default=defaults["prefix"]),
         ),
         (
             "overwrite",
             B,
-            _opt("--overwrite", help="Replace existing outputs (never inputs).", default=False),
+            shown_option(
+                "--overwrite", help="Replace existing outputs (never inputs).", default=False
+            ),
         ),
         (
             "break_links",
             B,
-            _opt(
+            shown_option(
                 "--break-links",
                 help="Write back into a hard-linked file: only this name gets the outputs.",
                 default=False,
             ),
         ),
-        ("dry_run", B, _opt("--dry-run", help="Detect and plan; write nothing.", default=False)),
+        (
+            "dry_run",
+            B,
+            shown_option("--dry-run", help="Detect and plan; write nothing.", default=False),
+        ),
         (
             "normalize",
             B,
-            _opt(
+            shown_option(
                 "--normalize",
                 help="Write advantages as (x - mean) / std over the whole dataset "
                 "(a second pass over the written outputs).",
                 default=False,
             ),
         ),
-        ("device", str, _opt("--device", help="auto, cpu or cuda.", default=defaults["device"])),
+        (
+            "device",
+            str,
+            shown_option("--device", help="auto, cpu or cuda.", default=defaults["device"]),
+        ),
         (
             "backend",
             str,
-            _opt(
+            shown_option(
                 "--backend",
                 help="auto, triton, torch, cpu (fused numba kernels) or reference.",
                 default=defaults["backend"],
@@ -339,7 +361,7 @@ def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
         (
             "chunk_steps",
             I,
-            _opt(
+            shown_option(
                 "--chunk-steps",
                 help="Steps read, computed and written at a time (HDF5/Parquet streaming; "
                 "memory grows with it, not with the file).",
@@ -349,7 +371,7 @@ def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
         (
             "block_steps",
             I,
-            _opt(
+            shown_option(
                 "--block-steps",
                 help="Steps per estimator call; results are bit-identical for any "
                 "--chunk-steps at a given block size. Lower both to cap memory.",
@@ -359,7 +381,7 @@ def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
         (
             "engine",
             S,
-            _opt(
+            shown_option(
                 "--engine",
                 help="Sharded datasets (a directory or glob of Parquet files, or a Minari "
                 "Parquet dataset): local (default, this process) or ray (Ray tasks; "
@@ -369,17 +391,17 @@ def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
         (
             "ray_address",
             S,
-            _opt("--ray-address", help="Ray cluster to join (default: start a local one)."),
+            shown_option("--ray-address", help="Ray cluster to join (default: start a local one)."),
         ),
         (
             "workers",
             I,
-            _opt("--workers", help="Shard tasks running at once on --engine ray."),
+            shown_option("--workers", help="Shard tasks running at once on --engine ray."),
         ),
         (
             "order_by",
             S,
-            _opt(
+            shown_option(
                 "--order-by",
                 help="Order shards by the first value of this column (default: file names, "
                 "numbers sorted as numbers).",
@@ -389,7 +411,7 @@ def _run_parameters(defaults: Mapping[str, Any]) -> list[inspect.Parameter]:
     return _parameters(spec)
 
 
-def _check_choice(option: str, choices: tuple[str, ...], value: str | None) -> None:
+def check_choice(option: str, choices: tuple[str, ...], value: str | None) -> None:
     if value is not None and value not in choices:
         close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
         fix = f"; pass {option} {close[0]}" if close else ""
@@ -415,7 +437,7 @@ def float_or_list(text: str) -> float | tuple[float, ...]:
     return values[0] if len(values) == 1 else values
 
 
-def _signed(fn: Callable[..., None], name: str, params: list[P], doc: str) -> Callable[..., None]:
+def signed(fn: Callable[..., None], name: str, params: list[P], doc: str) -> Callable[..., None]:
     """``fn`` with the signature typer builds the command's options from."""
     fn.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}

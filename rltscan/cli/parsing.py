@@ -1,6 +1,6 @@
 """How the command line is parsed: typer's command, group and option classes, adjusted.
 
-:class:`_Command` (every command) and :class:`_Group` (the root) coerce plain option
+:class:`Command` (every command) and :class:`Group` (the root) coerce plain option
 values themselves (:func:`coerce_plain`: the values typer gives, without building
 pydantic's adapters at start-up, issue 12), and the root turns click's usage errors into
 rltscan's error line (:mod:`rltscan.cli.usage`), exit 2, instead of click's usage box.
@@ -16,8 +16,8 @@ from typing import Any
 
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from rltscan.cli.exit_codes import _clickx, _fail
-from rltscan.cli.usage import _flag_requested, usage_message
+from rltscan.cli.exit_codes import click_exceptions, fail
+from rltscan.cli.usage import flag_requested, usage_message
 
 _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -110,7 +110,7 @@ def _help_option(option: Any) -> Any:
     return option
 
 
-class _Command(TyperCommand):
+class Command(TyperCommand):
     """Every command: its ``--help`` flag and its values skip typer's pydantic coercion
     where they are plain (:func:`_process_plain`)."""
 
@@ -118,7 +118,7 @@ class _Command(TyperCommand):
         return _help_option(super().get_help_option(ctx))
 
 
-class _Group(TyperGroup):
+class Group(TyperGroup):
     """The root command: usage errors (unknown option, bad value, missing INPUT) become
     ``error: <what>; <fix>`` first on stderr, at most one ``hint:`` line, exit 2, and
     under ``--json`` an error object on stdout, instead of click's usage box."""
@@ -139,20 +139,20 @@ class _Group(TyperGroup):
     def make_context(self, *a: Any, **kw: Any) -> Any:
         try:
             return super().make_context(*a, **kw)
-        except _clickx.UsageError as err:
+        except click_exceptions.UsageError as err:
             self._usage_error(err)
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except _clickx.UsageError as err:
+        except click_exceptions.UsageError as err:
             self._usage_error(err)
 
     def _usage_error(self, err: Any) -> None:
-        if isinstance(err, getattr(_clickx, "NoArgsIsHelpError", ())):
+        if isinstance(err, getattr(click_exceptions, "NoArgsIsHelpError", ())):
             raise err  # bare `rltscan`: the help, as before
         argv = getattr(self, "_argv", [])
         message, hint = usage_message(err, argv, self)
-        json_out = _flag_requested(argv, self, ("--json",))
-        quiet = _flag_requested(argv, self, ("-q", "--quiet"))
-        _fail(2, message, "UsageError", json_out, quiet, hint=hint)
+        json_out = flag_requested(argv, self, ("--json",))
+        quiet = flag_requested(argv, self, ("-q", "--quiet"))
+        fail(2, message, "UsageError", json_out, quiet, hint=hint)

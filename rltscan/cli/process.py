@@ -2,7 +2,7 @@
 
 At start the cyclic collector is off while the CLI imports (:func:`rltscan.cli.main`
 turns it off; :func:`modules_loaded` freezes what was imported and turns it on again,
-issue 12); at the end :func:`_leave` ends a finished process as the interpreter would,
+issue 12); at the end :func:`leave_process` ends a finished process as the interpreter would,
 less the teardown of native libraries' static state (threads joined, ``atexit`` run,
 stdout and stderr flushed, then ``os._exit``).
 """
@@ -39,13 +39,13 @@ def _unfreeze_for_triton() -> None:
         gc.unfreeze()  # the exit's collection frees triton's objects
 
 
-def _flush_std() -> None:
+def flush_std() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
 
 
-def _leave(code: int | str | None) -> typing.NoReturn:
+def leave_process(code: int | str | None) -> typing.NoReturn:
     """End a finished CLI process as the interpreter would, less the teardown of native
     libraries' static state: other threads joined, ``atexit`` handlers run (temporary
     files, Ray), stdout and stderr flushed, then ``os._exit``. Arrow's and torch's
@@ -63,5 +63,5 @@ def _leave(code: int | str | None) -> typing.NoReturn:
     if join_threads is not None:
         join_threads()
     atexit._run_exitfuncs()
-    _flush_std()
+    flush_std()
     os._exit(status)

@@ -3,8 +3,8 @@
 A run's report (:func:`print_run`), ``inspect``'s answer (:func:`print_inspect`) and
 ``bench``'s table (:func:`print_table`) are formatted by :mod:`rltscan.report` (and
 :mod:`rltscan.bench`) and printed here; ``--plot`` draws with :mod:`rltscan.pictures`
-(:func:`_plot`). Python warnings raised during a run become report notes
-(:func:`_warnings_as_notes`), so ``--json`` carries them and ``-q`` keeps stderr quiet.
+(:func:`write_plot`). Python warnings raised during a run become report notes
+(:func:`warnings_as_notes`), so ``--json`` carries them and ``-q`` keeps stderr quiet.
 The one CLI module that imports rich, and only when it prints tables
 (tests/cli/test_startup.py: ``--help``, ``-q`` and ``--json`` load none).
 """
@@ -26,13 +26,13 @@ if TYPE_CHECKING:  # what a command needs loads when it runs: --help and --versi
     from rltscan.report import RunReport
 
 
-def _stderr_console() -> Console:
+def stderr_console() -> Console:
     from rich.console import Console
 
     return Console(file=sys.stderr, highlight=False, soft_wrap=False)
 
 
-def _plot(path: str | None, statistics: Mapping[str, Any] | None, title: str) -> None:
+def write_plot(path: str | None, statistics: Mapping[str, Any] | None, title: str) -> None:
     """``--plot PATH.png``: the same distributions as a figure (matplotlib, optional)."""
     if path is None:
         return
@@ -42,7 +42,7 @@ def _plot(path: str | None, statistics: Mapping[str, Any] | None, title: str) ->
 
 
 @contextmanager
-def _warnings_as_notes(notes: list[str]) -> Iterator[None]:
+def warnings_as_notes(notes: list[str]) -> Iterator[None]:
     """Python warnings raised inside the block (the estimators' RuntimeWarnings) become
     report notes, so ``--json`` carries them and ``-q``/``--json`` keep stderr quiet."""
     from rltscan.scan import BackendFallbackWarning

@@ -3,8 +3,8 @@
 :func:`usage_message` words an unknown option (with "did you mean" or the commands that
 have it), a missing value, a bad number, a missing INPUT, an unknown command or an extra
 argument as every other error is worded (README.md, "Exit codes"); the root command
-(:class:`rltscan.cli.parsing._Group`) prints it, exit 2. It reads the command line
-(:func:`_flag_requested`: was ``--json`` or ``-q`` asked for) and prints nothing itself.
+(:class:`rltscan.cli.parsing.Group`) prints it, exit 2. It reads the command line
+(:func:`flag_requested`: was ``--json`` or ``-q`` asked for) and prints nothing itself.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import difflib
 from collections.abc import Sequence
 from typing import Any
 
-from rltscan.cli.exit_codes import _clickx
+from rltscan.cli.exit_codes import click_exceptions
 from rltscan.cli.options import LIST_PARAMS, command_defaults
 
 
-def _flag_requested(argv: list[str], group: Any, flags: tuple[str, ...]) -> bool:
+def flag_requested(argv: list[str], group: Any, flags: tuple[str, ...]) -> bool:
     """One of ``flags`` anywhere before ``--`` on a command where it is a flag (not
     bench's ``--json PATH``)."""
     words = argv[: argv.index("--")] if "--" in argv else argv
@@ -60,7 +60,7 @@ def usage_message(err: Any, argv: list[str], group: Any) -> tuple[str, str | Non
     where = "rltscan" if command is None else f"rltscan {command}"
     options = [o for p in params for o in p.opts if o[:1] == "-"]
     text = " ".join(err.format_message().split()).rstrip(".")
-    if isinstance(err, _clickx.NoSuchOption):
+    if isinstance(err, click_exceptions.NoSuchOption):
         opt = err.option_name
         message = f'{where} has no option "{opt}"; see "{where} --help" for its options'
         close = difflib.get_close_matches(opt, options, n=1, cutoff=0.6)
@@ -72,17 +72,21 @@ def usage_message(err: Any, argv: list[str], group: Any) -> tuple[str, str | Non
         if elsewhere:
             return message, f"{opt} is an option of {', '.join(elsewhere)}"
         return message, (f"did you mean {close[0]}?" if close else None)
-    if isinstance(err, _clickx.BadOptionUsage) and "requires an argument" in text:
+    if isinstance(err, click_exceptions.BadOptionUsage) and "requires an argument" in text:
         opt = err.option_name
         return f"{opt} needs a value; pass it as {_example(command, opt)}", None
     param = getattr(err, "param", None)
-    if isinstance(err, _clickx.MissingParameter) and param is not None and param.opts[0][:1] != "-":
+    if (
+        isinstance(err, click_exceptions.MissingParameter)
+        and param is not None
+        and param.opts[0][:1] != "-"
+    ):
         return (
             f"{where} needs an INPUT (a file, a directory or '-'); "
             f'pass one, e.g. "{where} rollouts.h5"',
             None,
         )
-    if isinstance(err, _clickx.BadParameter) and param is not None and param.opts:
+    if isinstance(err, click_exceptions.BadParameter) and param is not None and param.opts:
         # click names the type (param.type.name); typer's own coercion only says it in words
         kind = getattr(getattr(param, "type", None), "name", "") or text.lower()
         wanted = (
