@@ -385,51 +385,184 @@ def prepare(
     ``Prepared.pending`` instead, with the roles found so far, and the missing-bootstrap
     rule (which depends on them) is not applied.
     """
-    overrides: Mapping[str, str | None] = reading.columns
-    dones_mean, ends_are = reading.dones_mean, reading.ends_are
-    observation_gaps = reading.observation_gaps
     if reading.ignore:
         source = _without(source, reading.ignore)
-    keep: int | None = None
-    final = True
-    whole = source
-    if window is not None:
-        start, stop = window
-        total = source.steps
-        if total is None or source.read_range is None:
-            raise TypeError(f"{source.where} cannot be read by windows")
-        final = stop >= total
-        keep = stop - start
-        source = source.window(start, min(stop + 1, total), final=final)
-    notes: list[str] = list(source.notes)  # how the layout was decided
-    res = _Resolve(source, overrides, notes)
+    whole = source  # a window's column shapes are checked against the whole file's
+    source, keep, final = _window_of(source, window)
+    res = _Resolve(source, reading.columns, list(source.notes))  # notes: how the layout was decided
     reader = _Reader(source)
-    layout = source.layout
-    time_dim = 0 if layout == "time-major" else -1
-    episodes = layout == "episodes"
-    in_force: dict[str, Any] = {"layout": layout, "observation_gaps": observation_gaps}
-    if reading.ignore:
-        in_force["ignore"] = list(reading.ignore)
-
+    in_force = _in_force(source.layout, reading)
     rows = _final_rows(res, reader, reading, window, in_force)  # RLDS is_last rows
     if rows is not None:
         source = reader.source = res.source = rows.view
-    place: int | np.ndarray = window[0] if window is not None else 0
+    columns = _read_columns(res, reader, arguments, required, flags_only)
+    if window is not None or columns.skipped:
+        _check_whole_shapes(whole, reader.roles, columns.ref_name)  # before slices disagree
+    lengths = _episode_lengths(columns.raw[columns.reference], source)
+    axes = _Axes(source.layout, lengths, _stored_place(window, rows), final)
+    kwargs = _per_step(columns.raw, reader, source, lengths, res.notes)
+    known = _derived_next_values(res, reader, rows, arguments, columns, kwargs, lengths, flags_only)
+    ref = _fit_to_reference(kwargs, columns, reader, source)
+    last = _last_value(res, reader, arguments, {**kwargs, **columns.skipped}, known, ref, axes)
+    if last is not None:
+        kwargs["last_value"] = last
+    ends = _episode_ends(res, reader, reading, ref.shape, axes, in_force, required, ends_matter)
+    id_runs = None
+    if keep is not None:  # the row after the window decided flags only
+        _check_whole_shapes(whole, reader.roles, columns.ref_name)  # the flag columns too
+        kwargs = _trim_steps(kwargs, keep, axes.time_dim)
+        ref, ends = _trim(ref, keep, axes.time_dim), ends.trimmed(keep, axes.time_dim)
+        id_runs = _id_runs(reader, keep)
+    kwargs.update(ends.arguments())
+    counts, episodes = _counts(ref, ends, axes, rows)
+    if res.pending and not provisional:
+        raise decisions_error(source.where, res.pending)
+    if bootstrap is not None and not res.pending:
+        given = {**kwargs, **columns.skipped}
+        counts.update(_missing_bootstrap(bootstrap, given, kwargs, ends, known, res, axes))
+    if final and strict:
+        _check_overrides_used(reading.columns, reader.roles, source.where)
+    return Prepared(
+        kwargs=kwargs,
+        time_dim=axes.time_dim,
+        roles=dict(reader.roles),
+        steps=int(ref.size),
+        episodes=episodes,
+        sequences=len(lengths) if axes.episodes else _sequences(ref, axes.time_dim),
+        lengths=lengths,
+        counts=counts,
+        notes=res.notes,
+        bytes_read=reader.bytes_read,
+        dtype=str(ref.dtype),
+        template=columns.template,
+        dones_mean=ends.dones_mean,
+        id_runs=id_runs,
+        reading=in_force,
+        by=dict(res.by),
+        pending=list(res.pending),
+        kept=None if rows is None else rows.kept,
+    )
+
+
+def _window_of(source: Source, window: tuple[int, int] | None) -> tuple[Source, int | None, bool]:
+    """``(view, keep, final)``: the steps read. A window ``[start, stop)`` reads one row
+    more (the next row decides flags derived from it: episode-start dones, episode-id
+    changes) and keeps ``stop - start`` steps; ``final`` says whether the data ends
+    with it (always without a window)."""
+    if window is None:
+        return source, None, True
+    start, stop = window
+    total = source.steps
+    if total is None or source.read_range is None:
+        raise TypeError(f"{source.where} cannot be read by windows")
+    final = stop >= total
+    return source.window(start, min(stop + 1, total), final=final), stop - start, final
+
+
+def _in_force(layout: str, reading: Reading) -> dict[str, Any]:
+    """The reading in force as it begins: the layout, the observation-gap rule and the
+    columns set aside; each later step adds the choice it makes (and ``res.by`` says who
+    made the ones the user did not)."""
+    in_force: dict[str, Any] = {"layout": layout, "observation_gaps": reading.observation_gaps}
+    if reading.ignore:
+        in_force["ignore"] = list(reading.ignore)
+    return in_force
+
+
+def _stored_place(window: tuple[int, int] | None, rows: _FinalRows | None) -> int | np.ndarray:
+    """Where the steps read sit in the stored file, for messages: each transition's stored
+    row where rows are left out (RLDS final observations, reset rows), else the first row
+    of the window (0 without one)."""
     if rows is not None:
-        place = rows.kept_index  # messages name the stored rows
+        return rows.kept_index
+    return window[0] if window is not None else 0
 
+
+@dataclass(frozen=True)
+class _Axes:
+    """How the steps read sit in time and in the file, decided once for every later step:
+    the ``layout``, each episode's length (episode groups), ``place`` (where the steps
+    sit in the stored file: :func:`_stored_place`) and ``final`` (the data ends with
+    these steps: no window, or the last one)."""
+
+    layout: str
+    lengths: list[int]
+    place: int | np.ndarray
+    final: bool
+
+    @property
+    def time_dim(self) -> int:
+        """The time axis: 0 for ``[T, B]`` (time-major), else the last one (``[B, T]``;
+        flat and episode layouts have one axis)."""
+        return 0 if self.layout == "time-major" else -1
+
+    @property
+    def episodes(self) -> bool:
+        """Whether the steps come in episode groups (one array per episode)."""
+        return self.layout == "episodes"
+
+
+@dataclass
+class _Columns:
+    """The columns read for an estimator's arguments: ``raw`` as stored (argument ->
+    data), ``skipped`` (a plan's: argument -> column, checked, not read), the
+    ``reference`` argument (the rewards, or ``x`` where no rewards are read) whose column
+    ``ref_name`` gives every per-step shape, and ``template``: the rewards column (the
+    outputs' storage settings)."""
+
+    raw: dict[str, np.ndarray | list[np.ndarray]]
+    skipped: dict[str, str]
+    reference: str
+    ref_name: str
+    template: str | None
+
+
+def _read_columns(
+    res: _Resolve,
+    reader: _Reader,
+    arguments: tuple[str, ...],
+    required: tuple[str, ...],
+    flags_only: bool,
+) -> _Columns:
+    """Which column plays each role an estimator argument reads (flags aside: they are
+    decided from their columns later), and which is the reference: the rewards must exist
+    where the estimator reads them (``x`` defaults to them); a look-alike column nobody
+    named, two bootstrap columns, or neither values column where TD(λ) reads one, are
+    asked or refused."""
+    source = res.source
     unnamed_look_alikes(source, arguments, res)
-    rewards_name = res.find("rewards")
-    want_rewards = "rewards" in arguments or ("x" in arguments and not overrides.get("x"))
-    if want_rewards and rewards_name is None:
+    rewards = res.find("rewards")
+    want_rewards = "rewards" in arguments or ("x" in arguments and not res.overrides.get("x"))
+    if want_rewards and rewards is None:
         raise missing_column_error("rewards", source.columns, source.where)
+    raw, skipped = _read_arguments(res, reader, arguments, required, flags_only)
+    _refuse_no_values(arguments, required, raw, skipped, res)
+    _one_bootstrap_source({**raw, **skipped}, reader, res)
+    reference = "x" if "x" in raw and "rewards" not in raw else "rewards"
+    if reference not in raw:
+        raise missing_column_error("rewards", source.columns, source.where)
+    ref_name = reader.roles.get(reference, rewards or "")
+    return _Columns(raw, skipped, reference, ref_name, rewards)
 
+
+def _read_arguments(
+    res: _Resolve,
+    reader: _Reader,
+    arguments: tuple[str, ...],
+    required: tuple[str, ...],
+    flags_only: bool,
+) -> tuple[dict[str, np.ndarray | list[np.ndarray]], dict[str, str]]:
+    """``(read, skipped)``: the column of each per-step argument (``--x``: the rewards
+    unless named), read; a missing one stops the run only where the estimator requires
+    it. A plan (``flags_only``) outside episode groups reads only the rewards/``x`` and
+    records the other columns in ``skipped`` (their shapes are checked, not read)."""
+    source = res.source
     raw: dict[str, np.ndarray | list[np.ndarray]] = {}
-    skipped: dict[str, str] = {}  # flags_only: argument -> column, not read
+    skipped: dict[str, str] = {}
     for arg in arguments:
         row = of_argument(arg)
         if row is None or row.kind == "sequence":
-            continue  # flags are built below, a [B] value is read after the shapes
+            continue  # flags are decided from their columns; a [B] value after the shapes
         role = row.name
         name = res.find(role)
         if name is None and row.default_to is not None:
@@ -438,43 +571,87 @@ def prepare(
             if arg in required:
                 raise missing_column_error(role, source.columns, source.where)
             continue
-        if flags_only and not episodes and arg not in ("rewards", "x"):
+        if flags_only and source.layout != "episodes" and arg not in ("rewards", "x"):
             skipped[arg] = name  # a plan checks it exists (and its shape) without reading
             reader.roles[role] = name
             continue
         raw[arg] = reader.column(role, name)
-    _refuse_no_values(arguments, required, raw, skipped, res)
-    _one_bootstrap_source({**raw, **skipped}, reader, res)
+    return raw, skipped
 
-    reference = "x" if "x" in raw and "rewards" not in raw else "rewards"
-    if reference not in raw:
-        raise missing_column_error("rewards", source.columns, source.where)
-    ref_name = reader.roles.get(reference, rewards_name or "")
-    if window is not None or skipped:
-        _check_whole_shapes(whole, reader.roles, ref_name)  # before slices disagree
 
-    lengths = _episode_lengths(raw[reference], source) if episodes else []
-
+def _per_step(
+    raw: Mapping[str, np.ndarray | list[np.ndarray]],
+    reader: _Reader,
+    source: Source,
+    lengths: list[int],
+    notes: list[str],
+) -> dict[str, np.ndarray | float]:
+    """The estimator's arguments from the columns read: an episode group's parts joined
+    into one array (:func:`_fit_episode`: T+1 values also give ``next_values``), the
+    other layouts' arrays as read."""
     kwargs: dict[str, np.ndarray | float] = {}
     for arg, data in raw.items():
-        name = reader.roles[_role_of(arg)]
-        if episodes:
+        if source.layout == "episodes":
+            name = reader.roles[_role_of(arg)]
             parts = _fit_episode(arg, data, lengths, source, name, raw, kwargs, notes)
             if parts is not None:
                 kwargs[arg] = parts
         else:
             kwargs[arg] = data  # type: ignore[assignment]
+    return kwargs
 
-    # V(s_{t+1}) derived from the values (Minari's T+1 rows, RLDS's final rows) only
-    # while no bootstrap column gives it (§1.2: one source)
-    if episodes and "next_values" in arguments and not _bootstrap_given(kwargs):
-        _next_from_values(res, reader, lengths, kwargs, notes)
-    known: np.ndarray | None = None  # where a derived V(s_{t+1}) exists (RLDS)
-    has_next = _bootstrap_given({**kwargs, **skipped})
-    if rows is not None and "next_values" in arguments and not has_next:
-        known = _next_from_final_rows(rows, res, reader, kwargs, flags_only)
 
-    # normalise shapes against the reference column
+def _derived_next_values(
+    res: _Resolve,
+    reader: _Reader,
+    rows: _FinalRows | None,
+    arguments: tuple[str, ...],
+    columns: _Columns,
+    kwargs: dict[str, np.ndarray | float],
+    lengths: list[int],
+    flags_only: bool,
+) -> np.ndarray | None:
+    """V(s_{t+1}) derived from the values (Minari's T+1 rows, RLDS's final rows) into
+    ``kwargs["next_values"]``, only while no bootstrap column gives it (§1.2: one
+    source). Returns where a value derived from the next stored row exists (RLDS:
+    the last stored row has none), None where nothing was derived that way."""
+    wanted = "next_values" in arguments
+    if res.source.layout == "episodes" and wanted and not _bootstrap_given(kwargs):
+        _next_from_values(res, reader, lengths, kwargs, res.notes)
+    if rows is None or not wanted or _bootstrap_given({**kwargs, **columns.skipped}):
+        return None
+    return _next_from_final_rows(rows, res, reader, kwargs, flags_only)
+
+
+def _fit_to_reference(
+    kwargs: dict[str, np.ndarray | float], columns: _Columns, reader: _Reader, source: Source
+) -> np.ndarray:
+    """The steps' shape is the reference column's (:func:`_reference_steps`): every other
+    per-step column, its trailing 1s squeezed (``x`` keeps its feature axes), starts with
+    it. Returns the reference array."""
+    ref = _reference_steps(kwargs, columns, source)
+    for arg, value in list(kwargs.items()):
+        if arg == columns.reference or not isinstance(value, np.ndarray):
+            continue
+        value = _squeeze(value, ref.ndim if arg != "x" else value.ndim)
+        if value.shape[: ref.ndim] != ref.shape:
+            name = reader.roles[_role_of(arg)]
+            raise DataError(
+                f'{source.where}: column "{name}" has shape {value.shape} but '
+                f'"{columns.ref_name}" has {ref.shape}',
+                "every per-step column needs the same shape",
+            )
+        kwargs[arg] = value
+    return ref
+
+
+def _reference_steps(
+    kwargs: dict[str, np.ndarray | float], columns: _Columns, source: Source
+) -> np.ndarray:
+    """The reference column as the steps: the layout's dimensions (1 for flat tables and
+    episode groups, 2 for ``[T, B]``/``[B, T]``; trailing 1s squeezed) and at least one
+    step. Put back in ``kwargs``."""
+    reference, ref_name, layout = columns.reference, columns.ref_name, source.layout
     ref = kwargs[reference]
     assert isinstance(ref, np.ndarray)
     ref_ndim = 1 if layout in ("flat", "episodes") else 2
@@ -491,146 +668,161 @@ def prepare(
             f'{source.where}: column "{ref_name}" has no steps (shape {ref.shape})',
             "pass a file that holds data",
         )
-    for arg, value in list(kwargs.items()):
-        if arg == reference or not isinstance(value, np.ndarray):
-            continue
-        value = _squeeze(value, ref.ndim if arg != "x" else value.ndim)
-        if value.shape[: ref.ndim] != ref.shape:
-            name = reader.roles[_role_of(arg)]
+    return ref
+
+
+def _sequences(ref: np.ndarray, time_dim: int) -> int:
+    """How many sequences the steps hold: 1 for a 1-D array, else the size of the axis
+    that is not time."""
+    return 1 if ref.ndim == 1 else int(ref.shape[1] if time_dim == 0 else ref.shape[0])
+
+
+def _last_value(
+    res: _Resolve,
+    reader: _Reader,
+    arguments: tuple[str, ...],
+    given: Mapping[str, object],
+    known: np.ndarray | None,
+    ref: np.ndarray,
+    axes: _Axes,
+) -> float | np.ndarray | None:
+    """The bootstrap at the end of each sequence (``last_value``) from a ``last_values``
+    column, where there is one: only for estimators that take it, outside episode groups
+    (their T+1 values give it) and where no per-step V(s_{t+1}) is given or derived
+    (``given``, ``known``). A flat file takes one scalar, a ``[T, B]``/``[B, T]`` buffer
+    one value per sequence."""
+    has_next = _bootstrap_given(given) or known is not None
+    if "last_value" not in arguments or has_next or axes.episodes:
+        return None
+    where = res.source.where
+    name = res.find("last_values", extra=True)
+    if name is None:
+        return None
+    last = _squeeze(np.asarray(reader.column("last_values", name)), 1)
+    if axes.layout == "flat":
+        if last.size != 1:
             raise DataError(
-                f'{source.where}: column "{name}" has shape {value.shape} but '
-                f'"{ref_name}" has {ref.shape}',
-                "every per-step column needs the same shape",
+                f'{where}: "{name}" has shape {last.shape}',
+                "a flat file takes one scalar last value",
             )
-        kwargs[arg] = value
+        return float(last.reshape(()))
+    n_seq = _sequences(ref, axes.time_dim)
+    if last.shape != (n_seq,):
+        raise DataError(
+            f'{where}: "{name}" has shape {last.shape} but there are {n_seq} sequences',
+            f"last values need shape ({n_seq},)",
+        )
+    return last
 
-    # bootstrap at the end of [T, B] / [B, T] buffers (and a flat file's scalar)
-    has_next = _bootstrap_given({**kwargs, **skipped}) or known is not None
-    if "last_value" in arguments and not has_next and not episodes:
-        name = res.find("last_values", extra=True)
-        if name is not None:
-            last = _squeeze(np.asarray(reader.column("last_values", name)), 1)
-            if layout == "flat":
-                if last.size != 1:
-                    raise DataError(
-                        f'{source.where}: "{name}" has shape {last.shape}',
-                        "a flat file takes one scalar last value",
-                    )
-                kwargs["last_value"] = float(last.reshape(()))
-            else:
-                n_seq = ref.shape[1] if time_dim == 0 else ref.shape[0]
-                if last.shape != (n_seq,):
-                    raise DataError(
-                        f'{source.where}: "{name}" has shape {last.shape} but there are '
-                        f"{n_seq} sequences",
-                        f"last values need shape ({n_seq},)",
-                    )
-                kwargs["last_value"] = last
 
-    ends_by = "--ends-are"
-    if ends_are is None and source.conventions.get("ends_are"):  # the format's own rule
-        ends_are = source.conventions["ends_are"]  # type: ignore[assignment]
-        ends_by = f"{source.conventions.get('why', 'the format')}; --ends-are overrides"
-    meaning: list[DonesMean] = []
-    marks: dict[str, np.ndarray] = {}  # masks counted after the window is trimmed
-    terminated, truncated, forced_mask = _flags(
+def _episode_ends(
+    res: _Resolve,
+    reader: _Reader,
+    reading: Reading,
+    shape: tuple[int, ...],
+    axes: _Axes,
+    in_force: dict[str, Any],
+    required: tuple[str, ...],
+    ends_matter: bool,
+) -> _Ends:
+    """Where episodes end and how (:func:`_flags`; the flags are needed where the
+    estimator requires ``terminated``), with what was decided put in force: the meaning
+    of a ``dones`` column, and what an end no flag explains is: the user's
+    ``--ends-are``, else the format's own convention (said by whom)."""
+    ends_are, ends_by = reading.ends_are, "--ends-are"
+    conventions = res.source.conventions
+    if ends_are is None and conventions.get("ends_are"):  # the format's own rule
+        ends_are = conventions["ends_are"]  # type: ignore[assignment]
+        ends_by = f"{conventions.get('why', 'the format')}; --ends-are overrides"
+    ends = _flags(
         res,
         reader,
-        ref.shape,
-        time_dim,
-        lengths,
-        dones_mean,
+        shape,
+        axes,
+        reading.dones_mean,
         ends_are,
         needed="terminated" in required,
-        ends_matter=ends_matter,
-        meaning=meaning,
-        offset=place,
-        observation_gaps=observation_gaps,
-        marks=marks,
+        observation_gaps=reading.observation_gaps,
         ends_by=ends_by,
+        ends_matter=ends_matter,
     )
-    if meaning or dones_mean is not None:
-        in_force["dones_mean"] = meaning[0] if meaning else dones_mean
+    if ends.dones_mean is not None:
+        in_force["dones_mean"] = ends.dones_mean
     if ends_are is not None:  # given, or the format's convention (said by whom)
         in_force["ends_are"] = ends_are
         if reading.ends_are is None:
             res.by["ends_are"] = ends_by
-    id_runs = None
-    if keep is not None:
-        _check_whole_shapes(whole, reader.roles, ref_name)  # the flag columns too
-        kwargs = {k: v if k in PER_ROW else _trim(v, keep, time_dim) for k, v in kwargs.items()}
-        ref = _trim(ref, keep, time_dim)
-        terminated = None if terminated is None else _trim(terminated, keep, time_dim)
-        truncated = None if truncated is None else _trim(truncated, keep, time_dim)
-        forced_mask = _trim(forced_mask, keep, time_dim)
-        marks = {k: _trim(v, keep, time_dim) for k, v in marks.items()}
-        ids = reader.data.get("episode_id")
-        if ids is not None:
-            ids = np.asarray(ids).reshape(-1)[:keep]
-            id_runs = ids[np.concatenate([[True], ids[1:] != ids[:-1]])] if ids.size else ids
-    forced = int(forced_mask.sum())
-    if terminated is not None:
-        kwargs["terminated"] = terminated
-    if truncated is not None:
-        kwargs["truncated"] = truncated
+    return ends
 
-    steps = int(ref.size)
-    sequences = 1 if ref.ndim == 1 else int(ref.shape[1] if time_dim == 0 else ref.shape[0])
-    term = terminated if terminated is not None else np.zeros(ref.shape, bool)
-    trunc = truncated if truncated is not None else np.zeros(ref.shape, bool)
-    forced_term = int((forced_mask & term).sum())
+
+def _id_runs(reader: _Reader, keep: int) -> np.ndarray | None:
+    """A window's episode ids at the start of each run of equal ids, in order (None
+    without an id column): the sharded engine checks that no id comes back later."""
+    ids = reader.data.get("episode_id")
+    if ids is None:
+        return None
+    ids = np.asarray(ids).reshape(-1)[:keep]
+    return ids[np.concatenate([[True], ids[1:] != ids[:-1]])] if ids.size else ids
+
+
+def _counts(
+    ref: np.ndarray, ends: _Ends, axes: _Axes, rows: _FinalRows | None
+) -> tuple[dict[str, int], int]:
+    """``(counts, episodes)`` for the report. Terminations and truncations count the
+    flagged ends (an end that only ``--ends-are`` gave a meaning is a forced cut),
+    ``both`` the steps with both flags, ``open_ends`` the sequences whose last step has
+    no flag (where the data ends), then the hidden observation-gap ends and the RLDS
+    final-observation rows where there are any. Episodes: every end and open tail, or
+    the number of episode groups."""
+    term, trunc = ends.flags()
+    forced = int(ends.unflagged.sum())
+    forced_term = int((ends.unflagged & term).sum())
     counts = {
         "terminated": int(term.sum()) - forced_term,
         "truncated": int((trunc & ~term).sum()) - (forced - forced_term),
         "both": int((trunc & term).sum()),
         "forced_cuts": forced,
     }
-    ends = int((term | trunc).sum())
-    last_open = _open_tails(term | trunc, time_dim) if final else 0
-    counts["open_ends"] = last_open
-    if "observation_gaps" in marks:
-        counts["observation_gaps"] = int(marks["observation_gaps"].sum())
+    done = term | trunc
+    counts["open_ends"] = _open_tails(done, axes.time_dim) if axes.final else 0
+    if "observation_gaps" in ends.marks:
+        counts["observation_gaps"] = int(ends.marks["observation_gaps"].sum())
     if rows is not None:
         counts["final_observation_rows"] = int((~rows.kept).sum())
-    if res.pending and not provisional:
-        raise decisions_error(source.where, res.pending)
-    if bootstrap is not None and not res.pending:
-        gaps = _bootstrap_gaps({**kwargs, **skipped}, term, trunc, time_dim, final, known)
-        if gaps.any():
-            if bootstrap == "error":
-                marks["forced"] = forced_mask
-                raise MissingBootstrapError(
-                    f"{source.where}: {_gap_reason(gaps, marks, res, lengths, place, time_dim)} "
-                    "and needs a bootstrap value V(s_{t+1}), but none is given",
-                    _bootstrap_fix(layout),
-                )
-            counts["zero_bootstraps"] = int(gaps.sum())
-            if known is not None and isinstance(kwargs.get("next_values"), np.ndarray):
-                nv = np.array(kwargs["next_values"])
-                nv[gaps] = 0.0  # the derived V(s_{t+1}) has no entry there: 0, as asked
-                kwargs["next_values"] = nv
-    if final and strict:
-        _check_overrides_used(overrides, reader.roles, source.where)
-    return Prepared(
-        kwargs=kwargs,
-        time_dim=time_dim,
-        roles=dict(reader.roles),
-        steps=steps,
-        episodes=len(lengths) if episodes else ends + last_open,
-        sequences=len(lengths) if episodes else sequences,
-        lengths=lengths,
-        counts=counts,
-        notes=notes,
-        bytes_read=reader.bytes_read,
-        dtype=str(ref.dtype),
-        template=rewards_name,
-        dones_mean=meaning[0] if meaning else dones_mean,
-        id_runs=id_runs,
-        reading=in_force,
-        by=dict(res.by),
-        pending=list(res.pending),
-        kept=None if rows is None else rows.kept,
-    )
+    if axes.episodes:
+        return counts, len(axes.lengths)
+    return counts, int(done.sum()) + counts["open_ends"]
+
+
+def _missing_bootstrap(
+    rule: str,
+    given: Mapping[str, object],
+    kwargs: dict[str, np.ndarray | float],
+    ends: _Ends,
+    known: np.ndarray | None,
+    res: _Resolve,
+    axes: _Axes,
+) -> dict[str, int]:
+    """The missing-bootstrap rule (``rule``: ``"error"``/``"zero"``), applied before any
+    computing: a step whose V(s_{t+1}) is read but that nothing gives (:func:`_bootstrap_gaps`)
+    stops the run, saying why the first one needs it, or counts as 0 (then a derived
+    V(s_{t+1}) is 0 there too). Returns the count to report (``zero_bootstraps``), if any."""
+    term, trunc = ends.flags()
+    gaps = _bootstrap_gaps(given, term, trunc, axes.time_dim, axes.final, known)
+    if not gaps.any():
+        return {}
+    if rule == "error":
+        marks = {**ends.marks, "forced": ends.unflagged}
+        raise MissingBootstrapError(
+            f"{res.source.where}: {_gap_reason(gaps, marks, res, axes)} "
+            "and needs a bootstrap value V(s_{t+1}), but none is given",
+            _bootstrap_fix(axes.layout),
+        )
+    if known is not None and isinstance(kwargs.get("next_values"), np.ndarray):
+        nv = np.array(kwargs["next_values"])
+        nv[gaps] = 0.0  # the derived V(s_{t+1}) has no entry there: 0, as asked
+        kwargs["next_values"] = nv
+    return {"zero_bootstraps": int(gaps.sum())}
 
 
 @dataclass
@@ -1015,19 +1207,14 @@ def _bootstrap_fix(layout: str) -> str:
 
 
 def _gap_reason(
-    gaps: np.ndarray,
-    marks: Mapping[str, np.ndarray],
-    res: _Resolve,
-    lengths: list[int],
-    place: int | np.ndarray,
-    time_dim: int,
+    gaps: np.ndarray, marks: Mapping[str, np.ndarray], res: _Resolve, axes: _Axes
 ) -> str:
     """Why the FIRST step in ``gaps`` needs V(s_{t+1}), in the user's terms: a set
     truncation flag, an end that an option made a truncation, or the end of the data."""
     index = np.argwhere(gaps)[0]
-    at = where_is(index, res.source, lengths, place)
+    at = where_is(index, res.source, axes.lengths, axes.place)
     key = tuple(int(i) for i in index)
-    axis = time_dim % gaps.ndim
+    axis = axes.time_dim % gaps.ndim
     if marks.get("column_trunc") is not None and marks["column_trunc"][key]:
         return f'{at} is a truncation ("{_found_name(res, "truncated")}" is set there)'
     if marks.get("forced") is not None and marks["forced"][key]:
@@ -1077,6 +1264,13 @@ def _check_whole_shapes(source: Source, roles: Mapping[str, str], ref_name: str)
             )
 
 
+def _trim_steps(
+    kwargs: Mapping[str, np.ndarray | float], keep: int, time_dim: int
+) -> dict[str, np.ndarray | float]:
+    """The estimator's arguments for the first ``keep`` steps (per-row values whole)."""
+    return {k: v if k in PER_ROW else _trim(v, keep, time_dim) for k, v in kwargs.items()}
+
+
 def _trim(value: np.ndarray | float, keep: int, time_dim: int) -> np.ndarray | float:
     """The first ``keep`` steps of a per-step array (scalars and per-row values as they are)."""
     if not isinstance(value, np.ndarray) or value.ndim == 0:
@@ -1116,6 +1310,10 @@ def _open_tails(done: np.ndarray, time_dim: int) -> int:
 
 
 def _episode_lengths(data: np.ndarray | list[np.ndarray], source: Source) -> list[int]:
+    """Each episode's number of steps (``data``: the reference column's parts; a padded
+    group's last row is not a step). Only episode groups have them."""
+    if source.layout != "episodes":
+        return []
     parts = data if isinstance(data, list) else [data]
     return [len(p) - 1 if source.padded else len(p) for p in parts]
 
@@ -1171,24 +1369,67 @@ def _read_flag(reader: _Reader, role: str, name: str, lengths: list[int], ndim: 
     return as_flag(_squeeze(np.asarray(data), ndim), name, reader.source.where, role)
 
 
+@dataclass
+class _Ends:
+    """Where episodes end and how, as :func:`_flags` decides it step by step.
+
+    ``terminated``/``truncated`` per step (both None: no flag column, nothing marks
+    ends, and the estimator needs none); ``unflagged`` the ends no flag explains (they
+    take the meaning ``--ends-are`` gives them: forced cuts); ``marks`` why a step is a
+    truncation, for messages (``column_trunc``: the truncated column; ``dones_trunc``: a
+    dones end beside the flags) and the hidden ``observation_gaps``; ``dones_mean`` the
+    meaning a ``dones`` column was read with (the user's where none was read).
+    """
+
+    terminated: np.ndarray | None
+    truncated: np.ndarray | None
+    unflagged: np.ndarray
+    marks: dict[str, np.ndarray] = field(default_factory=dict)
+    dones_mean: DonesMean | None = None
+
+    def flags(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(terminated, truncated)``, all False where none was decided (``unflagged``
+        always has the steps' shape)."""
+        shape = self.unflagged.shape
+        term = self.terminated if self.terminated is not None else np.zeros(shape, bool)
+        trunc = self.truncated if self.truncated is not None else np.zeros(shape, bool)
+        return term, trunc
+
+    def arguments(self) -> dict[str, np.ndarray]:
+        """The flags decided, as estimator arguments."""
+        flags = {"terminated": self.terminated, "truncated": self.truncated}
+        return {k: v for k, v in flags.items() if v is not None}
+
+    def trimmed(self, keep: int, time_dim: int) -> _Ends:
+        """The ends of the first ``keep`` steps (a window's: the row after it decided
+        flags only)."""
+
+        def cut(mask: np.ndarray) -> np.ndarray:
+            return _trim(mask, keep, time_dim)  # type: ignore[return-value]
+
+        return _Ends(
+            None if self.terminated is None else cut(self.terminated),
+            None if self.truncated is None else cut(self.truncated),
+            cut(self.unflagged),
+            {k: cut(v) for k, v in self.marks.items()},
+            self.dones_mean,
+        )
+
+
 def _flags(
     res: _Resolve,
     reader: _Reader,
     shape: tuple[int, ...],
-    time_dim: int,
-    lengths: list[int],
+    axes: _Axes,
     dones_mean: DonesMean | None,
     ends_are: EndsAre | None,
     *,
     needed: bool,
-    meaning: list[DonesMean] | None = None,
-    offset: int | np.ndarray = 0,
-    observation_gaps: ObservationGaps = "error",
-    marks: dict[str, np.ndarray] | None = None,
-    ends_by: str = "--ends-are",
-    ends_matter: bool = True,
-) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
-    """``(terminated, truncated, unflagged)`` from whichever flag columns exist.
+    observation_gaps: ObservationGaps,
+    ends_by: str,
+    ends_matter: bool,
+) -> _Ends:
+    """Where episodes end and how, from whichever flag columns exist.
 
     ``unflagged`` marks episode ends that no flag explains (an episode-id change, the
     end of an episode group, a ``dones`` end beside both flag columns): they take the
@@ -1201,7 +1442,9 @@ def _flags(
     source = res.source
     where = source.where
     ndim = len(shape)
-    marks = {} if marks is None else marks
+    lengths, offset, time_dim = axes.lengths, axes.place, axes.time_dim
+    marks: dict[str, np.ndarray] = {}
+    meaning: list[DonesMean] = []
 
     def check(arr: np.ndarray, name: str) -> np.ndarray:
         if arr.shape != shape:
@@ -1241,7 +1484,7 @@ def _flags(
             ended = np.zeros(shape, bool)
         if ended is None:
             if not needed:
-                return None, None, unflagged
+                return _Ends(None, None, unflagged, marks, dones_mean)
             raise DataError(
                 f'{where} has no "terminals" or "timeouts" column (nor dones or episode ids)',
                 f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)})",
@@ -1368,7 +1611,7 @@ def _flags(
             trunc = trunc | unflagged
     if ends_are is not None:
         res.notes.append(f"episode ends that no flag explains are {ends_are} ({ends_by})")
-    return term, trunc, unflagged
+    return _Ends(term, trunc, unflagged, marks, meaning[0] if meaning else dones_mean)
 
 
 def _why_unflagged(res: _Resolve, dones: str | None, by_id: bool, by_step: bool) -> str:
