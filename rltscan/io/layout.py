@@ -1439,179 +1439,300 @@ def _flags(
     provably repeats them; otherwise the run stops. Open choices are asked on ``res``
     (provisional readings let the resolution go on and find the others).
     """
-    source = res.source
-    where = source.where
-    ndim = len(shape)
-    lengths, offset, time_dim = axes.lengths, axes.place, axes.time_dim
-    marks: dict[str, np.ndarray] = {}
-    meaning: list[DonesMean] = []
-
-    def check(arr: np.ndarray, name: str) -> np.ndarray:
-        if arr.shape != shape:
-            raise DataError(
-                f'{where}: column "{name}" has shape {arr.shape} but the rewards have {shape}',
-                "every per-step column needs the same shape",
-            )
-        return arr
-
-    def load(role: str) -> tuple[np.ndarray | None, str | None]:
-        name = res.find(role)
-        if name is None:
-            return None, None
-        return check(_read_flag(reader, role, name, lengths, ndim), name), name
-
-    term, term_name = load("terminated")
-    trunc, trunc_name = load("truncated")
-    if trunc is not None:
-        marks["column_trunc"] = trunc
-    dones_name = res.find("dones")
-    starts_name = res.find("episode_starts")
-    unflagged = np.zeros(shape, bool)
-
-    def from_dones() -> np.ndarray:
-        """``ended_t`` from the dones/episode-start column, as it is meant."""
-        return _ended_from_dones(
-            res, reader, dones_name, starts_name, shape, time_dim, lengths, dones_mean, meaning
-        )
-
-    if term is None and trunc is None:
-        ended: np.ndarray | None = None
-        if dones_name is not None or starts_name is not None:
-            ended = from_dones()
-        elif source.layout == "flat" and res.find("episode_id"):
-            ended = np.zeros(shape, bool)  # the boundaries come from the ids below
-        elif source.layout == "episodes":
-            ended = np.zeros(shape, bool)
-        if ended is None:
-            if not needed:
-                return _Ends(None, None, unflagged, marks, dones_mean)
-            raise DataError(
-                f'{where} has no "terminals" or "timeouts" column (nor dones or episode ids)',
-                f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)})",
-            )
-        term, trunc = np.zeros(shape, bool), np.zeros(shape, bool)
-        unflagged = ended
-    else:
-        names = " and ".join(f'"{n}"' for n in (term_name, trunc_name) if n)
-        if term is None:
-            term = np.zeros(shape, bool)
-        if trunc is None:
-            trunc = np.zeros(shape, bool)
-        other = dones_name or starts_name
-        defined = ENDED_BY_DEFINITION.get(dones_name or "")
-        if other is not None:
-            if (
-                dones_mean is None
-                and dones_name is not None
-                and starts_name is None
-                and defined is None
-            ):
-                dones = check(_read_flag(reader, "dones", dones_name, lengths, ndim), dones_name)
-                # a copy only when every reading agrees: with no terminated column, a done
-                # equal to "truncated" could still mean terminated (which wins) or ended
-                same_as_term = term_name is not None and bool(np.array_equal(dones, term))
-                same_as_ends = bool(np.array_equal(dones, term | trunc)) and (
-                    term_name is not None or not dones.any()
-                )
-                if same_as_term or same_as_ends:
-                    what = "terminations" if same_as_term else "terminations or truncations"
-                    res.notes.append(f'"{dones_name}" repeats {names} ({what}); checked, not used')
-                else:
-                    bad = dones != (term | trunc)
-                    at = _at(bad if bad.any() else dones, source, lengths, offset)
-                    res.ask(
-                        Decision(
-                            f'"{dones_name}" beside {names} reads two ways that give different '
-                            f"results ({at})",
-                            f"pass --terminals {dones_name} if it marks terminations, "
-                            "--dones-mean ended if it means terminated or truncated, "
-                            f"--dones-mean starts if it marks episode starts, or --ignore "
-                            f"{dones_name}",
-                        )
-                    )
-            else:
-                ended = from_dones()
-                extra = ended & ~term & ~trunc
-                decided = meaning[-1] if meaning else dones_mean
-                if decided == "ended" and defined == "truncated" and trunc_name is None:
-                    trunc = trunc | extra  # RLDS: an is_last end that is not is_terminal
-                    marks["dones_trunc"] = extra
-                    res.notes.append(
-                        f'episodes that end at "{other}" with no {names} were truncated '
-                        "(RLDS's definition)"
-                    )
-                elif decided == "ended" and trunc_name is None:
-                    trunc = trunc | extra  # old gym beside terminals: ended and not terminal
-                    marks["dones_trunc"] = extra
-                    res.notes.append(f'truncated = "{other}" and not {names}')
-                elif decided == "ended" and term_name is None:
-                    term = term | extra  # old gym beside TimeLimit.truncated
-                    res.notes.append(f'terminated = "{other}" and not {names}')
-                else:
-                    unflagged = extra
-
-    id_ends = step_ends = np.zeros(shape, bool)  # which evidence ends an episode where
-    if source.layout == "flat":
-        id_name = res.find("episode_id")
-        if id_name is not None:
-            ids = np.asarray(reader.column("episode_id", id_name))
-            if source.conventions.get("id_runs") == "cut":  # ids may come back: runs are pieces
-                ids = _run_numbers(ids)
-            id_ends = _id_boundaries(ids, id_name, where).reshape(shape)
-            unflagged = unflagged | id_ends
-        step_name = res.find("step")
-        if step_name is not None:
-            step_ends = _step_resets(reader, step_name, shape)
-            unflagged = unflagged | step_ends
+    ends = _stored_ends(res, reader, shape, axes, dones_mean, needed=needed)
+    if ends.terminated is None:
+        return ends  # nothing marks episode ends, and the estimator needs none
+    id_ends: np.ndarray | None = None  # which evidence ends an episode where
+    step_ends: np.ndarray | None = None
+    if axes.layout == "flat":
+        id_ends, step_ends = _flat_cuts(res, reader, shape, ends)
         if observation_gaps != "ignore":
-            hidden = _observation_gaps(res, reader, shape) & ~term & ~trunc
-            hidden &= ~unflagged  # an id change or step restart says it already
-            marks["observation_gaps"] = hidden
-            if hidden.any() and observation_gaps == "error":
-                res.ask(
-                    Decision(
-                        f'"{reader.roles["observations"]}" jumps after '
-                        f"{_at(hidden, source, lengths, offset)} where no flag ends the episode "
-                        f'("{reader.roles["next_observations"]}" differs from the next row: a '
-                        "hidden episode end)",
-                        "pass --ends-from-observations to treat such rows as "
-                        "truncations, or --ignore-observation-gaps",
-                    )
-                )
-            elif hidden.any():
-                trunc = trunc | hidden
-                res.notes.append(
-                    "episode ends found where observations jump (no flag set) are "
-                    "truncations (--ends-from-observations)"
-                )
-    elif source.layout == "episodes":
+            _hidden_ends(res, reader, shape, axes, ends, observation_gaps)
+    elif axes.episodes:
         cut = np.zeros(shape, bool)
-        cut[np.cumsum(lengths) - 1] = True
-        unflagged = unflagged | cut
-    unflagged = unflagged & ~term & ~trunc
-    if unflagged.any():
-        if ends_are is None and not ends_matter:  # either reading: the same numbers
-            term = term | unflagged
-        elif ends_are is None:
-            first = tuple(np.argwhere(unflagged)[0])
-            why = _why_unflagged(
-                res, dones_name or starts_name, bool(id_ends[first]), bool(step_ends[first])
-            )
-            res.ask(
-                Decision(
-                    f"{why} ({_at(unflagged, source, lengths, offset)}) but no flag says "
-                    "whether the episode terminated or was truncated",
-                    "pass --ends-are terminal or --ends-are truncated",
-                )
-            )
-            trunc = trunc | unflagged  # provisional: never computed with
-        elif ends_are == "terminal":
-            term = term | unflagged
-        else:
-            trunc = trunc | unflagged
+        cut[np.cumsum(axes.lengths) - 1] = True
+        ends.unflagged = ends.unflagged | cut
+    _unflagged_meaning(res, axes, ends, ends_are, ends_matter, id_ends, step_ends)
     if ends_are is not None:
         res.notes.append(f"episode ends that no flag explains are {ends_are} ({ends_by})")
-    return _Ends(term, trunc, unflagged, marks, meaning[0] if meaning else dones_mean)
+    return ends
+
+
+def _stored_ends(
+    res: _Resolve,
+    reader: _Reader,
+    shape: tuple[int, ...],
+    axes: _Axes,
+    dones_mean: DonesMean | None,
+    *,
+    needed: bool,
+) -> _Ends:
+    """The episode ends the stored flag columns give: ``terminated``/``truncated``, and a
+    dones or episode-start column read as ends (:func:`_dones_are_ends`) beside them
+    (:func:`_dones_beside_flags`) or in their place (:func:`_ends_without_flags`); a
+    dones column only checked against them is a copy or a decision
+    (:func:`_check_dones_copy`)."""
+    term, term_name = _flag_column(res, reader, "terminated", shape, axes.lengths)
+    trunc, trunc_name = _flag_column(res, reader, "truncated", shape, axes.lengths)
+    dones_name, starts_name = res.find("dones"), res.find("episode_starts")
+    flagged = term is not None or trunc is not None
+    ended, meaning = None, dones_mean
+    if _dones_are_ends(flagged, dones_name, starts_name, dones_mean):
+        ended, meaning = _ended_from_dones(
+            res, reader, dones_name, starts_name, shape, axes, dones_mean
+        )
+    if not flagged:
+        return _ends_without_flags(res, ended, shape, meaning, needed=needed)
+    ends = _Ends(
+        np.zeros(shape, bool) if term is None else term,
+        np.zeros(shape, bool) if trunc is None else trunc,
+        np.zeros(shape, bool),
+        {} if trunc is None else {"column_trunc": trunc},
+        meaning,
+    )
+    names = " and ".join(f'"{n}"' for n in (term_name, trunc_name) if n)
+    if ended is not None:
+        _dones_beside_flags(res, ends, ended, names, term_name, trunc_name)
+    elif dones_name is not None:
+        _check_dones_copy(res, reader, dones_name, names, term_name, ends, axes)
+    return ends
+
+
+def _flag_column(
+    res: _Resolve, reader: _Reader, role: str, shape: tuple[int, ...], lengths: list[int]
+) -> tuple[np.ndarray | None, str | None]:
+    """``(flags, column)`` of ``role`` (both None where no column plays it): 0/1 data, one
+    row per step, in the steps' shape."""
+    name = res.find(role)
+    if name is None:
+        return None, None
+    flag = _read_flag(reader, role, name, lengths, len(shape))
+    return _steps_shaped(flag, name, shape, res.source.where), name
+
+
+def _steps_shaped(arr: np.ndarray, name: str, shape: tuple[int, ...], where: str) -> np.ndarray:
+    """``arr`` (column ``name``'s flags) if it has the steps' shape; else a DataError."""
+    if arr.shape != shape:
+        raise DataError(
+            f'{where}: column "{name}" has shape {arr.shape} but the rewards have {shape}',
+            "every per-step column needs the same shape",
+        )
+    return arr
+
+
+def _dones_are_ends(
+    flagged: bool, dones_name: str | None, starts_name: str | None, dones_mean: DonesMean | None
+) -> bool:
+    """Whether a dones or episode-start column is read as episode ends: always where no
+    flag column exists; beside the flag columns only as the user says
+    (``--dones-mean``), as its producer defines it (RLDS ``is_last``), or as episode
+    starts. Otherwise a ``dones`` there is only compared with them."""
+    if dones_name is None and starts_name is None:
+        return False
+    compared = (
+        dones_mean is None
+        and dones_name is not None
+        and starts_name is None
+        and ENDED_BY_DEFINITION.get(dones_name) is None
+    )
+    return not flagged or not compared
+
+
+def _ends_without_flags(
+    res: _Resolve,
+    ended: np.ndarray | None,
+    shape: tuple[int, ...],
+    meaning: DonesMean | None,
+    *,
+    needed: bool,
+) -> _Ends:
+    """The ends of a file with no terminated or truncated column: every end is unflagged
+    (``ended``, the dones column's; none yet where a flat table's episode ids or the
+    episode groups mark them, later). With none of these nothing marks them: refused
+    where the estimator needs flags, else no flags at all."""
+    source = res.source
+    if ended is None and source.layout == "flat" and res.find("episode_id"):
+        ended = np.zeros(shape, bool)  # the boundaries come from the ids
+    elif ended is None and source.layout == "episodes":
+        ended = np.zeros(shape, bool)
+    if ended is not None:
+        return _Ends(np.zeros(shape, bool), np.zeros(shape, bool), ended, {}, meaning)
+    if not needed:
+        return _Ends(None, None, np.zeros(shape, bool), {}, meaning)
+    raise DataError(
+        f'{source.where} has no "terminals" or "timeouts" column (nor dones or episode ids)',
+        f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)})",
+    )
+
+
+def _dones_beside_flags(
+    res: _Resolve,
+    ends: _Ends,
+    ended: np.ndarray,
+    names: str,
+    term_name: str | None,
+    trunc_name: str | None,
+) -> None:
+    """A dones column's ends beside the flag columns (``names``), set on ``ends``: one that
+    ends a step neither flag ends is a truncation where no truncated column exists
+    (RLDS's definition; old gym's done beside terminals), a termination where no
+    terminated column does (old gym beside ``TimeLimit.truncated``), and unflagged where
+    the dones mark starts or both flag columns exist."""
+    term, trunc = ends.flags()
+    dones_name, starts_name = res.find("dones"), res.find("episode_starts")  # found already
+    other = dones_name or starts_name
+    defined = ENDED_BY_DEFINITION.get(dones_name or "")
+    extra = ended & ~term & ~trunc
+    if ends.dones_mean == "ended" and defined == "truncated" and trunc_name is None:
+        ends.truncated = trunc | extra  # RLDS: an is_last end that is not is_terminal
+        ends.marks["dones_trunc"] = extra
+        res.notes.append(
+            f'episodes that end at "{other}" with no {names} were truncated (RLDS\'s definition)'
+        )
+    elif ends.dones_mean == "ended" and trunc_name is None:
+        ends.truncated = trunc | extra  # old gym beside terminals: ended and not terminal
+        ends.marks["dones_trunc"] = extra
+        res.notes.append(f'truncated = "{other}" and not {names}')
+    elif ends.dones_mean == "ended" and term_name is None:
+        ends.terminated = term | extra  # old gym beside TimeLimit.truncated
+        res.notes.append(f'terminated = "{other}" and not {names}')
+    else:
+        ends.unflagged = extra
+
+
+def _check_dones_copy(
+    res: _Resolve,
+    reader: _Reader,
+    dones_name: str,
+    names: str,
+    term_name: str | None,
+    ends: _Ends,
+    axes: _Axes,
+) -> None:
+    """A ``dones`` column beside the flag columns (``names``) with no word on what it
+    means: a copy of them is checked and not used (noted), anything else reads two ways
+    that give different results (a decision)."""
+    term, trunc = ends.flags()
+    shape = term.shape
+    dones = _read_flag(reader, "dones", dones_name, axes.lengths, len(shape))
+    dones = _steps_shaped(dones, dones_name, shape, res.source.where)
+    # a copy only when every reading agrees: with no terminated column, a done
+    # equal to "truncated" could still mean terminated (which wins) or ended
+    same_as_term = term_name is not None and bool(np.array_equal(dones, term))
+    same_as_ends = bool(np.array_equal(dones, term | trunc)) and (
+        term_name is not None or not dones.any()
+    )
+    if same_as_term or same_as_ends:
+        what = "terminations" if same_as_term else "terminations or truncations"
+        res.notes.append(f'"{dones_name}" repeats {names} ({what}); checked, not used')
+        return
+    bad = dones != (term | trunc)
+    at = _at(bad if bad.any() else dones, res.source, axes.lengths, axes.place)
+    res.ask(
+        Decision(
+            f'"{dones_name}" beside {names} reads two ways that give different results ({at})',
+            f"pass --terminals {dones_name} if it marks terminations, "
+            "--dones-mean ended if it means terminated or truncated, "
+            f"--dones-mean starts if it marks episode starts, or --ignore "
+            f"{dones_name}",
+        )
+    )
+
+
+def _flat_cuts(
+    res: _Resolve, reader: _Reader, shape: tuple[int, ...], ends: _Ends
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """A flat table's episode ends that no flag marks, added to ``ends.unflagged``: where
+    its episode id changes (ids that may come back are cut into runs, as the format
+    says) and where its step counter does not go on by one. Returns each, for messages:
+    ``(id_ends, step_ends)`` (None without such a column)."""
+    id_ends = step_ends = None
+    id_name = res.find("episode_id")
+    if id_name is not None:
+        ids = np.asarray(reader.column("episode_id", id_name))
+        if res.source.conventions.get("id_runs") == "cut":  # ids may come back: runs are pieces
+            ids = _run_numbers(ids)
+        id_ends = _id_boundaries(ids, id_name, res.source.where).reshape(shape)
+        ends.unflagged = ends.unflagged | id_ends
+    step_name = res.find("step")
+    if step_name is not None:
+        step_ends = _step_resets(reader, step_name, shape)
+        ends.unflagged = ends.unflagged | step_ends
+    return id_ends, step_ends
+
+
+def _hidden_ends(
+    res: _Resolve,
+    reader: _Reader,
+    shape: tuple[int, ...],
+    axes: _Axes,
+    ends: _Ends,
+    observation_gaps: ObservationGaps,
+) -> None:
+    """A flat table's hidden episode ends (``ends.marks["observation_gaps"]``): rows where
+    the observations jump (:func:`_observation_gaps`) and nothing else ends the episode.
+    ``"error"`` asks (a decision); otherwise (``--ends-from-observations``) they are
+    truncations."""
+    term, trunc = ends.flags()
+    hidden = _observation_gaps(res, reader, shape) & ~term & ~trunc
+    hidden &= ~ends.unflagged  # an id change or step restart says it already
+    ends.marks["observation_gaps"] = hidden
+    if hidden.any() and observation_gaps == "error":
+        res.ask(
+            Decision(
+                f'"{reader.roles["observations"]}" jumps after '
+                f"{_at(hidden, res.source, axes.lengths, axes.place)} where no flag ends the "
+                f'episode ("{reader.roles["next_observations"]}" differs from the next row: '
+                "a hidden episode end)",
+                "pass --ends-from-observations to treat such rows as "
+                "truncations, or --ignore-observation-gaps",
+            )
+        )
+    elif hidden.any():
+        ends.truncated = trunc | hidden
+        res.notes.append(
+            "episode ends found where observations jump (no flag set) are "
+            "truncations (--ends-from-observations)"
+        )
+
+
+def _unflagged_meaning(
+    res: _Resolve,
+    axes: _Axes,
+    ends: _Ends,
+    ends_are: EndsAre | None,
+    ends_matter: bool,
+    id_ends: np.ndarray | None,
+    step_ends: np.ndarray | None,
+) -> None:
+    """What an end that no flag explains is, set on ``ends``: what ``--ends-are`` (or the
+    format's convention) says; a termination where either reading gives the same numbers
+    (not ``ends_matter``); else a decision, saying what marks the first such end
+    (``id_ends``, ``step_ends``, or the dones column), with a provisional truncation."""
+    term, trunc = ends.flags()
+    unflagged = ends.unflagged = ends.unflagged & ~term & ~trunc
+    if not unflagged.any():
+        return
+    if ends_are is None and not ends_matter:  # either reading: the same numbers
+        ends.terminated = term | unflagged
+    elif ends_are is None:
+        first = tuple(np.argwhere(unflagged)[0])
+        dones = res.find("dones") or res.find("episode_starts")  # found already
+        by_id = id_ends is not None and bool(id_ends[first])
+        by_step = step_ends is not None and bool(step_ends[first])
+        why = _why_unflagged(res, dones, by_id, by_step)
+        res.ask(
+            Decision(
+                f"{why} ({_at(unflagged, res.source, axes.lengths, axes.place)}) but no "
+                "flag says whether the episode terminated or was truncated",
+                "pass --ends-are terminal or --ends-are truncated",
+            )
+        )
+        ends.truncated = trunc | unflagged  # provisional: never computed with
+    elif ends_are == "terminal":
+        ends.terminated = term | unflagged
+    else:
+        ends.truncated = trunc | unflagged
 
 
 def _why_unflagged(res: _Resolve, dones: str | None, by_id: bool, by_step: bool) -> str:
@@ -1739,63 +1860,67 @@ def _ended_from_dones(
     dones_name: str | None,
     starts_name: str | None,
     shape: tuple[int, ...],
-    time_dim: int,
-    lengths: list[int],
+    axes: _Axes,
     dones_mean: DonesMean | None,
-    decided: list[DonesMean] | None = None,
-) -> np.ndarray:
-    source = res.source
-    where = source.where
-    ndim = len(shape)
+) -> tuple[np.ndarray, DonesMean]:
+    """``(ended_t, meaning)`` from the dones or episode-start column, read as it is meant
+    (:func:`_dones_meaning`; an episode-start column alone marks starts). Starts are
+    shifted by one step to ends, within each episode group; the last step of each
+    ``[T, B]``/``[B, T]`` sequence takes CleanRL's ``[B]`` last dones, where given."""
+    where = res.source.where
     last_name = res.find("last_dones", extra=True)
+    meaning: DonesMean
     if starts_name is not None and dones_name is None:
-        meaning: DonesMean = "starts"
-        name = starts_name
+        meaning, name = "starts", starts_name
     else:
         assert dones_name is not None
-        name = dones_name
-        if dones_mean is not None:
-            meaning = dones_mean
-        elif dones_name.startswith(NEXT_PREFIXES) or (
-            source.layout in ("flat", "episodes") and dones_name in ENDED_BY_DEFINITION
-        ):
-            meaning = "ended"
-            res.by.setdefault("dones_mean", f'"{dones_name}" is an outcome of the step')
-        elif source.layout in ("time-major", "batch-major") and last_name is not None:
-            meaning = "starts"
-            res.by.setdefault(
-                "dones_mean", f'"{dones_name}" with "{last_name}" [B]: CleanRL episode starts'
-            )
-            res.notes.append(f'"{dones_name}" with "{last_name}" [B]: CleanRL episode-start dones')
-        else:
-            res.ask(
-                Decision(
-                    f'"{dones_name}" may mean "episode ended after this step" or "this '
-                    'step starts an episode"',
-                    "pass --dones-mean ended or --dones-mean starts",
-                )
-            )
-            meaning = "ended"  # provisional: never computed with
-    flag = _read_flag(reader, "dones", name, lengths, ndim)
-    if flag.shape != shape:
-        raise DataError(
-            f'{where}: column "{name}" has shape {flag.shape} but the rewards have {shape}',
-            "every per-step column needs the same shape",
-        )
-    if decided is not None:
-        decided.append(meaning)
+        meaning, name = _dones_meaning(res, dones_name, last_name, dones_mean), dones_name
+    flag = _read_flag(reader, "dones", name, axes.lengths, len(shape))
+    flag = _steps_shaped(flag, name, shape, where)
     if meaning == "ended":
-        return flag
+        return flag, meaning
     last = None
     if last_name is not None:
         last = as_flag(
             np.asarray(reader.column("last_dones", last_name)), last_name, where, "dones"
         )
     res.notes.append(f'"{name}" marks episode starts; shifted by one step to episode ends')
-    if source.layout == "episodes":
-        parts = np.split(flag, np.cumsum(lengths)[:-1])
-        return np.concatenate([_shift_starts(p, -1, None) for p in parts])
-    return _shift_starts(flag, time_dim, last)
+    if axes.episodes:
+        parts = np.split(flag, np.cumsum(axes.lengths)[:-1])
+        return np.concatenate([_shift_starts(p, -1, None) for p in parts]), meaning
+    return _shift_starts(flag, axes.time_dim, last), meaning
+
+
+def _dones_meaning(
+    res: _Resolve, dones_name: str, last_name: str | None, dones_mean: DonesMean | None
+) -> DonesMean:
+    """What a ``dones`` column means: the user's word (``--dones-mean``); the end of the
+    step where it is an outcome of the step (TorchRL's ``next``, or a flat/episode
+    table's column its producer defines: RLDS ``is_last``); CleanRL's episode starts in
+    a ``[T, B]``/``[B, T]`` buffer beside ``[B]`` last dones (``last_name``); otherwise
+    a decision (provisionally "ended")."""
+    layout = res.source.layout
+    if dones_mean is not None:
+        return dones_mean
+    if dones_name.startswith(NEXT_PREFIXES) or (
+        layout in ("flat", "episodes") and dones_name in ENDED_BY_DEFINITION
+    ):
+        res.by.setdefault("dones_mean", f'"{dones_name}" is an outcome of the step')
+        return "ended"
+    if layout in ("time-major", "batch-major") and last_name is not None:
+        res.by.setdefault(
+            "dones_mean", f'"{dones_name}" with "{last_name}" [B]: CleanRL episode starts'
+        )
+        res.notes.append(f'"{dones_name}" with "{last_name}" [B]: CleanRL episode-start dones')
+        return "starts"
+    res.ask(
+        Decision(
+            f'"{dones_name}" may mean "episode ended after this step" or "this '
+            'step starts an episode"',
+            "pass --dones-mean ended or --dones-mean starts",
+        )
+    )
+    return "ended"  # provisional: never computed with
 
 
 __all__ = ["Decision", "Prepared", "Reading", "as_flag", "find_column", "prepare"]
