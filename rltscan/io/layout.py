@@ -15,6 +15,7 @@ open decision with its flag at once (docs/CONVENTIONS.md §1.10).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -864,12 +865,37 @@ def _final_rows(
         return _reset_rows(res, reader, reading, window)
     if name is None or source.layout not in ("flat", "episodes"):
         return None
-    where = source.where
-    choice = reading.is_last_row
     term_name = res.find("terminated")
     observation_term = term_name if term_name in OBSERVATION_FLAGS else None
     last = _stored_flag(reader, "last_row", name)
     term = _stored_flag(reader, "terminated", observation_term) if observation_term else None
+    choice = _is_last_row(res, reading, name, last, term, observation_term)
+    in_force["is_last_row"] = choice
+    if choice == "transition":
+        return None
+    _refuse_final_rows(source, window, name)
+    _check_final_rows(res, reader, name, last, term, observation_term)
+    res.notes.append(
+        f'{int(last.sum())} "{name}" row(s) hold only the final observation (RLDS), not a '
+        "transition: they are left out of the computation and their outputs are NaN"
+    )
+    moved = functools.partial(_onto_steps, name, last, source.where)
+    return _without_rows(source, ~last, f'an "{name}" row', moved)
+
+
+def _is_last_row(
+    res: _Resolve,
+    reading: Reading,
+    name: str,
+    last: np.ndarray,
+    term: np.ndarray | None,
+    observation_term: str | None,
+) -> IsLastRow:
+    """Whether the ``name`` (``is_last``) rows are transitions: the user's word; a step
+    where it is named as the dones column (it ends the step on its row); a final
+    observation where every one is terminal (``term``: RLDS's ``is_terminal``);
+    otherwise a decision (provisionally a transition, never computed with)."""
+    choice = reading.is_last_row
     if choice is None and res.overrides.get("dones") == name:
         choice = "transition"  # named as the dones column: it ends the step on its row
         res.by["is_last_row"] = f"--dones {name}: its rows are steps that end an episode"
@@ -889,9 +915,13 @@ def _final_rows(
             )
         )
         choice = "transition"  # provisional: never computed with
-    in_force["is_last_row"] = choice
-    if choice == "transition":
-        return None
+    return choice
+
+
+def _refuse_final_rows(source: Source, window: tuple[int, int] | None, name: str) -> None:
+    """Final-observation rows are read only from one flat table, whole: episode groups
+    and windows (a sharded dataset) are refused, with what to do instead."""
+    where = source.where
     if source.layout == "episodes":
         raise ParameterError(
             f"{where}: --is-last-row observation is not supported for episode groups yet",
@@ -904,6 +934,20 @@ def _final_rows(
             "pieces (a sharded dataset) yet",
             "merge the shards into one file",
         )
+
+
+def _check_final_rows(
+    res: _Resolve,
+    reader: _Reader,
+    name: str,
+    last: np.ndarray,
+    term: np.ndarray | None,
+    observation_term: str | None,
+) -> None:
+    """With ``--is-last-row observation`` every episode must end in a final observation:
+    a terminal row that is not an ``is_last`` row, or an episode start not preceded by
+    one, is a DataError naming the row."""
+    where = res.source.where
     if term is not None:
         stray = term & ~last
         if stray.any():
@@ -931,24 +975,23 @@ def _final_rows(
                 index=row,
             )
 
-    def moved(column: str, data: np.ndarray, rows: _FinalRows) -> np.ndarray | None:
-        """The flags that describe the next row's observation, read onto the step."""
-        known, after = rows.known, rows.successor[rows.known]
-        out = np.zeros(len(rows.kept_index), bool)
-        if column == name:  # the row after the step holds the final observation
-            out[known] = last[after]
-        elif column in OBSERVATION_FLAGS:  # describes its row's observation: s_{t+1}
-            flag = as_flag(_squeeze(data, 1), column, where, "terminated")
-            out[known] = flag[after] & last[after]
-        else:
-            return None
-        return out
 
-    res.notes.append(
-        f'{int(last.sum())} "{name}" row(s) hold only the final observation (RLDS), not a '
-        "transition: they are left out of the computation and their outputs are NaN"
-    )
-    return _without_rows(source, ~last, f'an "{name}" row', moved)
+def _onto_steps(
+    name: str, last: np.ndarray, where: str, column: str, data: np.ndarray, rows: _FinalRows
+) -> np.ndarray | None:
+    """The flags that describe the next row's observation, read onto the step before it:
+    the ``name`` (``is_last``) column, and an observation flag (``is_terminal``) where that
+    row is a final observation. None for any other column (read at the kept rows)."""
+    known, after = rows.known, rows.successor[rows.known]
+    out = np.zeros(len(rows.kept_index), bool)
+    if column == name:  # the row after the step holds the final observation
+        out[known] = last[after]
+    elif column in OBSERVATION_FLAGS:  # describes its row's observation: s_{t+1}
+        flag = as_flag(_squeeze(data, 1), column, where, "terminated")
+        out[known] = flag[after] & last[after]
+    else:
+        return None
+    return out
 
 
 def _reset_rows(
@@ -974,6 +1017,28 @@ def _reset_rows(
             "sharded dataset) yet",
             "merge the shards into one file",
         )
+    flags, provisional = _reset_flags(res, reading)
+    end = np.zeros(source.steps, bool)
+    for role, name in flags.items():
+        if name is not None:
+            end |= _stored_flag(reader, role, name)
+    after = np.zeros(len(end), bool)
+    after[1:] = end[:-1]
+    _check_reset_rows(res, reader, end, after, provisional)
+    res.notes.append(
+        f"{int(after.sum())} row(s) after an episode end are Gymnasium NEXT_STEP reset rows "
+        "(--autoreset next-step), not transitions: they are left out of the computation and "
+        "their outputs are NaN"
+    )
+    return _without_rows(source, ~after, "a reset row")
+
+
+def _reset_flags(res: _Resolve, reading: Reading) -> tuple[dict[str, str | None], bool]:
+    """``(role -> column, provisional)``: the flags whose ends are followed by a reset row.
+    ``dones`` counts only without terminated/truncated columns (they say it per step);
+    none at all is a DataError. A dones column there is read as episode ends: refused if
+    the user says ``starts``, provisional while its meaning is still asked."""
+    where = res.source.where
     flags = {role: res.find(role) for role in ("terminated", "truncated", "dones")}
     if flags["dones"] is not None and (flags["terminated"] or flags["truncated"]):
         flags["dones"] = None  # term/trunc say it per step (the usual resolution refuses a clash)
@@ -983,22 +1048,24 @@ def _reset_rows(
             f"truncated or dones) and {where} has none",
             "pass --terminals KEY and --timeouts KEY",
         )
-    provisional = False
-    if flags["dones"] is not None and reading.dones_mean != "ended":
-        if reading.dones_mean == "starts":
-            raise ParameterError(
-                f'{where}: --autoreset next-step reads "{flags["dones"]}" as the end of each '
-                "step (a NEXT_STEP buffer's flags), not as episode starts",
-                "pass --dones-mean ended, or drop --autoreset next-step",
-            )
-        provisional = True  # the resolution asks --dones-mean below; nothing is computed
-    end = np.zeros(source.steps, bool)
-    for role, name in flags.items():
-        if name is not None:
-            end |= _stored_flag(reader, role, name)
-    n = len(end)
-    after = np.zeros(n, bool)
-    after[1:] = end[:-1]
+    if flags["dones"] is None or reading.dones_mean == "ended":
+        return flags, False
+    if reading.dones_mean == "starts":
+        raise ParameterError(
+            f'{where}: --autoreset next-step reads "{flags["dones"]}" as the end of each '
+            "step (a NEXT_STEP buffer's flags), not as episode starts",
+            "pass --dones-mean ended, or drop --autoreset next-step",
+        )
+    return flags, True  # the resolution asks --dones-mean below; nothing is computed
+
+
+def _check_reset_rows(
+    res: _Resolve, reader: _Reader, end: np.ndarray, after: np.ndarray, provisional: bool
+) -> None:
+    """The rows ``after`` an episode end are proven reset steps, or the run stops: a reset
+    row never ends an episode itself (``end``), and its reward is 0. Nothing is refused
+    while the reading is ``provisional`` (the meaning of dones is still asked)."""
+    where = res.source.where
     both = np.flatnonzero(after & end)
     if len(both) and not provisional:
         row = int(both[0])
@@ -1022,12 +1089,6 @@ def _reset_rows(
                 column=rewards,
                 index=row,
             )
-    res.notes.append(
-        f"{int(after.sum())} row(s) after an episode end are Gymnasium NEXT_STEP reset rows "
-        "(--autoreset next-step), not transitions: they are left out of the computation and "
-        "their outputs are NaN"
-    )
-    return _without_rows(source, ~after, "a reset row")
 
 
 def _without_rows(
