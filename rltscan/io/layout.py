@@ -402,7 +402,9 @@ def prepare(
     lengths = _episode_lengths(columns.raw[columns.reference], source)
     axes = _Axes(source.layout, lengths, _stored_place(window, rows), final)
     kwargs = _per_step(columns.raw, reader, source, lengths, res.notes)
-    known = _derived_next_values(res, reader, rows, arguments, columns, kwargs, lengths, flags_only)
+    known = _derived_next_values(
+        res, reader, rows, arguments, columns.skipped, kwargs, lengths, flags_only
+    )
     ref = _fit_to_reference(kwargs, columns, reader, source)
     last = _last_value(res, reader, arguments, {**kwargs, **columns.skipped}, known, ref, axes)
     if last is not None:
@@ -429,7 +431,7 @@ def prepare(
         roles=dict(reader.roles),
         steps=int(ref.size),
         episodes=episodes,
-        sequences=len(lengths) if axes.episodes else _sequences(ref, axes.time_dim),
+        sequences=axes.sequences(ref),
         lengths=lengths,
         counts=counts,
         notes=res.notes,
@@ -501,6 +503,13 @@ class _Axes:
     def episodes(self) -> bool:
         """Whether the steps come in episode groups (one array per episode)."""
         return self.layout == "episodes"
+
+    def sequences(self, ref: np.ndarray) -> int:
+        """How many sequences the steps hold (``ref``: the reference column): the episode
+        groups, 1 for a flat table, else the size of the axis that is not time."""
+        if self.episodes:
+            return len(self.lengths)
+        return 1 if ref.ndim == 1 else int(ref.shape[1] if self.time_dim == 0 else ref.shape[0])
 
 
 @dataclass
@@ -607,7 +616,7 @@ def _derived_next_values(
     reader: _Reader,
     rows: _FinalRows | None,
     arguments: tuple[str, ...],
-    columns: _Columns,
+    skipped: Mapping[str, str],
     kwargs: dict[str, np.ndarray | float],
     lengths: list[int],
     flags_only: bool,
@@ -619,7 +628,7 @@ def _derived_next_values(
     wanted = "next_values" in arguments
     if res.source.layout == "episodes" and wanted and not _bootstrap_given(kwargs):
         _next_from_values(res, reader, lengths, kwargs, res.notes)
-    if rows is None or not wanted or _bootstrap_given({**kwargs, **columns.skipped}):
+    if rows is None or not wanted or _bootstrap_given({**kwargs, **skipped}):
         return None
     return _next_from_final_rows(rows, res, reader, kwargs, flags_only)
 
@@ -672,12 +681,6 @@ def _reference_steps(
     return ref
 
 
-def _sequences(ref: np.ndarray, time_dim: int) -> int:
-    """How many sequences the steps hold: 1 for a 1-D array, else the size of the axis
-    that is not time."""
-    return 1 if ref.ndim == 1 else int(ref.shape[1] if time_dim == 0 else ref.shape[0])
-
-
 def _last_value(
     res: _Resolve,
     reader: _Reader,
@@ -707,7 +710,7 @@ def _last_value(
                 "a flat file takes one scalar last value",
             )
         return float(last.reshape(()))
-    n_seq = _sequences(ref, axes.time_dim)
+    n_seq = axes.sequences(ref)
     if last.shape != (n_seq,):
         raise DataError(
             f'{where}: "{name}" has shape {last.shape} but there are {n_seq} sequences',
