@@ -20,7 +20,8 @@ from rltscan.devices import PlannedDevice, planned_device, resolve_device, run_d
 from rltscan.errors import AmbiguousInputError, ParameterError, RltscanError
 from rltscan.io import open_input
 from rltscan.io import writeback as wb
-from rltscan.io.layout import prepare, rows_may_be_excluded
+from rltscan.io.final_rows import rows_may_be_excluded
+from rltscan.io.layout import prepare
 from rltscan.io.resolve import (
     Autoreset,
     Decision,
