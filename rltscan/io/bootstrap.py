@@ -16,23 +16,25 @@ import numpy as np
 
 from rltscan.errors import DataError, MissingBootstrapError
 from rltscan.io.columns import quoted
-from rltscan.io.ends import _Axes, _Ends, where_is
-from rltscan.io.final_rows import _FinalRows
-from rltscan.io.resolve import Decision, _Reader, _Resolve, _role_of, _squeeze
+from rltscan.io.ends import Axes, Ends, where_is
+from rltscan.io.final_rows import FinalRows
+from rltscan.io.resolve import ColumnReader, Decision, Resolution, role_of, squeeze
 from rltscan.roles import of_kind
 
 # The estimator arguments that give V(s_{t+1}) per step (§1.2): one source at a time
 BOOTSTRAP_ARGUMENTS = tuple(r.argument for r in of_kind("bootstrap") if r.argument)
 
 
-def _bootstrap_given(given: Mapping[str, object]) -> bool:
+def bootstrap_given(given: Mapping[str, object]) -> bool:
     """Whether a bootstrap column is among ``given`` (arguments read or checked)."""
     return any(a in given for a in BOOTSTRAP_ARGUMENTS)
 
 
-def _one_bootstrap_source(given: Mapping[str, object], reader: _Reader, res: _Resolve) -> None:
+def one_bootstrap_source(
+    given: Mapping[str, object], reader: ColumnReader, res: Resolution
+) -> None:
     """Two bootstrap columns are two readings of V(s_{t+1}) (§1.2): a decision."""
-    found = [reader.roles[_role_of(a)] for a in BOOTSTRAP_ARGUMENTS if a in given]
+    found = [reader.roles[role_of(a)] for a in BOOTSTRAP_ARGUMENTS if a in given]
     if len(found) > 1:
         res.ask(
             Decision(
@@ -42,12 +44,12 @@ def _one_bootstrap_source(given: Mapping[str, object], reader: _Reader, res: _Re
         )
 
 
-def _refuse_no_values(
+def refuse_no_values(
     arguments: tuple[str, ...],
     required: tuple[str, ...],
     raw: Mapping[str, object],
     skipped: Mapping[str, str],
-    res: _Resolve,
+    res: Resolution,
 ) -> None:
     """An estimator that reads V(s_{t+1}) inside episodes from ``values`` or
     ``next_values`` (TD(λ)) needs one of them: name the file and the options."""
@@ -67,10 +69,10 @@ def _refuse_no_values(
     )
 
 
-def _derived_next_values(
-    res: _Resolve,
-    reader: _Reader,
-    rows: _FinalRows | None,
+def derived_next_values(
+    res: Resolution,
+    reader: ColumnReader,
+    rows: FinalRows | None,
     arguments: tuple[str, ...],
     skipped: Mapping[str, str],
     kwargs: dict[str, np.ndarray | float],
@@ -82,16 +84,16 @@ def _derived_next_values(
     source). Returns where a value derived from the next stored row exists (RLDS:
     the last stored row has none), None where nothing was derived that way."""
     wanted = "next_values" in arguments
-    if res.source.layout == "episodes" and wanted and not _bootstrap_given(kwargs):
+    if res.source.layout == "episodes" and wanted and not bootstrap_given(kwargs):
         _next_from_values(res, reader, lengths, kwargs, res.notes)
-    if rows is None or not wanted or _bootstrap_given({**kwargs, **skipped}):
+    if rows is None or not wanted or bootstrap_given({**kwargs, **skipped}):
         return None
     return _next_from_final_rows(rows, res, reader, kwargs, flags_only)
 
 
 def _next_from_values(
-    res: _Resolve,
-    reader: _Reader,
+    res: Resolution,
+    reader: ColumnReader,
     lengths: list[int],
     kwargs: dict[str, np.ndarray | float],
     notes: list[str],
@@ -113,9 +115,9 @@ def _next_from_values(
 
 
 def _next_from_final_rows(
-    rows: _FinalRows,
-    res: _Resolve,
-    reader: _Reader,
+    rows: FinalRows,
+    res: Resolution,
+    reader: ColumnReader,
     kwargs: dict[str, np.ndarray | float],
     flags_only: bool,
 ) -> np.ndarray | None:
@@ -127,7 +129,7 @@ def _next_from_final_rows(
         return None
     reader.roles["values"] = name
     if not flags_only:
-        stored = _squeeze(np.asarray(rows.base.read(name)), 1)
+        stored = squeeze(np.asarray(rows.base.read(name)), 1)
         reader.bytes_read += int(stored.nbytes)
         dtype = stored.dtype if stored.dtype.kind == "f" else np.dtype(np.float64)
         nv = np.full(len(rows.kept_index), np.nan, dtype=dtype)
@@ -140,28 +142,28 @@ def _next_from_final_rows(
     return rows.known
 
 
-def _last_value(
-    res: _Resolve,
-    reader: _Reader,
+def read_last_value(
+    res: Resolution,
+    reader: ColumnReader,
     arguments: tuple[str, ...],
     given: Mapping[str, object],
     known: np.ndarray | None,
     ref: np.ndarray,
-    axes: _Axes,
+    axes: Axes,
 ) -> float | np.ndarray | None:
     """The bootstrap at the end of each sequence (``last_value``) from a ``last_values``
     column, where there is one: only for estimators that take it, outside episode groups
     (their T+1 values give it) and where no per-step V(s_{t+1}) is given or derived
     (``given``, ``known``). A flat file takes one scalar, a ``[T, B]``/``[B, T]`` buffer
     one value per sequence."""
-    has_next = _bootstrap_given(given) or known is not None
+    has_next = bootstrap_given(given) or known is not None
     if "last_value" not in arguments or has_next or axes.episodes:
         return None
     where = res.source.where
     name = res.find("last_values", extra=True)
     if name is None:
         return None
-    last = _squeeze(np.asarray(reader.column("last_values", name)), 1)
+    last = squeeze(np.asarray(reader.column("last_values", name)), 1)
     if axes.layout == "flat":
         if last.size != 1:
             raise DataError(
@@ -178,14 +180,14 @@ def _last_value(
     return last
 
 
-def _missing_bootstrap(
+def apply_missing_bootstrap(
     rule: str,
     given: Mapping[str, object],
     kwargs: dict[str, np.ndarray | float],
-    ends: _Ends,
+    ends: Ends,
     known: np.ndarray | None,
-    res: _Resolve,
-    axes: _Axes,
+    res: Resolution,
+    axes: Axes,
 ) -> dict[str, int]:
     """The missing-bootstrap rule (``rule``: ``"error"``/``"zero"``), applied before any
     computing: a step whose V(s_{t+1}) is read but that nothing gives (:func:`_bootstrap_gaps`)
@@ -249,7 +251,7 @@ def _bootstrap_fix(layout: str) -> str:
 
 
 def _gap_reason(
-    gaps: np.ndarray, marks: Mapping[str, np.ndarray], res: _Resolve, axes: _Axes
+    gaps: np.ndarray, marks: Mapping[str, np.ndarray], res: Resolution, axes: Axes
 ) -> str:
     """Why the FIRST step in ``gaps`` needs V(s_{t+1}), in the user's terms: a set
     truncation flag, an end that an option made a truncation, or the end of the data."""
@@ -270,6 +272,6 @@ def _gap_reason(
     return f"{at} is a truncation"
 
 
-def _found_name(res: _Resolve, role: str) -> str:
+def _found_name(res: Resolution, role: str) -> str:
     """The column found for ``role`` (for messages; the role's name when none)."""
     return res.found.get((role, False)) or role

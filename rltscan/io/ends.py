@@ -5,7 +5,7 @@ of step ``t``. This module decides which flag ends an episode, how a ``dones`` c
 read (and shifted by one step where it marks starts), what a flat table's episode ids,
 step counters and observation jumps say about ends, and what an end that no flag
 explains is (``--ends-are``): forced cuts are truncations and are never written back.
-:class:`_Axes` says how the steps sit in time and in the file, for these decisions and
+:class:`Axes` says how the steps sit in time and in the file, for these decisions and
 for the messages that name a step (:func:`where_is`).
 """
 
@@ -19,21 +19,21 @@ import numpy as np
 from rltscan.errors import DataError
 from rltscan.io.columns import ENDED_BY_DEFINITION, NEXT_PREFIXES, quoted
 from rltscan.io.resolve import (
+    ColumnReader,
     Decision,
     DonesMean,
     EndsAre,
     ObservationGaps,
     Reading,
-    _Reader,
-    _Resolve,
-    _squeeze,
+    Resolution,
     as_flag,
+    squeeze,
 )
 from rltscan.io.source import Source
 
 
 @dataclass(frozen=True)
-class _Axes:
+class Axes:
     """How the steps read sit in time and in the file, decided once for every later step:
     the ``layout``, each episode's length (episode groups), ``place`` (where the steps
     sit in the stored file: :func:`_stored_place`) and ``final`` (the data ends with
@@ -63,7 +63,7 @@ class _Axes:
         return 1 if ref.ndim == 1 else int(ref.shape[1] if self.time_dim == 0 else ref.shape[0])
 
 
-def _trim(value: np.ndarray | float, keep: int, time_dim: int) -> np.ndarray | float:
+def first_steps(value: np.ndarray | float, keep: int, time_dim: int) -> np.ndarray | float:
     """The first ``keep`` steps of a per-step array (scalars and per-row values as they are)."""
     if not isinstance(value, np.ndarray) or value.ndim == 0:
         return value
@@ -73,7 +73,7 @@ def _trim(value: np.ndarray | float, keep: int, time_dim: int) -> np.ndarray | f
 
 
 @dataclass
-class _Ends:
+class Ends:
     """Where episodes end and how, as :func:`_flags` decides it step by step.
 
     ``terminated``/``truncated`` per step (both None: no flag column, nothing marks
@@ -103,14 +103,14 @@ class _Ends:
         flags = {"terminated": self.terminated, "truncated": self.truncated}
         return {k: v for k, v in flags.items() if v is not None}
 
-    def trimmed(self, keep: int, time_dim: int) -> _Ends:
+    def trimmed(self, keep: int, time_dim: int) -> Ends:
         """The ends of the first ``keep`` steps (a window's: the row after it decided
         flags only)."""
 
         def cut(mask: np.ndarray) -> np.ndarray:
-            return _trim(mask, keep, time_dim)  # type: ignore[return-value]
+            return first_steps(mask, keep, time_dim)  # type: ignore[return-value]
 
-        return _Ends(
+        return Ends(
             None if self.terminated is None else cut(self.terminated),
             None if self.truncated is None else cut(self.truncated),
             cut(self.unflagged),
@@ -119,16 +119,16 @@ class _Ends:
         )
 
 
-def _episode_ends(
-    res: _Resolve,
-    reader: _Reader,
+def episode_ends(
+    res: Resolution,
+    reader: ColumnReader,
     reading: Reading,
     shape: tuple[int, ...],
-    axes: _Axes,
+    axes: Axes,
     in_force: dict[str, Any],
     required: tuple[str, ...],
     ends_matter: bool,
-) -> _Ends:
+) -> Ends:
     """Where episodes end and how (:func:`_flags`; the flags are needed where the
     estimator requires ``terminated``), with what was decided put in force: the meaning
     of a ``dones`` column, and what an end no flag explains is: the user's
@@ -160,10 +160,10 @@ def _episode_ends(
 
 
 def _flags(
-    res: _Resolve,
-    reader: _Reader,
+    res: Resolution,
+    reader: ColumnReader,
     shape: tuple[int, ...],
-    axes: _Axes,
+    axes: Axes,
     dones_mean: DonesMean | None,
     ends_are: EndsAre | None,
     *,
@@ -171,7 +171,7 @@ def _flags(
     observation_gaps: ObservationGaps,
     ends_by: str,
     ends_matter: bool,
-) -> _Ends:
+) -> Ends:
     """Where episodes end and how, from whichever flag columns exist.
 
     ``unflagged`` marks episode ends that no flag explains (an episode-id change, the
@@ -202,14 +202,14 @@ def _flags(
 
 
 def _stored_ends(
-    res: _Resolve,
-    reader: _Reader,
+    res: Resolution,
+    reader: ColumnReader,
     shape: tuple[int, ...],
-    axes: _Axes,
+    axes: Axes,
     dones_mean: DonesMean | None,
     *,
     needed: bool,
-) -> _Ends:
+) -> Ends:
     """The episode ends the stored flag columns give: ``terminated``/``truncated``, and a
     dones or episode-start column read as ends (:func:`_dones_are_ends`) beside them
     (:func:`_dones_beside_flags`) or in their place (:func:`_ends_without_flags`); a
@@ -226,7 +226,7 @@ def _stored_ends(
         )
     if not flagged:
         return _ends_without_flags(res, ended, shape, meaning, needed=needed)
-    ends = _Ends(
+    ends = Ends(
         np.zeros(shape, bool) if term is None else term,
         np.zeros(shape, bool) if trunc is None else trunc,
         np.zeros(shape, bool),
@@ -242,7 +242,7 @@ def _stored_ends(
 
 
 def _flag_column(
-    res: _Resolve, reader: _Reader, role: str, shape: tuple[int, ...], lengths: list[int]
+    res: Resolution, reader: ColumnReader, role: str, shape: tuple[int, ...], lengths: list[int]
 ) -> tuple[np.ndarray | None, str | None]:
     """``(flags, column)`` of ``role`` (both None where no column plays it): 0/1 data, one
     row per step, in the steps' shape."""
@@ -253,7 +253,9 @@ def _flag_column(
     return _steps_shaped(flag, name, shape, res.source.where), name
 
 
-def _read_flag(reader: _Reader, role: str, name: str, lengths: list[int], ndim: int) -> np.ndarray:
+def _read_flag(
+    reader: ColumnReader, role: str, name: str, lengths: list[int], ndim: int
+) -> np.ndarray:
     data = reader.column(role, name)
     if isinstance(data, list):
         parts = [
@@ -268,7 +270,7 @@ def _read_flag(reader: _Reader, role: str, name: str, lengths: list[int], ndim: 
                     "flags need one row per step",
                 )
         data = np.concatenate(parts)
-    return as_flag(_squeeze(np.asarray(data), ndim), name, reader.source.where, role)
+    return as_flag(squeeze(np.asarray(data), ndim), name, reader.source.where, role)
 
 
 def _steps_shaped(arr: np.ndarray, name: str, shape: tuple[int, ...], where: str) -> np.ndarray:
@@ -300,13 +302,13 @@ def _dones_are_ends(
 
 
 def _ends_without_flags(
-    res: _Resolve,
+    res: Resolution,
     ended: np.ndarray | None,
     shape: tuple[int, ...],
     meaning: DonesMean | None,
     *,
     needed: bool,
-) -> _Ends:
+) -> Ends:
     """The ends of a file with no terminated or truncated column: every end is unflagged
     (``ended``, the dones column's; none yet where a flat table's episode ids or the
     episode groups mark them, later). With none of these nothing marks them: refused
@@ -317,9 +319,9 @@ def _ends_without_flags(
     elif ended is None and source.layout == "episodes":
         ended = np.zeros(shape, bool)
     if ended is not None:
-        return _Ends(np.zeros(shape, bool), np.zeros(shape, bool), ended, {}, meaning)
+        return Ends(np.zeros(shape, bool), np.zeros(shape, bool), ended, {}, meaning)
     if not needed:
-        return _Ends(None, None, np.zeros(shape, bool), {}, meaning)
+        return Ends(None, None, np.zeros(shape, bool), {}, meaning)
     raise DataError(
         f'{source.where} has no "terminals" or "timeouts" column (nor dones or episode ids)',
         f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)})",
@@ -327,12 +329,12 @@ def _ends_without_flags(
 
 
 def _ended_from_dones(
-    res: _Resolve,
-    reader: _Reader,
+    res: Resolution,
+    reader: ColumnReader,
     dones_name: str | None,
     starts_name: str | None,
     shape: tuple[int, ...],
-    axes: _Axes,
+    axes: Axes,
     dones_mean: DonesMean | None,
 ) -> tuple[np.ndarray, DonesMean]:
     """``(ended_t, meaning)`` from the dones or episode-start column, read as it is meant
@@ -364,7 +366,7 @@ def _ended_from_dones(
 
 
 def _dones_meaning(
-    res: _Resolve, dones_name: str, last_name: str | None, dones_mean: DonesMean | None
+    res: Resolution, dones_name: str, last_name: str | None, dones_mean: DonesMean | None
 ) -> DonesMean:
     """What a ``dones`` column means: the user's word (``--dones-mean``); the end of the
     step where it is an outcome of the step (TorchRL's ``next``, or a flat/episode
@@ -406,8 +408,8 @@ def _shift_starts(starts: np.ndarray, time_dim: int, last: np.ndarray | None) ->
 
 
 def _dones_beside_flags(
-    res: _Resolve,
-    ends: _Ends,
+    res: Resolution,
+    ends: Ends,
     ended: np.ndarray,
     names: str,
     term_name: str | None,
@@ -441,13 +443,13 @@ def _dones_beside_flags(
 
 
 def _check_dones_copy(
-    res: _Resolve,
-    reader: _Reader,
+    res: Resolution,
+    reader: ColumnReader,
     dones_name: str,
     names: str,
     term_name: str | None,
-    ends: _Ends,
-    axes: _Axes,
+    ends: Ends,
+    axes: Axes,
 ) -> None:
     """A ``dones`` column beside the flag columns (``names``) with no word on what it
     means: a copy of them is checked and not used (noted), anything else reads two ways
@@ -480,7 +482,7 @@ def _check_dones_copy(
 
 
 def _flat_cuts(
-    res: _Resolve, reader: _Reader, shape: tuple[int, ...], ends: _Ends
+    res: Resolution, reader: ColumnReader, shape: tuple[int, ...], ends: Ends
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """A flat table's episode ends that no flag marks, added to ``ends.unflagged``: where
     its episode id changes (ids that may come back are cut into runs, as the format
@@ -532,7 +534,7 @@ def _run_numbers(ids: np.ndarray) -> np.ndarray:
     return np.cumsum(change).reshape(ids.shape)
 
 
-def _step_resets(reader: _Reader, name: str, shape: tuple[int, ...]) -> np.ndarray:
+def _step_resets(reader: ColumnReader, name: str, shape: tuple[int, ...]) -> np.ndarray:
     """``reset[t]`` where the step counter does not go on by one after ``t`` (an episode
     starts at ``t+1``); a column that is not an integer counter proves nothing."""
     steps = np.asarray(reader.column("step", name)).reshape(-1)
@@ -545,11 +547,11 @@ def _step_resets(reader: _Reader, name: str, shape: tuple[int, ...]) -> np.ndarr
 
 
 def _hidden_ends(
-    res: _Resolve,
-    reader: _Reader,
+    res: Resolution,
+    reader: ColumnReader,
     shape: tuple[int, ...],
-    axes: _Axes,
-    ends: _Ends,
+    axes: Axes,
+    ends: Ends,
     observation_gaps: ObservationGaps,
 ) -> None:
     """A flat table's hidden episode ends (``ends.marks["observation_gaps"]``): rows where
@@ -582,7 +584,7 @@ def _hidden_ends(
 OBSERVATION_GAP = 1e-6  # the threshold D4RL-based code bases use (IQL, CORL)
 
 
-def _observation_gaps(res: _Resolve, reader: _Reader, shape: tuple[int, ...]) -> np.ndarray:
+def _observation_gaps(res: Resolution, reader: ColumnReader, shape: tuple[int, ...]) -> np.ndarray:
     """``gap[t]`` where ``‖observations[t+1] − next_observations[t]‖ > 1e-6`` (the step
     after ``t`` does not continue from ``t``'s successor state): an episode ends after
     ``t``. Empty (all False) unless both columns exist with one row per step."""
@@ -611,9 +613,9 @@ def _observation_gaps(res: _Resolve, reader: _Reader, shape: tuple[int, ...]) ->
 
 
 def _unflagged_meaning(
-    res: _Resolve,
-    axes: _Axes,
-    ends: _Ends,
+    res: Resolution,
+    axes: Axes,
+    ends: Ends,
     ends_are: EndsAre | None,
     ends_matter: bool,
     id_ends: np.ndarray | None,
@@ -649,7 +651,7 @@ def _unflagged_meaning(
         ends.truncated = trunc | unflagged
 
 
-def _why_unflagged(res: _Resolve, dones: str | None, by_id: bool, by_step: bool) -> str:
+def _why_unflagged(res: Resolution, dones: str | None, by_id: bool, by_step: bool) -> str:
     """What marks the first unexplained episode end, for the error message: the id
     column where it changes there (``by_id``), the step column where it does not go on
     by one there (``by_step``; inside one id run, said so), else the dones column."""

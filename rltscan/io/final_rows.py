@@ -4,7 +4,7 @@ An RLDS ``is_last`` row may hold only the final observation, not a transition
 (docs/CONVENTIONS.md §1.9), and under Gymnasium's NEXT_STEP autoreset the row after each
 episode end is a reset step (§1.4). Whether they are transitions is the user's word or
 proven from the data, never guessed; where they are not, the resolver reads a view of the
-transitions (:class:`_FinalRows`) and the outputs are NaN on the rows left out.
+transitions (:class:`FinalRows`) and the outputs are NaN on the rows left out.
 """
 
 from __future__ import annotations
@@ -20,22 +20,22 @@ import numpy as np
 from rltscan.errors import DataError, ParameterError
 from rltscan.io.columns import OBSERVATION_FLAGS, ColumnInfo
 from rltscan.io.resolve import (
+    ColumnReader,
     Decision,
     IsLastRow,
     Reading,
-    _pick,
-    _Reader,
-    _Resolve,
-    _squeeze,
-    _without,
+    Resolution,
     as_flag,
+    pick_column,
+    squeeze,
+    without_ignored,
 )
 from rltscan.io.source import Source
 from rltscan.roles import ROLES
 
 
 @dataclass
-class _FinalRows:
+class FinalRows:
     """An RLDS table whose ``is_last`` rows hold only the final observation: the view of
     its transitions, and where each transition's successor row is."""
 
@@ -48,13 +48,13 @@ class _FinalRows:
     label: str  # what an excluded row is, for the notes ('an "is_last" row')
 
 
-def _final_rows(
-    res: _Resolve,
-    reader: _Reader,
+def final_rows(
+    res: Resolution,
+    reader: ColumnReader,
     reading: Reading,
     window: tuple[int, int] | None,
     in_force: dict[str, Any],
-) -> _FinalRows | None:
+) -> FinalRows | None:
     """RLDS's ``is_last`` rows (docs/CONVENTIONS.md §1.9): whether they are transitions is
     the user's word (``--is-last-row``), or proven when every one of them is terminal (by
     RLDS's definition a terminal row holds the terminal observation); otherwise a decision.
@@ -92,7 +92,7 @@ def _final_rows(
 
 
 def _is_last_row(
-    res: _Resolve,
+    res: Resolution,
     reading: Reading,
     name: str,
     last: np.ndarray,
@@ -145,8 +145,8 @@ def _refuse_final_rows(source: Source, window: tuple[int, int] | None, name: str
 
 
 def _check_final_rows(
-    res: _Resolve,
-    reader: _Reader,
+    res: Resolution,
+    reader: ColumnReader,
     name: str,
     last: np.ndarray,
     term: np.ndarray | None,
@@ -185,7 +185,7 @@ def _check_final_rows(
 
 
 def _onto_steps(
-    name: str, last: np.ndarray, where: str, column: str, data: np.ndarray, rows: _FinalRows
+    name: str, last: np.ndarray, where: str, column: str, data: np.ndarray, rows: FinalRows
 ) -> np.ndarray | None:
     """The flags that describe the next row's observation, read onto the step before it:
     the ``name`` (``is_last``) column, and an observation flag (``is_terminal``) where that
@@ -195,7 +195,7 @@ def _onto_steps(
     if column == name:  # the row after the step holds the final observation
         out[known] = last[after]
     elif column in OBSERVATION_FLAGS:  # describes its row's observation: s_{t+1}
-        flag = as_flag(_squeeze(data, 1), column, where, "terminated")
+        flag = as_flag(squeeze(data, 1), column, where, "terminated")
         out[known] = flag[after] & last[after]
     else:
         return None
@@ -203,8 +203,8 @@ def _onto_steps(
 
 
 def _reset_rows(
-    res: _Resolve, reader: _Reader, reading: Reading, window: tuple[int, int] | None
-) -> _FinalRows:
+    res: Resolution, reader: ColumnReader, reading: Reading, window: tuple[int, int] | None
+) -> FinalRows:
     """Gymnasium's NEXT_STEP autoreset (docs/CONVENTIONS.md §1.4): the row after each
     episode end is the reset step (the final observation, an ignored action, reward 0,
     no flags), not a transition. Those rows are left out, and their ``values`` entry, V
@@ -241,7 +241,7 @@ def _reset_rows(
     return _without_rows(source, ~after, "a reset row")
 
 
-def _reset_flags(res: _Resolve, reading: Reading) -> tuple[dict[str, str | None], bool]:
+def _reset_flags(res: Resolution, reading: Reading) -> tuple[dict[str, str | None], bool]:
     """``(role -> column, provisional)``: the flags whose ends are followed by a reset row.
     ``dones`` counts only without terminated/truncated columns (they say it per step);
     none at all is a DataError. A dones column there is read as episode ends: refused if
@@ -268,7 +268,7 @@ def _reset_flags(res: _Resolve, reading: Reading) -> tuple[dict[str, str | None]
 
 
 def _check_reset_rows(
-    res: _Resolve, reader: _Reader, end: np.ndarray, after: np.ndarray, provisional: bool
+    res: Resolution, reader: ColumnReader, end: np.ndarray, after: np.ndarray, provisional: bool
 ) -> None:
     """The rows ``after`` an episode end are proven reset steps, or the run stops: a reset
     row never ends an episode itself (``end``), and its reward is 0. Nothing is refused
@@ -285,7 +285,7 @@ def _check_reset_rows(
         )
     rewards = res.find("rewards")
     if rewards is not None:  # the stored rewards, reset rows included (the view reads its own)
-        stored = _squeeze(np.asarray(reader.column("rewards", rewards)), 1)
+        stored = squeeze(np.asarray(reader.column("rewards", rewards)), 1)
         bad = np.flatnonzero(after & (stored != 0))
         if len(bad) and not provisional:
             row = int(bad[0])
@@ -303,8 +303,8 @@ def _without_rows(
     source: Source,
     kept: np.ndarray,
     label: str,
-    moved: Callable[[str, np.ndarray, _FinalRows], np.ndarray | None] | None = None,
-) -> _FinalRows:
+    moved: Callable[[str, np.ndarray, FinalRows], np.ndarray | None] | None = None,
+) -> FinalRows:
     """The view of ``source`` without the rows ``kept`` leaves out (RLDS final
     observations, NEXT_STEP resets): each column read at the kept rows, except where
     ``moved(column, stored, rows)`` gives the column itself (flags that describe the
@@ -325,15 +325,15 @@ def _without_rows(
     view = dataclasses.replace(
         source, read=read, columns=columns, read_range=None, steps=len(kept_index)
     )
-    rows = _FinalRows(view, source, kept, kept_index, successor, known, label)
+    rows = FinalRows(view, source, kept, kept_index, successor, known, label)
     return rows  # (read above finds it when called)
 
 
-def _stored_flag(reader: _Reader, role: str, name: str) -> np.ndarray:
+def _stored_flag(reader: ColumnReader, role: str, name: str) -> np.ndarray:
     """A flag column of a flat table as stored (episode groups: concatenated)."""
     data = reader.column(role, name)
     flat = np.concatenate(data) if isinstance(data, list) else np.asarray(data)
-    return as_flag(_squeeze(flat, 1), name, reader.source.where, role)
+    return as_flag(squeeze(flat, 1), name, reader.source.where, role)
 
 
 def rows_may_be_excluded(source: Source, reading: Reading) -> bool:
@@ -344,8 +344,8 @@ def rows_may_be_excluded(source: Source, reading: Reading) -> bool:
     if reading.is_last_row == "transition" or source.layout not in ("flat", "episodes"):
         return False
     if reading.ignore:
-        source = _without(source, reading.ignore)
-    name, _, _ = _pick(source, "last_row", reading.columns)
+        source = without_ignored(source, reading.ignore)
+    name, _, _ = pick_column(source, "last_row", reading.columns)
     return (name or _last_row_named(reading.columns)) is not None
 
 

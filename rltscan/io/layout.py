@@ -22,27 +22,27 @@ import numpy as np
 
 from rltscan.errors import DataError, ParameterError
 from rltscan.io.bootstrap import (
-    _bootstrap_given,
-    _derived_next_values,
-    _last_value,
-    _missing_bootstrap,
-    _one_bootstrap_source,
-    _refuse_no_values,
+    apply_missing_bootstrap,
+    bootstrap_given,
+    derived_next_values,
+    one_bootstrap_source,
+    read_last_value,
+    refuse_no_values,
 )
 from rltscan.io.columns import missing_column_error
-from rltscan.io.ends import _Axes, _Ends, _episode_ends, _trim
-from rltscan.io.final_rows import _final_rows, _FinalRows
+from rltscan.io.ends import Axes, Ends, episode_ends, first_steps
+from rltscan.io.final_rows import FinalRows, final_rows
 from rltscan.io.resolve import (
+    ColumnReader,
     Decision,
     DonesMean,
     Reading,
-    _Reader,
-    _Resolve,
-    _role_of,
-    _squeeze,
-    _without,
+    Resolution,
     decisions_error,
+    role_of,
+    squeeze,
     unnamed_look_alikes,
+    without_ignored,
 )
 from rltscan.io.source import Source
 from rltscan.roles import ROLES, of_argument, option_of
@@ -139,34 +139,36 @@ def prepare(
     rule (which depends on them) is not applied.
     """
     if reading.ignore:
-        source = _without(source, reading.ignore)
+        source = without_ignored(source, reading.ignore)
     whole = source  # a window's column shapes are checked against the whole file's
     source, keep, final = _window_of(source, window)
-    res = _Resolve(source, reading.columns, list(source.notes))  # notes: how the layout was decided
-    reader = _Reader(source)
+    res = Resolution(
+        source, reading.columns, list(source.notes)
+    )  # notes: how the layout was decided
+    reader = ColumnReader(source)
     in_force = _in_force(source.layout, reading)
-    rows = _final_rows(res, reader, reading, window, in_force)  # RLDS is_last rows
+    rows = final_rows(res, reader, reading, window, in_force)  # RLDS is_last rows
     if rows is not None:
         source = reader.source = res.source = rows.view
     columns = _read_columns(res, reader, arguments, required, flags_only)
     if window is not None or columns.skipped:
         _check_whole_shapes(whole, reader.roles, columns.ref_name)  # before slices disagree
     lengths = _episode_lengths(columns.raw[columns.reference], source)
-    axes = _Axes(source.layout, lengths, _stored_place(window, rows), final)
+    axes = Axes(source.layout, lengths, _stored_place(window, rows), final)
     kwargs = _per_step(columns.raw, reader, source, lengths, res.notes)
-    known = _derived_next_values(
+    known = derived_next_values(
         res, reader, rows, arguments, columns.skipped, kwargs, lengths, flags_only
     )
     ref = _fit_to_reference(kwargs, columns, reader, source)
-    last = _last_value(res, reader, arguments, {**kwargs, **columns.skipped}, known, ref, axes)
+    last = read_last_value(res, reader, arguments, {**kwargs, **columns.skipped}, known, ref, axes)
     if last is not None:
         kwargs["last_value"] = last
-    ends = _episode_ends(res, reader, reading, ref.shape, axes, in_force, required, ends_matter)
+    ends = episode_ends(res, reader, reading, ref.shape, axes, in_force, required, ends_matter)
     id_runs = None
     if keep is not None:  # the row after the window decided flags only
         _check_whole_shapes(whole, reader.roles, columns.ref_name)  # the flag columns too
         kwargs = _trim_steps(kwargs, keep, axes.time_dim)
-        ref, ends = _trim(ref, keep, axes.time_dim), ends.trimmed(keep, axes.time_dim)
+        ref, ends = first_steps(ref, keep, axes.time_dim), ends.trimmed(keep, axes.time_dim)
         id_runs = _id_runs(reader, keep)
     kwargs.update(ends.arguments())
     counts, episodes = _counts(ref, ends, axes, rows)
@@ -174,7 +176,7 @@ def prepare(
         raise decisions_error(source.where, res.pending)
     if bootstrap is not None and not res.pending:
         given = {**kwargs, **columns.skipped}
-        counts.update(_missing_bootstrap(bootstrap, given, kwargs, ends, known, res, axes))
+        counts.update(apply_missing_bootstrap(bootstrap, given, kwargs, ends, known, res, axes))
     if final and strict:
         _check_overrides_used(reading.columns, reader.roles, source.where)
     return Prepared(
@@ -224,7 +226,7 @@ def _in_force(layout: str, reading: Reading) -> dict[str, Any]:
     return in_force
 
 
-def _stored_place(window: tuple[int, int] | None, rows: _FinalRows | None) -> int | np.ndarray:
+def _stored_place(window: tuple[int, int] | None, rows: FinalRows | None) -> int | np.ndarray:
     """Where the steps read sit in the stored file, for messages: each transition's stored
     row where rows are left out (RLDS final observations, reset rows), else the first row
     of the window (0 without one)."""
@@ -249,8 +251,8 @@ class _Columns:
 
 
 def _read_columns(
-    res: _Resolve,
-    reader: _Reader,
+    res: Resolution,
+    reader: ColumnReader,
     arguments: tuple[str, ...],
     required: tuple[str, ...],
     flags_only: bool,
@@ -267,8 +269,8 @@ def _read_columns(
     if want_rewards and rewards is None:
         raise missing_column_error("rewards", source.columns, source.where)
     raw, skipped = _read_arguments(res, reader, arguments, required, flags_only)
-    _refuse_no_values(arguments, required, raw, skipped, res)
-    _one_bootstrap_source({**raw, **skipped}, reader, res)
+    refuse_no_values(arguments, required, raw, skipped, res)
+    one_bootstrap_source({**raw, **skipped}, reader, res)
     reference = "x" if "x" in raw and "rewards" not in raw else "rewards"
     if reference not in raw:
         raise missing_column_error("rewards", source.columns, source.where)
@@ -277,8 +279,8 @@ def _read_columns(
 
 
 def _read_arguments(
-    res: _Resolve,
-    reader: _Reader,
+    res: Resolution,
+    reader: ColumnReader,
     arguments: tuple[str, ...],
     required: tuple[str, ...],
     flags_only: bool,
@@ -312,7 +314,7 @@ def _read_arguments(
 
 def _per_step(
     raw: Mapping[str, np.ndarray | list[np.ndarray]],
-    reader: _Reader,
+    reader: ColumnReader,
     source: Source,
     lengths: list[int],
     notes: list[str],
@@ -323,7 +325,7 @@ def _per_step(
     kwargs: dict[str, np.ndarray | float] = {}
     for arg, data in raw.items():
         if source.layout == "episodes":
-            name = reader.roles[_role_of(arg)]
+            name = reader.roles[role_of(arg)]
             parts = _fit_episode(arg, data, lengths, source, name, raw, kwargs, notes)
             if parts is not None:
                 kwargs[arg] = parts
@@ -333,7 +335,7 @@ def _per_step(
 
 
 def _fit_to_reference(
-    kwargs: dict[str, np.ndarray | float], columns: _Columns, reader: _Reader, source: Source
+    kwargs: dict[str, np.ndarray | float], columns: _Columns, reader: ColumnReader, source: Source
 ) -> np.ndarray:
     """The steps' shape is the reference column's (:func:`_reference_steps`): every other
     per-step column, its trailing 1s squeezed (``x`` keeps its feature axes), starts with
@@ -342,9 +344,9 @@ def _fit_to_reference(
     for arg, value in list(kwargs.items()):
         if arg == columns.reference or not isinstance(value, np.ndarray):
             continue
-        value = _squeeze(value, ref.ndim if arg != "x" else value.ndim)
+        value = squeeze(value, ref.ndim if arg != "x" else value.ndim)
         if value.shape[: ref.ndim] != ref.shape:
-            name = reader.roles[_role_of(arg)]
+            name = reader.roles[role_of(arg)]
             raise DataError(
                 f'{source.where}: column "{name}" has shape {value.shape} but '
                 f'"{columns.ref_name}" has {ref.shape}',
@@ -364,7 +366,7 @@ def _reference_steps(
     ref = kwargs[reference]
     assert isinstance(ref, np.ndarray)
     ref_ndim = 1 if layout in ("flat", "episodes") else 2
-    ref = _squeeze(ref, ref_ndim)
+    ref = squeeze(ref, ref_ndim)
     if ref.ndim != ref_ndim:
         raise DataError(
             f'{source.where}: column "{ref_name}" has shape {ref.shape} but the {layout} layout '
@@ -380,7 +382,7 @@ def _reference_steps(
     return ref
 
 
-def _id_runs(reader: _Reader, keep: int) -> np.ndarray | None:
+def _id_runs(reader: ColumnReader, keep: int) -> np.ndarray | None:
     """A window's episode ids at the start of each run of equal ids, in order (None
     without an id column): the sharded engine checks that no id comes back later."""
     ids = reader.data.get("episode_id")
@@ -391,7 +393,7 @@ def _id_runs(reader: _Reader, keep: int) -> np.ndarray | None:
 
 
 def _counts(
-    ref: np.ndarray, ends: _Ends, axes: _Axes, rows: _FinalRows | None
+    ref: np.ndarray, ends: Ends, axes: Axes, rows: FinalRows | None
 ) -> tuple[dict[str, int], int]:
     """``(counts, episodes)`` for the report. Terminations and truncations count the
     flagged ends (an end that only ``--ends-are`` gave a meaning is a forced cut),
@@ -454,7 +456,7 @@ def _trim_steps(
     kwargs: Mapping[str, np.ndarray | float], keep: int, time_dim: int
 ) -> dict[str, np.ndarray | float]:
     """The estimator's arguments for the first ``keep`` steps (per-row values whole)."""
-    return {k: v if k in PER_ROW else _trim(v, keep, time_dim) for k, v in kwargs.items()}
+    return {k: v if k in PER_ROW else first_steps(v, keep, time_dim) for k, v in kwargs.items()}
 
 
 def _open_tails(done: np.ndarray, time_dim: int) -> int:
@@ -485,7 +487,7 @@ def _fit_episode(
     """Concatenate per-episode arrays; ``T+1`` values also give ``next_values``."""
     parts = data if isinstance(data, list) else [data]
     plus_one = all(len(p) == t + 1 for p, t in zip(parts, lengths, strict=True))
-    if arg == "values" and plus_one and not _bootstrap_given(raw):
+    if arg == "values" and plus_one and not bootstrap_given(raw):
         kwargs["next_values"] = np.concatenate([p[1:] for p in parts])
         notes.append(f'"{name}" has T+1 rows per episode: V(s_T) of each episode bootstraps it')
         return np.concatenate([p[:-1] for p in parts])

@@ -7,11 +7,11 @@ the data leaves open is a :class:`Decision`; the resolver goes on past one (with
 provisional reading, never used for numbers) so that a refusal lists every open decision
 with its flag at once (docs/CONVENTIONS.md §1.10: :func:`decisions_error`).
 
-``_Resolve`` is one resolution's context: it finds each role's column once (``_pick``:
-the user's override, else the role's one alias present; :data:`rltscan.roles.ROLES`),
-keeps the notes and asks the open decisions. ``_Reader`` reads the columns, counting the
-bytes read and recording which column each role took; :func:`as_flag` reads 0/1 data
-as flags.
+:class:`Resolution` is one resolution's context: it finds each role's column once
+(:func:`pick_column`: the user's override, else the role's one alias present;
+:data:`rltscan.roles.ROLES`), keeps the notes and asks the open decisions.
+:class:`ColumnReader` reads the columns, counting the bytes read and recording which
+column each role took; :func:`as_flag` reads 0/1 data as flags.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def decisions_error(where: str, decisions: list[Decision]) -> AmbiguousInputErro
 
 
 @dataclass
-class _Resolve:
+class Resolution:
     """One resolution's context: the source, the user's column choices, the notes, and
     the decisions still open (each asked once; the resolution goes on provisionally)."""
 
@@ -138,7 +138,7 @@ class _Resolve:
     def find(self, role: str, *, extra: bool = False) -> str | None:
         key = (role, extra)
         if key not in self.found:
-            name, decision, note = _pick(self.source, role, self.overrides, extra=extra)
+            name, decision, note = pick_column(self.source, role, self.overrides, extra=extra)
             if decision is not None:
                 self.ask(decision)
             if note is not None:
@@ -151,7 +151,7 @@ class _Resolve:
             self.pending.append(decision)
 
 
-def _pick(
+def pick_column(
     source: Source, role: str, overrides: Mapping[str, str | None], *, extra: bool = False
 ) -> tuple[str | None, Decision | None, str | None]:
     """``(column, open decision, note)`` for ``role``: the override if given (must exist),
@@ -201,13 +201,13 @@ def find_column(
 ) -> str | None:
     """The column for ``role``: the override if given (must exist), else the one alias
     present. Two aliases present are two readings of the file: refused, never guessed."""
-    name, decision, _ = _pick(source, role, overrides, extra=extra)
+    name, decision, _ = pick_column(source, role, overrides, extra=extra)
     if decision is not None:
         raise decisions_error(source.where, [decision])
     return name
 
 
-def unnamed_look_alikes(source: Source, arguments: tuple[str, ...], res: _Resolve) -> None:
+def unnamed_look_alikes(source: Source, arguments: tuple[str, ...], res: Resolution) -> None:
     """A column that looks like a role read only when named (a per-step discount) changes
     the numbers if it is one: an estimator that could read the role (its argument is one
     of ``arguments``) stops unless the user names it (the role's option) or sets it aside
@@ -226,7 +226,7 @@ def unnamed_look_alikes(source: Source, arguments: tuple[str, ...], res: _Resolv
                 )
 
 
-def _without(source: Source, ignore: tuple[str, ...]) -> Source:
+def without_ignored(source: Source, ignore: tuple[str, ...]) -> Source:
     """``source`` with the ``--ignore`` columns out of every role."""
     everything = {**source.columns, **source.extra}
     for name in ignore:
@@ -243,7 +243,7 @@ def _without(source: Source, ignore: tuple[str, ...]) -> Source:
 
 
 @dataclass
-class _Reader:
+class ColumnReader:
     source: Source
     bytes_read: int = 0
     roles: dict[str, str] = field(default_factory=dict)
@@ -258,14 +258,14 @@ class _Reader:
         return data
 
 
-def _role_of(argument: str) -> str:
+def role_of(argument: str) -> str:
     """The role whose column was read as estimator argument ``argument``."""
     row = of_argument(argument)
     assert row is not None, argument  # only such arguments are read as columns
     return row.name
 
 
-def _squeeze(arr: np.ndarray, ndim: int) -> np.ndarray:
+def squeeze(arr: np.ndarray, ndim: int) -> np.ndarray:
     """``(N, 1)`` → ``(N,)`` (old D4RL files, TorchRL's trailing feature dim)."""
     while arr.ndim > ndim and arr.shape[-1] == 1:
         arr = arr[..., 0]
