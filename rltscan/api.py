@@ -20,15 +20,15 @@ from rltscan.devices import PlannedDevice, planned_device, resolve_device, run_d
 from rltscan.errors import AmbiguousInputError, ParameterError, RltscanError
 from rltscan.io import open_input
 from rltscan.io import writeback as wb
-from rltscan.io.layout import (
+from rltscan.io.final_rows import rows_may_be_excluded
+from rltscan.io.layout import prepare
+from rltscan.io.resolve import (
     Autoreset,
     Decision,
     IsLastRow,
     ObservationGaps,
     Reading,
     decisions_error,
-    prepare,
-    rows_may_be_excluded,
 )
 from rltscan.options import RunOptions
 from rltscan.plan import (

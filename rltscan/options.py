@@ -2,7 +2,7 @@
 
 The CLI (or :func:`rltscan.run`) builds a :class:`RunOptions`; planning, the engines
 and the report read it and never restate its fields. How the file's columns are
-read is its :class:`~rltscan.io.layout.Reading` (the resolver's input). Torch-free.
+read is its :class:`~rltscan.io.resolve.Reading` (the resolver's input). Torch-free.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from rltscan.errors import ParameterError
 from rltscan.estimators import check_params
 from rltscan.estimators.declaration import PER_STEP_OF, settings_of
 from rltscan.io.columns import quoted
-from rltscan.io.layout import Reading
+from rltscan.io.resolve import Reading
 from rltscan.roles import ROLES
 
 ENGINES = ("local", "ray")

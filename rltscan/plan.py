@@ -21,8 +21,9 @@ import numpy as np
 from rltscan.errors import DataError, MissingBootstrapError, OutputRefusedError, RltscanError
 from rltscan.estimators.declaration import setting_columns
 from rltscan.io import writeback as wb
+from rltscan.io.ends import where_is
 from rltscan.io.formats import named
-from rltscan.io.layout import Prepared, prepare, where_is
+from rltscan.io.layout import Prepared, prepare
 from rltscan.options import RunOptions
 from rltscan.report import OutputInfo, RunReport, Stage, StreamInfo
 from rltscan.roles import of_argument

@@ -7,10 +7,10 @@ case-sensitive), the CLI option that names it, that option's other spellings and
 the estimator argument its column becomes, the estimator inputs it can fill, and what
 kind of column it is. Everyone reads the rows and restates none of them:
 
-* the resolver (``rltscan/io/layout.py``) finds each role's column by its aliases,
-  passes a ``step``/``bootstrap`` column as its ``argument``, reads a ``sequence``
-  column beside the steps, stops at an unnamed look-alike, and names the role's option
-  in its messages;
+* the resolver (``rltscan/io/layout.py``; its column lookup: ``rltscan/io/resolve.py``)
+  finds each role's column by its aliases, passes a ``step``/``bootstrap`` column as
+  its ``argument``, reads a ``sequence`` column beside the steps, stops at an unnamed
+  look-alike, and names the role's option in its messages;
 * the CLI builds its column options and their ``--help`` from the rows that have an
   option: an estimator command shows those whose role fills one of its declared
   inputs, ``inspect`` shows every one;

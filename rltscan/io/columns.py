@@ -4,7 +4,8 @@ episode by definition; plus the messages for a role that no column fills.
 
 Pure Python: no h5py or pyarrow. What a role is (its names in files, its option, what
 its column becomes) is one row of :data:`rltscan.roles.ROLES`; the resolver
-(``io/layout.py``) reads the rows and these conventions and restates none of them.
+(``io/layout.py`` and the modules it calls: ``io/resolve.py``, ``io/ends.py``,
+``io/final_rows.py``) reads the rows and these conventions and restates none of them.
 """
 
 from __future__ import annotations

@@ -1,123 +1,53 @@
 """From a :class:`Source` to estimator arguments: roles → columns → arrays → flags.
 
-This module alone decides what a column means in time: which flag ends an
-episode, how ``dones`` is shifted, how a Minari ``values`` of length ``T+1``
-becomes ``values``/``next_values``, which rows are transitions (RLDS's final
-observation row is not one), and where episode ends are forced cuts. Flags follow
-docs/CONVENTIONS.md §1.1: ``terminated_t``/``truncated_t`` describe the END of step
-``t``; forced cuts are truncations and are never written back.
-
-Every choice the data leaves open is a :class:`Decision`; the resolver goes on past
-one (with a provisional reading, never used for numbers) so that a refusal lists every
-open decision with its flag at once (docs/CONVENTIONS.md §1.10).
+:func:`prepare` is the resolver (one call serves ``inspect``, ``--dry-run`` and the run)
+and reads as the sequence of its decisions. Each concern has its module:
+:mod:`rltscan.io.resolve` (the user's reading, open decisions, which column plays which
+role), :mod:`rltscan.io.final_rows` (which rows are transitions: RLDS's final
+observation row is not one), :mod:`rltscan.io.bootstrap` (where V(s_{t+1}) comes from:
+how a Minari ``values`` of length ``T+1`` becomes ``values``/``next_values``, and the
+missing-bootstrap rule) and :mod:`rltscan.io.ends` (which flag ends an episode, how
+``dones`` is shifted, where episode ends are forced cuts). This module holds the steps
+between them: the window and the row after it, the reference column and every per-step
+shape, episode groups joined, and the counts.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from rltscan.errors import AmbiguousInputError, DataError, MissingBootstrapError, ParameterError
-from rltscan.io.columns import (
-    ENDED_BY_DEFINITION,
-    NEXT_PREFIXES,
-    OBSERVATION_FLAGS,
-    ColumnInfo,
-    missing_column_error,
-    quoted,
-    resolve_override,
+from rltscan.errors import DataError, ParameterError
+from rltscan.io.bootstrap import (
+    apply_missing_bootstrap,
+    bootstrap_given,
+    derived_next_values,
+    one_bootstrap_source,
+    read_last_value,
+    refuse_no_values,
+)
+from rltscan.io.columns import missing_column_error
+from rltscan.io.ends import Axes, Ends, episode_ends, first_steps
+from rltscan.io.final_rows import FinalRows, final_rows
+from rltscan.io.resolve import (
+    ColumnReader,
+    Decision,
+    DonesMean,
+    Reading,
+    Resolution,
+    decisions_error,
+    role_of,
+    squeeze,
+    unnamed_look_alikes,
+    without_ignored,
 )
 from rltscan.io.source import Source
-from rltscan.roles import ROLES, of_argument, of_kind, option_of
+from rltscan.roles import ROLES, of_argument, option_of
 
-DonesMean = Literal["ended", "starts"]
 PER_ROW = ("last_value", "init")  # one value per sequence, not per step
-EndsAre = Literal["terminal", "truncated"]
-ObservationGaps = Literal["error", "truncate", "ignore"]
-IsLastRow = Literal["observation", "transition"]
-Autoreset = Literal["same-step", "next-step"]
-CHOICES: dict[str, tuple[str, ...]] = {  # Reading field -> its words (the CLI's too)
-    "dones_mean": ("ended", "starts"),
-    "ends_are": ("terminal", "truncated"),
-    "observation_gaps": ("error", "truncate", "ignore"),
-    "is_last_row": ("observation", "transition"),
-    "autoreset": ("same-step", "next-step"),
-}
-
-
-@dataclass(frozen=True)
-class Reading:
-    """How a file's columns are read: every choice the resolver must not guess.
-
-    ``columns`` maps roles to column names (``--terminals done``, ...); ``dones_mean``,
-    ``ends_are`` and ``observation_gaps`` say what a ``dones`` column, unflagged episode
-    ends and hidden (observation) ends mean; ``is_last_row`` whether an RLDS ``is_last``
-    row holds only the final observation (``"observation"``: not a transition) or is the
-    episode's last step (``"transition"``); ``autoreset="next-step"`` that the row after
-    each episode end is a Gymnasium NEXT_STEP reset row, not a step (``"same-step"``,
-    the default: every row is a step); ``ignore`` takes look-alike columns out of
-    every role; ``layout`` and ``group`` beat detection. One value serves ``inspect``,
-    ``--dry-run`` and the run (docs/CONVENTIONS.md §1).
-    """
-
-    columns: Mapping[str, str] = field(default_factory=dict)
-    layout: str | None = None
-    group: str | None = None
-    dones_mean: DonesMean | None = None
-    ends_are: EndsAre | None = None
-    ignore: tuple[str, ...] = ()
-    observation_gaps: ObservationGaps = "error"
-    is_last_row: IsLastRow | None = None
-    autoreset: Autoreset | None = None
-
-    def check(self) -> None:
-        """The choices' spelling (the CLI checks them too, with its hints)."""
-        for name, allowed in CHOICES.items():
-            value = getattr(self, name)
-            option = "--" + name.replace("_", "-")
-            if value is not None and value not in allowed:
-                raise ParameterError(f'{option} must be one of {", ".join(allowed)}, got "{value}"')
-
-    def keywords(self) -> dict[str, Any]:
-        """This reading as the keyword arguments of ``rltscan.run``/``rltscan.inspect``."""
-        return {
-            "columns": dict(self.columns),
-            "layout": self.layout,
-            "group": self.group,
-            "dones_mean": self.dones_mean,
-            "ends_are": self.ends_are,
-            "ignore": list(self.ignore),
-            "observation_gaps": self.observation_gaps,
-            "is_last_row": self.is_last_row,
-            "autoreset": self.autoreset,
-        }
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A choice the data leaves open: ``what`` is open, ``fix`` the flag(s) that settle it."""
-
-    what: str
-    fix: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"what": self.what, "fix": self.fix}
-
-
-def decisions_error(where: str, decisions: list[Decision]) -> AmbiguousInputError:
-    """One refusal for every open decision, each with its flag (exit 2)."""
-    if len(decisions) == 1:
-        only = decisions[0]
-        return AmbiguousInputError(f"{where}: {only.what}", only.fix, decisions=[only.to_dict()])
-    items = "; ".join(f"({i}) {d.what}: {d.fix}" for i, d in enumerate(decisions, 1))
-    return AmbiguousInputError(
-        f"{where}: {len(decisions)} decisions are open, one flag each: {items}",
-        decisions=[d.to_dict() for d in decisions],
-    )
 
 
 @dataclass
@@ -166,184 +96,7 @@ class Prepared:
         return int(np.flatnonzero(self.kept)[index]) if self.kept is not None else int(index)
 
 
-@dataclass
-class _Reader:
-    source: Source
-    bytes_read: int = 0
-    roles: dict[str, str] = field(default_factory=dict)
-    data: dict[str, np.ndarray | list[np.ndarray]] = field(default_factory=dict)
-
-    def column(self, role: str, name: str) -> np.ndarray | list[np.ndarray]:
-        data = self.source.read(name)
-        parts = data if isinstance(data, list) else [data]
-        self.bytes_read += sum(int(p.nbytes) for p in parts)
-        self.roles[role] = name
-        self.data[role] = data
-        return data
-
-
-def _pick(
-    source: Source, role: str, overrides: Mapping[str, str | None], *, extra: bool = False
-) -> tuple[str | None, Decision | None, str | None]:
-    """``(column, open decision, note)`` for ``role``: the override if given (must exist),
-    else the one alias present; a root ``<k>`` beside ``next/<k>`` (``next.<k>``) is the
-    state's flag, not the step's outcome, and gives way (noted). Two aliases left are two
-    readings of the file: a decision (provisionally the first)."""
-    pool: dict[str, ColumnInfo] = dict(source.extra if extra else source.columns)
-    name = overrides.get(role)
-    if name:
-        everything = {**source.columns, **source.extra}
-        return resolve_override(role, name, everything, source.where), None, None
-    row = ROLES.get(role)
-    found = [n for n in (row.aliases if row else ()) if n in pool]
-    taken = {v for k, v in overrides.items() if v and k != role}
-    found = [n for n in found if n not in taken]
-    nested = [n for n in found if n.startswith(NEXT_PREFIXES)]
-    roots = [n for n in found if any(p + n in nested for p in NEXT_PREFIXES)]
-    note = None
-    if roots and len(nested) == 1:
-        found = [n for n in found if n not in roots]
-        note = (
-            f'"{nested[0]}" is the outcome of step t ("next" holds what step t led to, as '
-            f"TorchRL writes it); the root {quoted(roots)} describes s_t and is not read as "
-            f"{role} ({_read_instead(role, roots[0], nested[0])} to read it instead)"
-        )
-    if len(found) > 1:
-        option = option_of(role)
-        decision = Decision(
-            f'both "{found[0]}" and "{found[1]}" could be the {role} column',
-            f"pass {option} KEY (or --ignore the other)"
-            if option
-            else f"pass --ignore {found[1]} or --ignore {found[0]}",
-        )
-        return found[0], decision, None
-    return (found[0] if found else None), None, note
-
-
-def _read_instead(role: str, name: str, other: str) -> str:
-    """The option that reads column ``name`` as ``role`` where the resolver took ``other``:
-    the role's option, or (a role without one) ``--ignore`` of the other."""
-    option = option_of(role)
-    return f"{option} {name}" if option else f"--ignore {other}"
-
-
-def find_column(
-    source: Source, role: str, overrides: Mapping[str, str | None], *, extra: bool = False
-) -> str | None:
-    """The column for ``role``: the override if given (must exist), else the one alias
-    present. Two aliases present are two readings of the file: refused, never guessed."""
-    name, decision, _ = _pick(source, role, overrides, extra=extra)
-    if decision is not None:
-        raise decisions_error(source.where, [decision])
-    return name
-
-
-@dataclass
-class _Resolve:
-    """One resolution's context: the source, the user's column choices, the notes, and
-    the decisions still open (each asked once; the resolution goes on provisionally)."""
-
-    source: Source
-    overrides: Mapping[str, str | None]
-    notes: list[str]
-    pending: list[Decision] = field(default_factory=list)
-    by: dict[str, str] = field(default_factory=dict)  # a choice -> who made it
-    found: dict[tuple[str, bool], str | None] = field(default_factory=dict)
-
-    def find(self, role: str, *, extra: bool = False) -> str | None:
-        key = (role, extra)
-        if key not in self.found:
-            name, decision, note = _pick(self.source, role, self.overrides, extra=extra)
-            if decision is not None:
-                self.ask(decision)
-            if note is not None:
-                self.notes.append(note)
-            self.found[key] = name
-        return self.found[key]
-
-    def ask(self, decision: Decision) -> None:
-        if decision not in self.pending:
-            self.pending.append(decision)
-
-
-def _without(source: Source, ignore: tuple[str, ...]) -> Source:
-    """``source`` with the ``--ignore`` columns out of every role."""
-    everything = {**source.columns, **source.extra}
-    for name in ignore:
-        if name not in everything:
-            raise ParameterError(
-                f'{source.where} has no column "{name}" (given by --ignore)',
-                f"pass one of: {quoted(everything)}",
-            )
-    return dataclasses.replace(
-        source,
-        columns={k: v for k, v in source.columns.items() if k not in ignore},
-        extra={k: v for k, v in source.extra.items() if k not in ignore},
-    )
-
-
-def _squeeze(arr: np.ndarray, ndim: int) -> np.ndarray:
-    """``(N, 1)`` → ``(N,)`` (old D4RL files, TorchRL's trailing feature dim)."""
-    while arr.ndim > ndim and arr.shape[-1] == 1:
-        arr = arr[..., 0]
-    return arr
-
-
-def as_flag(arr: np.ndarray, name: str, where: str, role: str) -> np.ndarray:
-    """A boolean array from bool/int/float 0-1 data; anything else is a DataError."""
-    if arr.dtype == np.bool_:
-        return arr
-    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise DataError(
-            f'{where}: column "{name}" has dtype {arr.dtype}, not 0/1 flags',
-            f"pass {_another_column(role, name, 'another column with')}",
-        )
-    bad = ~((arr == 0) | (arr == 1))
-    if bad.any():
-        index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), arr.shape))
-        at = index[0] if len(index) == 1 else index
-        raise DataError(
-            f'{where}: column "{name}" must hold 0/1 flags, '
-            f"found {arr[index].item()!r} at index {at}",
-            f"fix the column or pass {_another_column(role, name, 'another with')}",
-        )
-    return arr != 0
-
-
-def _another_column(role: str, name: str, words: str) -> str:
-    """How to read another column than ``name`` as ``role``: ``words`` and the role's
-    option, or (a role without one) ``--ignore`` of ``name``."""
-    option = option_of(role)
-    return f"{words} {option}" if option else f"--ignore {name}"
-
-
-def _shift_starts(starts: np.ndarray, time_dim: int, last: np.ndarray | None) -> np.ndarray:
-    """``starts[t+1]`` (obs t+1 begins an episode) → ``ended[t]``; the tail from ``last``."""
-    moved = np.moveaxis(starts, time_dim, 0)
-    ended = np.zeros_like(moved)
-    ended[:-1] = moved[1:]
-    if last is not None:
-        ended[-1] = last.reshape(ended[-1].shape)
-    return np.moveaxis(ended, 0, time_dim)
-
-
-def unnamed_look_alikes(source: Source, arguments: tuple[str, ...], res: _Resolve) -> None:
-    """A column that looks like a role read only when named (a per-step discount) changes
-    the numbers if it is one: an estimator that could read the role (its argument is one
-    of ``arguments``) stops unless the user names it (the role's option) or sets it aside
-    (``--ignore``)."""
-    for row in ROLES.values():
-        like = row.look_alike
-        if like is None or row.argument not in arguments or res.overrides.get(row.name):
-            continue
-        for name in like.names:
-            if name in source.columns:
-                res.ask(
-                    Decision(
-                        f'column "{name}" looks like {like.what}',
-                        f"pass {row.option} {name} to use it, or --ignore {name} {like.otherwise}",
-                    )
-                )
+_NO_CHOICES = Reading()  # the default reading: the user states no choice
 
 
 def prepare(
@@ -351,7 +104,7 @@ def prepare(
     *,
     arguments: tuple[str, ...],
     required: tuple[str, ...],
-    reading: Reading = Reading(),
+    reading: Reading = _NO_CHOICES,
     window: tuple[int, int] | None = None,
     bootstrap: str | None = None,
     strict: bool = True,
@@ -385,51 +138,164 @@ def prepare(
     ``Prepared.pending`` instead, with the roles found so far, and the missing-bootstrap
     rule (which depends on them) is not applied.
     """
-    overrides: Mapping[str, str | None] = reading.columns
-    dones_mean, ends_are = reading.dones_mean, reading.ends_are
-    observation_gaps = reading.observation_gaps
     if reading.ignore:
-        source = _without(source, reading.ignore)
-    keep: int | None = None
-    final = True
-    whole = source
-    if window is not None:
-        start, stop = window
-        total = source.steps
-        if total is None or source.read_range is None:
-            raise TypeError(f"{source.where} cannot be read by windows")
-        final = stop >= total
-        keep = stop - start
-        source = source.window(start, min(stop + 1, total), final=final)
-    notes: list[str] = list(source.notes)  # how the layout was decided
-    res = _Resolve(source, overrides, notes)
-    reader = _Reader(source)
-    layout = source.layout
-    time_dim = 0 if layout == "time-major" else -1
-    episodes = layout == "episodes"
-    in_force: dict[str, Any] = {"layout": layout, "observation_gaps": observation_gaps}
-    if reading.ignore:
-        in_force["ignore"] = list(reading.ignore)
-
-    rows = _final_rows(res, reader, reading, window, in_force)  # RLDS is_last rows
+        source = without_ignored(source, reading.ignore)
+    whole = source  # a window's column shapes are checked against the whole file's
+    source, keep, final = _window_of(source, window)
+    res = Resolution(
+        source, reading.columns, list(source.notes)
+    )  # notes: how the layout was decided
+    reader = ColumnReader(source)
+    in_force = _in_force(source.layout, reading)
+    rows = final_rows(res, reader, reading, window, in_force)  # RLDS is_last rows
     if rows is not None:
         source = reader.source = res.source = rows.view
-    place: int | np.ndarray = window[0] if window is not None else 0
+    columns = _read_columns(res, reader, arguments, required, flags_only)
+    if window is not None or columns.skipped:
+        _check_whole_shapes(whole, reader.roles, columns.ref_name)  # before slices disagree
+    lengths = _episode_lengths(columns.raw[columns.reference], source)
+    axes = Axes(source.layout, lengths, _stored_place(window, rows), final)
+    kwargs = _per_step(columns.raw, reader, source, lengths, res.notes)
+    known = derived_next_values(
+        res, reader, rows, arguments, columns.skipped, kwargs, lengths, flags_only
+    )
+    ref = _fit_to_reference(kwargs, columns, reader, source)
+    last = read_last_value(res, reader, arguments, {**kwargs, **columns.skipped}, known, ref, axes)
+    if last is not None:
+        kwargs["last_value"] = last
+    ends = episode_ends(res, reader, reading, ref.shape, axes, in_force, required, ends_matter)
+    id_runs = None
+    if keep is not None:  # the row after the window decided flags only
+        _check_whole_shapes(whole, reader.roles, columns.ref_name)  # the flag columns too
+        kwargs = _trim_steps(kwargs, keep, axes.time_dim)
+        ref, ends = first_steps(ref, keep, axes.time_dim), ends.trimmed(keep, axes.time_dim)
+        id_runs = _id_runs(reader, keep)
+    kwargs.update(ends.arguments())
+    counts, episodes = _counts(ref, ends, axes, rows)
+    if res.pending and not provisional:
+        raise decisions_error(source.where, res.pending)
+    if bootstrap is not None and not res.pending:
+        given = {**kwargs, **columns.skipped}
+        counts.update(apply_missing_bootstrap(bootstrap, given, kwargs, ends, known, res, axes))
+    if final and strict:
+        _check_overrides_used(reading.columns, reader.roles, source.where)
+    return Prepared(
+        kwargs=kwargs,
+        time_dim=axes.time_dim,
+        roles=dict(reader.roles),
+        steps=int(ref.size),
+        episodes=episodes,
+        sequences=axes.sequences(ref),
+        lengths=lengths,
+        counts=counts,
+        notes=res.notes,
+        bytes_read=reader.bytes_read,
+        dtype=str(ref.dtype),
+        template=columns.template,
+        dones_mean=ends.dones_mean,
+        id_runs=id_runs,
+        reading=in_force,
+        by=dict(res.by),
+        pending=list(res.pending),
+        kept=None if rows is None else rows.kept,
+    )
+
+
+def _window_of(source: Source, window: tuple[int, int] | None) -> tuple[Source, int | None, bool]:
+    """``(view, keep, final)``: the steps read. A window ``[start, stop)`` reads one row
+    more (the next row decides flags derived from it: episode-start dones, episode-id
+    changes) and keeps ``stop - start`` steps; ``final`` says whether the data ends
+    with it (always without a window)."""
+    if window is None:
+        return source, None, True
+    start, stop = window
+    total = source.steps
+    if total is None or source.read_range is None:
+        raise TypeError(f"{source.where} cannot be read by windows")
+    final = stop >= total
+    return source.window(start, min(stop + 1, total), final=final), stop - start, final
+
+
+def _in_force(layout: str, reading: Reading) -> dict[str, Any]:
+    """The reading in force as it begins: the layout, the observation-gap rule and the
+    columns set aside; each later step adds the choice it makes (and ``res.by`` says who
+    made the ones the user did not)."""
+    in_force: dict[str, Any] = {"layout": layout, "observation_gaps": reading.observation_gaps}
+    if reading.ignore:
+        in_force["ignore"] = list(reading.ignore)
+    return in_force
+
+
+def _stored_place(window: tuple[int, int] | None, rows: FinalRows | None) -> int | np.ndarray:
+    """Where the steps read sit in the stored file, for messages: each transition's stored
+    row where rows are left out (RLDS final observations, reset rows), else the first row
+    of the window (0 without one)."""
     if rows is not None:
-        place = rows.kept_index  # messages name the stored rows
+        return rows.kept_index
+    return window[0] if window is not None else 0
 
+
+@dataclass
+class _Columns:
+    """The columns read for an estimator's arguments: ``raw`` as stored (argument ->
+    data), ``skipped`` (a plan's: argument -> column, checked, not read), the
+    ``reference`` argument (the rewards, or ``x`` where no rewards are read) whose column
+    ``ref_name`` gives every per-step shape, and ``template``: the rewards column (the
+    outputs' storage settings)."""
+
+    raw: dict[str, np.ndarray | list[np.ndarray]]
+    skipped: dict[str, str]
+    reference: str
+    ref_name: str
+    template: str | None
+
+
+def _read_columns(
+    res: Resolution,
+    reader: ColumnReader,
+    arguments: tuple[str, ...],
+    required: tuple[str, ...],
+    flags_only: bool,
+) -> _Columns:
+    """Which column plays each role an estimator argument reads (flags aside: they are
+    decided from their columns later), and which is the reference: the rewards must exist
+    where the estimator reads them (``x`` defaults to them); a look-alike column nobody
+    named, two bootstrap columns, or neither values column where TD(λ) reads one, are
+    asked or refused."""
+    source = res.source
     unnamed_look_alikes(source, arguments, res)
-    rewards_name = res.find("rewards")
-    want_rewards = "rewards" in arguments or ("x" in arguments and not overrides.get("x"))
-    if want_rewards and rewards_name is None:
+    rewards = res.find("rewards")
+    want_rewards = "rewards" in arguments or ("x" in arguments and not res.overrides.get("x"))
+    if want_rewards and rewards is None:
         raise missing_column_error("rewards", source.columns, source.where)
+    raw, skipped = _read_arguments(res, reader, arguments, required, flags_only)
+    refuse_no_values(arguments, required, raw, skipped, res)
+    one_bootstrap_source({**raw, **skipped}, reader, res)
+    reference = "x" if "x" in raw and "rewards" not in raw else "rewards"
+    if reference not in raw:
+        raise missing_column_error("rewards", source.columns, source.where)
+    ref_name = reader.roles.get(reference, rewards or "")
+    return _Columns(raw, skipped, reference, ref_name, rewards)
 
+
+def _read_arguments(
+    res: Resolution,
+    reader: ColumnReader,
+    arguments: tuple[str, ...],
+    required: tuple[str, ...],
+    flags_only: bool,
+) -> tuple[dict[str, np.ndarray | list[np.ndarray]], dict[str, str]]:
+    """``(read, skipped)``: the column of each per-step argument (``--x``: the rewards
+    unless named), read; a missing one stops the run only where the estimator requires
+    it. A plan (``flags_only``) outside episode groups reads only the rewards/``x`` and
+    records the other columns in ``skipped`` (their shapes are checked, not read)."""
+    source = res.source
     raw: dict[str, np.ndarray | list[np.ndarray]] = {}
-    skipped: dict[str, str] = {}  # flags_only: argument -> column, not read
+    skipped: dict[str, str] = {}
     for arg in arguments:
         row = of_argument(arg)
         if row is None or row.kind == "sequence":
-            continue  # flags are built below, a [B] value is read after the shapes
+            continue  # flags are decided from their columns; a [B] value after the shapes
         role = row.name
         name = res.find(role)
         if name is None and row.default_to is not None:
@@ -438,47 +304,69 @@ def prepare(
             if arg in required:
                 raise missing_column_error(role, source.columns, source.where)
             continue
-        if flags_only and not episodes and arg not in ("rewards", "x"):
+        if flags_only and source.layout != "episodes" and arg not in ("rewards", "x"):
             skipped[arg] = name  # a plan checks it exists (and its shape) without reading
             reader.roles[role] = name
             continue
         raw[arg] = reader.column(role, name)
-    _refuse_no_values(arguments, required, raw, skipped, res)
-    _one_bootstrap_source({**raw, **skipped}, reader, res)
+    return raw, skipped
 
-    reference = "x" if "x" in raw and "rewards" not in raw else "rewards"
-    if reference not in raw:
-        raise missing_column_error("rewards", source.columns, source.where)
-    ref_name = reader.roles.get(reference, rewards_name or "")
-    if window is not None or skipped:
-        _check_whole_shapes(whole, reader.roles, ref_name)  # before slices disagree
 
-    lengths = _episode_lengths(raw[reference], source) if episodes else []
-
+def _per_step(
+    raw: Mapping[str, np.ndarray | list[np.ndarray]],
+    reader: ColumnReader,
+    source: Source,
+    lengths: list[int],
+    notes: list[str],
+) -> dict[str, np.ndarray | float]:
+    """The estimator's arguments from the columns read: an episode group's parts joined
+    into one array (:func:`_fit_episode`: T+1 values also give ``next_values``), the
+    other layouts' arrays as read."""
     kwargs: dict[str, np.ndarray | float] = {}
     for arg, data in raw.items():
-        name = reader.roles[_role_of(arg)]
-        if episodes:
+        if source.layout == "episodes":
+            name = reader.roles[role_of(arg)]
             parts = _fit_episode(arg, data, lengths, source, name, raw, kwargs, notes)
             if parts is not None:
                 kwargs[arg] = parts
         else:
             kwargs[arg] = data  # type: ignore[assignment]
+    return kwargs
 
-    # V(s_{t+1}) derived from the values (Minari's T+1 rows, RLDS's final rows) only
-    # while no bootstrap column gives it (§1.2: one source)
-    if episodes and "next_values" in arguments and not _bootstrap_given(kwargs):
-        _next_from_values(res, reader, lengths, kwargs, notes)
-    known: np.ndarray | None = None  # where a derived V(s_{t+1}) exists (RLDS)
-    has_next = _bootstrap_given({**kwargs, **skipped})
-    if rows is not None and "next_values" in arguments and not has_next:
-        known = _next_from_final_rows(rows, res, reader, kwargs, flags_only)
 
-    # normalise shapes against the reference column
+def _fit_to_reference(
+    kwargs: dict[str, np.ndarray | float], columns: _Columns, reader: ColumnReader, source: Source
+) -> np.ndarray:
+    """The steps' shape is the reference column's (:func:`_reference_steps`): every other
+    per-step column, its trailing 1s squeezed (``x`` keeps its feature axes), starts with
+    it. Returns the reference array."""
+    ref = _reference_steps(kwargs, columns, source)
+    for arg, value in list(kwargs.items()):
+        if arg == columns.reference or not isinstance(value, np.ndarray):
+            continue
+        value = squeeze(value, ref.ndim if arg != "x" else value.ndim)
+        if value.shape[: ref.ndim] != ref.shape:
+            name = reader.roles[role_of(arg)]
+            raise DataError(
+                f'{source.where}: column "{name}" has shape {value.shape} but '
+                f'"{columns.ref_name}" has {ref.shape}',
+                "every per-step column needs the same shape",
+            )
+        kwargs[arg] = value
+    return ref
+
+
+def _reference_steps(
+    kwargs: dict[str, np.ndarray | float], columns: _Columns, source: Source
+) -> np.ndarray:
+    """The reference column as the steps: the layout's dimensions (1 for flat tables and
+    episode groups, 2 for ``[T, B]``/``[B, T]``; trailing 1s squeezed) and at least one
+    step. Put back in ``kwargs``."""
+    reference, ref_name, layout = columns.reference, columns.ref_name, source.layout
     ref = kwargs[reference]
     assert isinstance(ref, np.ndarray)
     ref_ndim = 1 if layout in ("flat", "episodes") else 2
-    ref = _squeeze(ref, ref_ndim)
+    ref = squeeze(ref, ref_ndim)
     if ref.ndim != ref_ndim:
         raise DataError(
             f'{source.where}: column "{ref_name}" has shape {ref.shape} but the {layout} layout '
@@ -491,559 +379,46 @@ def prepare(
             f'{source.where}: column "{ref_name}" has no steps (shape {ref.shape})',
             "pass a file that holds data",
         )
-    for arg, value in list(kwargs.items()):
-        if arg == reference or not isinstance(value, np.ndarray):
-            continue
-        value = _squeeze(value, ref.ndim if arg != "x" else value.ndim)
-        if value.shape[: ref.ndim] != ref.shape:
-            name = reader.roles[_role_of(arg)]
-            raise DataError(
-                f'{source.where}: column "{name}" has shape {value.shape} but '
-                f'"{ref_name}" has {ref.shape}',
-                "every per-step column needs the same shape",
-            )
-        kwargs[arg] = value
+    return ref
 
-    # bootstrap at the end of [T, B] / [B, T] buffers (and a flat file's scalar)
-    has_next = _bootstrap_given({**kwargs, **skipped}) or known is not None
-    if "last_value" in arguments and not has_next and not episodes:
-        name = res.find("last_values", extra=True)
-        if name is not None:
-            last = _squeeze(np.asarray(reader.column("last_values", name)), 1)
-            if layout == "flat":
-                if last.size != 1:
-                    raise DataError(
-                        f'{source.where}: "{name}" has shape {last.shape}',
-                        "a flat file takes one scalar last value",
-                    )
-                kwargs["last_value"] = float(last.reshape(()))
-            else:
-                n_seq = ref.shape[1] if time_dim == 0 else ref.shape[0]
-                if last.shape != (n_seq,):
-                    raise DataError(
-                        f'{source.where}: "{name}" has shape {last.shape} but there are '
-                        f"{n_seq} sequences",
-                        f"last values need shape ({n_seq},)",
-                    )
-                kwargs["last_value"] = last
 
-    ends_by = "--ends-are"
-    if ends_are is None and source.conventions.get("ends_are"):  # the format's own rule
-        ends_are = source.conventions["ends_are"]  # type: ignore[assignment]
-        ends_by = f"{source.conventions.get('why', 'the format')}; --ends-are overrides"
-    meaning: list[DonesMean] = []
-    marks: dict[str, np.ndarray] = {}  # masks counted after the window is trimmed
-    terminated, truncated, forced_mask = _flags(
-        res,
-        reader,
-        ref.shape,
-        time_dim,
-        lengths,
-        dones_mean,
-        ends_are,
-        needed="terminated" in required,
-        ends_matter=ends_matter,
-        meaning=meaning,
-        offset=place,
-        observation_gaps=observation_gaps,
-        marks=marks,
-        ends_by=ends_by,
-    )
-    if meaning or dones_mean is not None:
-        in_force["dones_mean"] = meaning[0] if meaning else dones_mean
-    if ends_are is not None:  # given, or the format's convention (said by whom)
-        in_force["ends_are"] = ends_are
-        if reading.ends_are is None:
-            res.by["ends_are"] = ends_by
-    id_runs = None
-    if keep is not None:
-        _check_whole_shapes(whole, reader.roles, ref_name)  # the flag columns too
-        kwargs = {k: v if k in PER_ROW else _trim(v, keep, time_dim) for k, v in kwargs.items()}
-        ref = _trim(ref, keep, time_dim)
-        terminated = None if terminated is None else _trim(terminated, keep, time_dim)
-        truncated = None if truncated is None else _trim(truncated, keep, time_dim)
-        forced_mask = _trim(forced_mask, keep, time_dim)
-        marks = {k: _trim(v, keep, time_dim) for k, v in marks.items()}
-        ids = reader.data.get("episode_id")
-        if ids is not None:
-            ids = np.asarray(ids).reshape(-1)[:keep]
-            id_runs = ids[np.concatenate([[True], ids[1:] != ids[:-1]])] if ids.size else ids
-    forced = int(forced_mask.sum())
-    if terminated is not None:
-        kwargs["terminated"] = terminated
-    if truncated is not None:
-        kwargs["truncated"] = truncated
+def _id_runs(reader: ColumnReader, keep: int) -> np.ndarray | None:
+    """A window's episode ids at the start of each run of equal ids, in order (None
+    without an id column): the sharded engine checks that no id comes back later."""
+    ids = reader.data.get("episode_id")
+    if ids is None:
+        return None
+    ids = np.asarray(ids).reshape(-1)[:keep]
+    return ids[np.concatenate([[True], ids[1:] != ids[:-1]])] if ids.size else ids
 
-    steps = int(ref.size)
-    sequences = 1 if ref.ndim == 1 else int(ref.shape[1] if time_dim == 0 else ref.shape[0])
-    term = terminated if terminated is not None else np.zeros(ref.shape, bool)
-    trunc = truncated if truncated is not None else np.zeros(ref.shape, bool)
-    forced_term = int((forced_mask & term).sum())
+
+def _counts(
+    ref: np.ndarray, ends: Ends, axes: Axes, rows: FinalRows | None
+) -> tuple[dict[str, int], int]:
+    """``(counts, episodes)`` for the report. Terminations and truncations count the
+    flagged ends (an end that only ``--ends-are`` gave a meaning is a forced cut),
+    ``both`` the steps with both flags, ``open_ends`` the sequences whose last step has
+    no flag (where the data ends), then the hidden observation-gap ends and the RLDS
+    final-observation rows where there are any. Episodes: every end and open tail, or
+    the number of episode groups."""
+    term, trunc = ends.flags()
+    forced = int(ends.unflagged.sum())
+    forced_term = int((ends.unflagged & term).sum())
     counts = {
         "terminated": int(term.sum()) - forced_term,
         "truncated": int((trunc & ~term).sum()) - (forced - forced_term),
         "both": int((trunc & term).sum()),
         "forced_cuts": forced,
     }
-    ends = int((term | trunc).sum())
-    last_open = _open_tails(term | trunc, time_dim) if final else 0
-    counts["open_ends"] = last_open
-    if "observation_gaps" in marks:
-        counts["observation_gaps"] = int(marks["observation_gaps"].sum())
+    done = term | trunc
+    counts["open_ends"] = _open_tails(done, axes.time_dim) if axes.final else 0
+    if "observation_gaps" in ends.marks:
+        counts["observation_gaps"] = int(ends.marks["observation_gaps"].sum())
     if rows is not None:
         counts["final_observation_rows"] = int((~rows.kept).sum())
-    if res.pending and not provisional:
-        raise decisions_error(source.where, res.pending)
-    if bootstrap is not None and not res.pending:
-        gaps = _bootstrap_gaps({**kwargs, **skipped}, term, trunc, time_dim, final, known)
-        if gaps.any():
-            if bootstrap == "error":
-                marks["forced"] = forced_mask
-                raise MissingBootstrapError(
-                    f"{source.where}: {_gap_reason(gaps, marks, res, lengths, place, time_dim)} "
-                    "and needs a bootstrap value V(s_{t+1}), but none is given",
-                    _bootstrap_fix(layout),
-                )
-            counts["zero_bootstraps"] = int(gaps.sum())
-            if known is not None and isinstance(kwargs.get("next_values"), np.ndarray):
-                nv = np.array(kwargs["next_values"])
-                nv[gaps] = 0.0  # the derived V(s_{t+1}) has no entry there: 0, as asked
-                kwargs["next_values"] = nv
-    if final and strict:
-        _check_overrides_used(overrides, reader.roles, source.where)
-    return Prepared(
-        kwargs=kwargs,
-        time_dim=time_dim,
-        roles=dict(reader.roles),
-        steps=steps,
-        episodes=len(lengths) if episodes else ends + last_open,
-        sequences=len(lengths) if episodes else sequences,
-        lengths=lengths,
-        counts=counts,
-        notes=notes,
-        bytes_read=reader.bytes_read,
-        dtype=str(ref.dtype),
-        template=rewards_name,
-        dones_mean=meaning[0] if meaning else dones_mean,
-        id_runs=id_runs,
-        reading=in_force,
-        by=dict(res.by),
-        pending=list(res.pending),
-        kept=None if rows is None else rows.kept,
-    )
-
-
-@dataclass
-class _FinalRows:
-    """An RLDS table whose ``is_last`` rows hold only the final observation: the view of
-    its transitions, and where each transition's successor row is."""
-
-    view: Source  # the transitions; flags that describe the next row's observation moved
-    base: Source  # the stored table
-    kept: np.ndarray  # stored row -> is a transition
-    kept_index: np.ndarray  # transition -> its stored row
-    successor: np.ndarray  # transition -> the stored row after it (may be past the end)
-    known: np.ndarray  # transition -> a row follows it (its observation is s_{t+1})
-    label: str  # what an excluded row is, for the notes ('an "is_last" row')
-
-
-def _final_rows(
-    res: _Resolve,
-    reader: _Reader,
-    reading: Reading,
-    window: tuple[int, int] | None,
-    in_force: dict[str, Any],
-) -> _FinalRows | None:
-    """RLDS's ``is_last`` rows (docs/CONVENTIONS.md §1.9): whether they are transitions is
-    the user's word (``--is-last-row``), or proven when every one of them is terminal (by
-    RLDS's definition a terminal row holds the terminal observation); otherwise a decision.
-    With ``observation``, the table's transitions are every other row; their flags come
-    from the final observation's row (its ``is_terminal``)."""
-    source = res.source
-    name = res.find("last_row") or _last_row_named(res.overrides)
-    if reading.autoreset == "next-step":
-        if name is not None:
-            raise ParameterError(
-                f'{source.where}: --autoreset next-step on a table with an RLDS "{name}" '
-                "column: RLDS marks its final-observation rows itself",
-                "drop --autoreset and pass --is-last-row observation or transition",
-            )
-        in_force["autoreset"] = "next-step"
-        return _reset_rows(res, reader, reading, window)
-    if name is None or source.layout not in ("flat", "episodes"):
-        return None
-    where = source.where
-    choice = reading.is_last_row
-    term_name = res.find("terminated")
-    observation_term = term_name if term_name in OBSERVATION_FLAGS else None
-    last = _stored_flag(reader, "last_row", name)
-    term = _stored_flag(reader, "terminated", observation_term) if observation_term else None
-    if choice is None and res.overrides.get("dones") == name:
-        choice = "transition"  # named as the dones column: it ends the step on its row
-        res.by["is_last_row"] = f"--dones {name}: its rows are steps that end an episode"
-    if choice is None and term is not None and last.any() and bool(np.all(term[last])):
-        choice = "observation"
-        res.by["is_last_row"] = (
-            f'every "{name}" row is terminal ("{observation_term}"): by RLDS\'s definition it '
-            "holds the terminal observation, not a transition"
-        )
-    if choice is None:
-        res.ask(
-            Decision(
-                f'"{name}" marks the last row of each episode, which may hold only the final '
-                "observation (RLDS: its reward and discount are not a transition) or be the "
-                "episode's last step (converters that store no final observation)",
-                "pass --is-last-row observation or --is-last-row transition",
-            )
-        )
-        choice = "transition"  # provisional: never computed with
-    in_force["is_last_row"] = choice
-    if choice == "transition":
-        return None
-    if source.layout == "episodes":
-        raise ParameterError(
-            f"{where}: --is-last-row observation is not supported for episode groups yet",
-            "store the episodes as one flat table, or pass --is-last-row transition if the "
-            f'"{name}" row of each episode is a step',
-        )
-    if window is not None:
-        raise ParameterError(
-            f'{where}: a table whose "{name}" rows are final observations cannot be read in '
-            "pieces (a sharded dataset) yet",
-            "merge the shards into one file",
-        )
-    if term is not None:
-        stray = term & ~last
-        if stray.any():
-            row = int(np.flatnonzero(stray)[0])
-            raise DataError(
-                f'{where}: "{observation_term}" is set at row {row}, which is not an "{name}" '
-                "row (with --is-last-row observation only a final observation is terminal)",
-                "pass --is-last-row transition if every row is a step",
-                column=observation_term,
-                index=row,
-            )
-    starts_name = res.find("episode_starts")
-    if starts_name is not None:
-        first = _stored_flag(reader, "episode_starts", starts_name)
-        orphan = first.copy()
-        orphan[0] = False
-        orphan[1:] &= ~last[:-1]
-        if orphan.any():
-            row = int(np.flatnonzero(orphan)[0])
-            raise DataError(
-                f'{where}: row {row} starts an episode ("{starts_name}") but row {row - 1} is '
-                f'not an "{name}" row: that episode has no final observation',
-                f'pass --is-last-row transition if the "{name}" row of each episode is a step',
-                column=starts_name,
-                index=row,
-            )
-
-    def moved(column: str, data: np.ndarray, rows: _FinalRows) -> np.ndarray | None:
-        """The flags that describe the next row's observation, read onto the step."""
-        known, after = rows.known, rows.successor[rows.known]
-        out = np.zeros(len(rows.kept_index), bool)
-        if column == name:  # the row after the step holds the final observation
-            out[known] = last[after]
-        elif column in OBSERVATION_FLAGS:  # describes its row's observation: s_{t+1}
-            flag = as_flag(_squeeze(data, 1), column, where, "terminated")
-            out[known] = flag[after] & last[after]
-        else:
-            return None
-        return out
-
-    res.notes.append(
-        f'{int(last.sum())} "{name}" row(s) hold only the final observation (RLDS), not a '
-        "transition: they are left out of the computation and their outputs are NaN"
-    )
-    return _without_rows(source, ~last, f'an "{name}" row', moved)
-
-
-def _reset_rows(
-    res: _Resolve, reader: _Reader, reading: Reading, window: tuple[int, int] | None
-) -> _FinalRows:
-    """Gymnasium's NEXT_STEP autoreset (docs/CONVENTIONS.md §1.4): the row after each
-    episode end is the reset step (the final observation, an ignored action, reward 0,
-    no flags), not a transition. Those rows are left out, and their ``values`` entry, V
-    of the final observation, bootstraps the step before them when it was truncated.
-    Proven, not assumed: a reset row that ends an episode or has a reward other than 0
-    stops the run (then the buffer's rows after an end are real steps)."""
-    source = res.source
-    where = source.where
-    if source.layout != "flat":
-        raise ParameterError(
-            f"{where}: --autoreset next-step reads a flat table of steps; this one is "
-            f"{source.layout}",
-            "store each env's steps as one flat table (a file per env), or drop --autoreset",
-        )
-    if window is not None:
-        raise ParameterError(
-            f"{where}: a buffer with NEXT_STEP reset rows cannot be read in pieces (a "
-            "sharded dataset) yet",
-            "merge the shards into one file",
-        )
-    flags = {role: res.find(role) for role in ("terminated", "truncated", "dones")}
-    if flags["dones"] is not None and (flags["terminated"] or flags["truncated"]):
-        flags["dones"] = None  # term/trunc say it per step (the usual resolution refuses a clash)
-    if not any(flags.values()):
-        raise DataError(
-            f"{where}: --autoreset next-step needs the episode-end flags (terminated, "
-            f"truncated or dones) and {where} has none",
-            "pass --terminals KEY and --timeouts KEY",
-        )
-    provisional = False
-    if flags["dones"] is not None and reading.dones_mean != "ended":
-        if reading.dones_mean == "starts":
-            raise ParameterError(
-                f'{where}: --autoreset next-step reads "{flags["dones"]}" as the end of each '
-                "step (a NEXT_STEP buffer's flags), not as episode starts",
-                "pass --dones-mean ended, or drop --autoreset next-step",
-            )
-        provisional = True  # the resolution asks --dones-mean below; nothing is computed
-    end = np.zeros(source.steps, bool)
-    for role, name in flags.items():
-        if name is not None:
-            end |= _stored_flag(reader, role, name)
-    n = len(end)
-    after = np.zeros(n, bool)
-    after[1:] = end[:-1]
-    both = np.flatnonzero(after & end)
-    if len(both) and not provisional:
-        row = int(both[0])
-        raise DataError(
-            f"{where}: row {row} follows an episode end and ends an episode itself; under "
-            "NEXT_STEP autoreset that row is a reset step, which never ends one",
-            "drop --autoreset next-step if every row of this buffer is a step",
-            index=row,
-        )
-    rewards = res.find("rewards")
-    if rewards is not None:  # the stored rewards, reset rows included (the view reads its own)
-        stored = _squeeze(np.asarray(reader.column("rewards", rewards)), 1)
-        bad = np.flatnonzero(after & (stored != 0))
-        if len(bad) and not provisional:
-            row = int(bad[0])
-            raise DataError(
-                f'{where}: row {row} follows an episode end but its "{rewards}" is '
-                f"{stored[row]!r}; a NEXT_STEP reset step has reward 0",
-                "drop --autoreset next-step: the rows after each end here are real steps "
-                "(SAME_STEP autoreset)",
-                column=rewards,
-                index=row,
-            )
-    res.notes.append(
-        f"{int(after.sum())} row(s) after an episode end are Gymnasium NEXT_STEP reset rows "
-        "(--autoreset next-step), not transitions: they are left out of the computation and "
-        "their outputs are NaN"
-    )
-    return _without_rows(source, ~after, "a reset row")
-
-
-def _without_rows(
-    source: Source,
-    kept: np.ndarray,
-    label: str,
-    moved: Callable[[str, np.ndarray, _FinalRows], np.ndarray | None] | None = None,
-) -> _FinalRows:
-    """The view of ``source`` without the rows ``kept`` leaves out (RLDS final
-    observations, NEXT_STEP resets): each column read at the kept rows, except where
-    ``moved(column, stored, rows)`` gives the column itself (flags that describe the
-    next row, read onto the step)."""
-    kept_index = np.flatnonzero(kept)
-    successor = kept_index + 1
-    known = successor < len(kept)
-
-    def read(column: str) -> np.ndarray | list[np.ndarray]:
-        data = np.asarray(source.read(column))
-        out = None if moved is None else moved(column, data, rows)
-        return data[kept_index] if out is None else out
-
-    columns = {
-        k: ColumnInfo(k, (len(kept_index), *v.shape[1:]), v.dtype)
-        for k, v in source.columns.items()
-    }
-    view = dataclasses.replace(
-        source, read=read, columns=columns, read_range=None, steps=len(kept_index)
-    )
-    rows = _FinalRows(view, source, kept, kept_index, successor, known, label)
-    return rows  # (read above finds it when called)
-
-
-def _stored_flag(reader: _Reader, role: str, name: str) -> np.ndarray:
-    """A flag column of a flat table as stored (episode groups: concatenated)."""
-    data = reader.column(role, name)
-    flat = np.concatenate(data) if isinstance(data, list) else np.asarray(data)
-    return as_flag(_squeeze(flat, 1), name, reader.source.where, role)
-
-
-def _next_from_final_rows(
-    rows: _FinalRows,
-    res: _Resolve,
-    reader: _Reader,
-    kwargs: dict[str, np.ndarray | float],
-    flags_only: bool,
-) -> np.ndarray | None:
-    """V(s_{t+1}) of each transition from the ``values`` of the row after it: the next
-    step's, or the final observation's at the end of an episode (which bootstraps a
-    truncated one). Returns where it exists (the last stored row has no successor)."""
-    name = res.find("values")
-    if name is None:
-        return None
-    reader.roles["values"] = name
-    if not flags_only:
-        stored = _squeeze(np.asarray(rows.base.read(name)), 1)
-        reader.bytes_read += int(stored.nbytes)
-        dtype = stored.dtype if stored.dtype.kind == "f" else np.dtype(np.float64)
-        nv = np.full(len(rows.kept_index), np.nan, dtype=dtype)
-        nv[rows.known] = stored[rows.successor[rows.known]]
-        kwargs["next_values"] = nv
-    res.notes.append(
-        f'V(s_{{t+1}}) is "{name}" of the next row: on {rows.label}, V of the final '
-        "observation, which bootstraps a truncated episode"
-    )
-    return rows.known
-
-
-def rows_may_be_excluded(source: Source, reading: Reading) -> bool:
-    """Whether an RLDS ``is_last`` column may make some rows of ``source`` final
-    observations rather than transitions (such a table is read whole, not by windows)."""
-    if reading.autoreset == "next-step":
-        return True
-    if reading.is_last_row == "transition" or source.layout not in ("flat", "episodes"):
-        return False
-    if reading.ignore:
-        source = _without(source, reading.ignore)
-    name, _, _ = _pick(source, "last_row", reading.columns)
-    return (name or _last_row_named(reading.columns)) is not None
-
-
-def _last_row_named(overrides: Mapping[str, str | None]) -> str | None:
-    """``--dones is_last``: RLDS's end-of-episode column is also its final-row marker."""
-    named = overrides.get("dones")
-    return named if named in ROLES["last_row"].aliases else None
-
-
-def _role_of(argument: str) -> str:
-    """The role whose column was read as estimator argument ``argument``."""
-    row = of_argument(argument)
-    assert row is not None, argument  # only such arguments are read as columns
-    return row.name
-
-
-# The estimator arguments that give V(s_{t+1}) per step (§1.2): one source at a time
-BOOTSTRAP_ARGUMENTS = tuple(r.argument for r in of_kind("bootstrap") if r.argument)
-
-
-def _bootstrap_given(given: Mapping[str, object]) -> bool:
-    """Whether a bootstrap column is among ``given`` (arguments read or checked)."""
-    return any(a in given for a in BOOTSTRAP_ARGUMENTS)
-
-
-def _one_bootstrap_source(given: Mapping[str, object], reader: _Reader, res: _Resolve) -> None:
-    """Two bootstrap columns are two readings of V(s_{t+1}) (§1.2): a decision."""
-    found = [reader.roles[_role_of(a)] for a in BOOTSTRAP_ARGUMENTS if a in given]
-    if len(found) > 1:
-        res.ask(
-            Decision(
-                f'both "{found[0]}" and "{found[1]}" give V(s_{{t+1}})',
-                f"pass --ignore {found[1]} or --ignore {found[0]}",
-            )
-        )
-
-
-def _refuse_no_values(
-    arguments: tuple[str, ...],
-    required: tuple[str, ...],
-    raw: Mapping[str, object],
-    skipped: Mapping[str, str],
-    res: _Resolve,
-) -> None:
-    """An estimator that reads V(s_{t+1}) inside episodes from ``values`` or
-    ``next_values`` (TD(λ)) needs one of them: name the file and the options."""
-    if "values" not in arguments or "next_values" not in arguments or "values" in required:
-        return
-    present = set(raw) | set(skipped)
-    if "values" in present or "next_values" in present:
-        return
-    source = res.source
-    found = quoted(source.columns) if source.columns else "no per-step columns"
-    raise DataError(
-        f'{source.where} has no column "values" or "next_values" (V(s_t) or V(s_{{t+1}}), '
-        "read inside every episode)",
-        f"pass --values KEY or --next-values KEY (found: {found})",
-        column="values",
-        option="--values KEY",
-    )
-
-
-def _bootstrap_gaps(
-    kwargs: Mapping[str, object],
-    term: np.ndarray,
-    trunc: np.ndarray,
-    time_dim: int,
-    final: bool,
-    known: np.ndarray | None = None,
-) -> np.ndarray:
-    """Steps whose V(s_{t+1}) is read (a truncation, or the end of the data when it does
-    not terminate) but that no column gives: the estimators' missing-bootstrap rule.
-    ``known`` marks the steps where a derived V(s_{t+1}) exists (RLDS final rows)."""
-    if known is None and ("next_values" in kwargs or "bootstrap_values" in kwargs):
-        return np.zeros(term.shape, bool)
-    gaps = trunc & ~term
-    if final:
-        last = np.moveaxis(gaps, time_dim, 0)  # a view: writes go to gaps
-        if "last_value" in kwargs:
-            last[-1] = False
-        else:
-            last[-1] |= ~np.moveaxis(term, time_dim, 0)[-1]
-    if known is not None:
-        gaps &= ~known
-    return gaps
-
-
-def _bootstrap_fix(layout: str) -> str:
-    """Where V(s_{t+1}) can come from in this layout (docs/CONVENTIONS.md §1.2)."""
-    if layout == "episodes":
-        where = (
-            "pass --next-values KEY, or --values KEY with T+1 rows per episode (the last is V "
-            "of the state after the last step)"
-        )
-    elif layout == "flat":
-        where = "pass --next-values KEY"
-    else:
-        where = "pass --next-values KEY, or --last-values KEY (one per sequence)"
-    return f"{where}, or --missing-bootstrap zero to count it as 0"
-
-
-def _gap_reason(
-    gaps: np.ndarray,
-    marks: Mapping[str, np.ndarray],
-    res: _Resolve,
-    lengths: list[int],
-    place: int | np.ndarray,
-    time_dim: int,
-) -> str:
-    """Why the FIRST step in ``gaps`` needs V(s_{t+1}), in the user's terms: a set
-    truncation flag, an end that an option made a truncation, or the end of the data."""
-    index = np.argwhere(gaps)[0]
-    at = where_is(index, res.source, lengths, place)
-    key = tuple(int(i) for i in index)
-    axis = time_dim % gaps.ndim
-    if marks.get("column_trunc") is not None and marks["column_trunc"][key]:
-        return f'{at} is a truncation ("{_found_name(res, "truncated")}" is set there)'
-    if marks.get("forced") is not None and marks["forced"][key]:
-        return f"{at} ends an episode that --ends-are truncated makes a truncation"
-    if marks.get("observation_gaps") is not None and marks["observation_gaps"][key]:
-        return f"{at} ends an episode where the observations jump (--ends-from-observations)"
-    if marks.get("dones_trunc") is not None and marks["dones_trunc"][key]:
-        return f"{at} is a truncation (its episode ends there and no terminal flag is set)"
-    if int(index[axis]) == gaps.shape[axis] - 1:
-        return f"the data ends at {at} with no terminal flag (a truncation)"
-    return f"{at} is a truncation"
-
-
-def _found_name(res: _Resolve, role: str) -> str:
-    """The column found for ``role`` (for messages; the role's name when none)."""
-    return res.found.get((role, False)) or role
+    if axes.episodes:
+        return counts, len(axes.lengths)
+    return counts, int(done.sum()) + counts["open_ends"]
 
 
 def _check_overrides_used(
@@ -1077,36 +452,11 @@ def _check_whole_shapes(source: Source, roles: Mapping[str, str], ref_name: str)
             )
 
 
-def _trim(value: np.ndarray | float, keep: int, time_dim: int) -> np.ndarray | float:
-    """The first ``keep`` steps of a per-step array (scalars and per-row values as they are)."""
-    if not isinstance(value, np.ndarray) or value.ndim == 0:
-        return value
-    if time_dim == -1 and value.ndim >= 2:
-        return value[:, :keep]
-    return value[:keep]
-
-
-def _next_from_values(
-    res: _Resolve,
-    reader: _Reader,
-    lengths: list[int],
-    kwargs: dict[str, np.ndarray | float],
-    notes: list[str],
-) -> None:
-    """V(s_{t+1}) from T+1 episode values (Minari): for estimators that take no values,
-    and for those whose values already came in with T rows (which then bootstrap
-    nothing: the missing-bootstrap rule applies)."""
-    name = res.find("values")
-    if name is None:
-        return
-    used = "values" in reader.roles  # read as the estimator's values: keep that role
-    parts = reader.data["values"] if used else reader.column("values", name)
-    parts = parts if isinstance(parts, list) else [parts]
-    if all(len(p) == t + 1 for p, t in zip(parts, lengths, strict=True)):
-        kwargs["next_values"] = np.concatenate([p[1:] for p in parts])
-        notes.append(f'"{name}" has T+1 rows per episode: its rows 1..T are the next values')
-    elif not used:
-        del reader.roles["values"]
+def _trim_steps(
+    kwargs: Mapping[str, np.ndarray | float], keep: int, time_dim: int
+) -> dict[str, np.ndarray | float]:
+    """The estimator's arguments for the first ``keep`` steps (per-row values whole)."""
+    return {k: v if k in PER_ROW else first_steps(v, keep, time_dim) for k, v in kwargs.items()}
 
 
 def _open_tails(done: np.ndarray, time_dim: int) -> int:
@@ -1116,6 +466,10 @@ def _open_tails(done: np.ndarray, time_dim: int) -> int:
 
 
 def _episode_lengths(data: np.ndarray | list[np.ndarray], source: Source) -> list[int]:
+    """Each episode's number of steps (``data``: the reference column's parts; a padded
+    group's last row is not a step). Only episode groups have them."""
+    if source.layout != "episodes":
+        return []
     parts = data if isinstance(data, list) else [data]
     return [len(p) - 1 if source.padded else len(p) for p in parts]
 
@@ -1133,7 +487,7 @@ def _fit_episode(
     """Concatenate per-episode arrays; ``T+1`` values also give ``next_values``."""
     parts = data if isinstance(data, list) else [data]
     plus_one = all(len(p) == t + 1 for p, t in zip(parts, lengths, strict=True))
-    if arg == "values" and plus_one and not _bootstrap_given(raw):
+    if arg == "values" and plus_one and not bootstrap_given(raw):
         kwargs["next_values"] = np.concatenate([p[1:] for p in parts])
         notes.append(f'"{name}" has T+1 rows per episode: V(s_T) of each episode bootstraps it')
         return np.concatenate([p[:-1] for p in parts])
@@ -1153,406 +507,4 @@ def _fit_episode(
     return np.concatenate(parts)
 
 
-def _read_flag(reader: _Reader, role: str, name: str, lengths: list[int], ndim: int) -> np.ndarray:
-    data = reader.column(role, name)
-    if isinstance(data, list):
-        parts = [
-            p[:t] if reader.source.padded and len(p) == t + 1 else p
-            for p, t in zip(data, lengths, strict=True)
-        ]
-        for key, p, t in zip(reader.source.episode_keys, parts, lengths, strict=True):
-            if len(p) != t:
-                raise DataError(
-                    f'{reader.source.where}: "{key}/{name}" has {len(p)} rows but the '
-                    f"episode has {t} steps",
-                    "flags need one row per step",
-                )
-        data = np.concatenate(parts)
-    return as_flag(_squeeze(np.asarray(data), ndim), name, reader.source.where, role)
-
-
-def _flags(
-    res: _Resolve,
-    reader: _Reader,
-    shape: tuple[int, ...],
-    time_dim: int,
-    lengths: list[int],
-    dones_mean: DonesMean | None,
-    ends_are: EndsAre | None,
-    *,
-    needed: bool,
-    meaning: list[DonesMean] | None = None,
-    offset: int | np.ndarray = 0,
-    observation_gaps: ObservationGaps = "error",
-    marks: dict[str, np.ndarray] | None = None,
-    ends_by: str = "--ends-are",
-    ends_matter: bool = True,
-) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
-    """``(terminated, truncated, unflagged)`` from whichever flag columns exist.
-
-    ``unflagged`` marks episode ends that no flag explains (an episode-id change, the
-    end of an episode group, a ``dones`` end beside both flag columns): they take the
-    meaning ``--ends-are`` gives them, and without it the run stops (never guessed).
-    A ``dones`` column beside ``terminals``/``timeouts`` is used only as the user says
-    (``--dones-mean``), as its producer defines it (RLDS ``is_last``), or when it
-    provably repeats them; otherwise the run stops. Open choices are asked on ``res``
-    (provisional readings let the resolution go on and find the others).
-    """
-    source = res.source
-    where = source.where
-    ndim = len(shape)
-    marks = {} if marks is None else marks
-
-    def check(arr: np.ndarray, name: str) -> np.ndarray:
-        if arr.shape != shape:
-            raise DataError(
-                f'{where}: column "{name}" has shape {arr.shape} but the rewards have {shape}',
-                "every per-step column needs the same shape",
-            )
-        return arr
-
-    def load(role: str) -> tuple[np.ndarray | None, str | None]:
-        name = res.find(role)
-        if name is None:
-            return None, None
-        return check(_read_flag(reader, role, name, lengths, ndim), name), name
-
-    term, term_name = load("terminated")
-    trunc, trunc_name = load("truncated")
-    if trunc is not None:
-        marks["column_trunc"] = trunc
-    dones_name = res.find("dones")
-    starts_name = res.find("episode_starts")
-    unflagged = np.zeros(shape, bool)
-
-    def from_dones() -> np.ndarray:
-        """``ended_t`` from the dones/episode-start column, as it is meant."""
-        return _ended_from_dones(
-            res, reader, dones_name, starts_name, shape, time_dim, lengths, dones_mean, meaning
-        )
-
-    if term is None and trunc is None:
-        ended: np.ndarray | None = None
-        if dones_name is not None or starts_name is not None:
-            ended = from_dones()
-        elif source.layout == "flat" and res.find("episode_id"):
-            ended = np.zeros(shape, bool)  # the boundaries come from the ids below
-        elif source.layout == "episodes":
-            ended = np.zeros(shape, bool)
-        if ended is None:
-            if not needed:
-                return None, None, unflagged
-            raise DataError(
-                f'{where} has no "terminals" or "timeouts" column (nor dones or episode ids)',
-                f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)})",
-            )
-        term, trunc = np.zeros(shape, bool), np.zeros(shape, bool)
-        unflagged = ended
-    else:
-        names = " and ".join(f'"{n}"' for n in (term_name, trunc_name) if n)
-        if term is None:
-            term = np.zeros(shape, bool)
-        if trunc is None:
-            trunc = np.zeros(shape, bool)
-        other = dones_name or starts_name
-        defined = ENDED_BY_DEFINITION.get(dones_name or "")
-        if other is not None:
-            if (
-                dones_mean is None
-                and dones_name is not None
-                and starts_name is None
-                and defined is None
-            ):
-                dones = check(_read_flag(reader, "dones", dones_name, lengths, ndim), dones_name)
-                # a copy only when every reading agrees: with no terminated column, a done
-                # equal to "truncated" could still mean terminated (which wins) or ended
-                same_as_term = term_name is not None and bool(np.array_equal(dones, term))
-                same_as_ends = bool(np.array_equal(dones, term | trunc)) and (
-                    term_name is not None or not dones.any()
-                )
-                if same_as_term or same_as_ends:
-                    what = "terminations" if same_as_term else "terminations or truncations"
-                    res.notes.append(f'"{dones_name}" repeats {names} ({what}); checked, not used')
-                else:
-                    bad = dones != (term | trunc)
-                    at = _at(bad if bad.any() else dones, source, lengths, offset)
-                    res.ask(
-                        Decision(
-                            f'"{dones_name}" beside {names} reads two ways that give different '
-                            f"results ({at})",
-                            f"pass --terminals {dones_name} if it marks terminations, "
-                            "--dones-mean ended if it means terminated or truncated, "
-                            f"--dones-mean starts if it marks episode starts, or --ignore "
-                            f"{dones_name}",
-                        )
-                    )
-            else:
-                ended = from_dones()
-                extra = ended & ~term & ~trunc
-                decided = meaning[-1] if meaning else dones_mean
-                if decided == "ended" and defined == "truncated" and trunc_name is None:
-                    trunc = trunc | extra  # RLDS: an is_last end that is not is_terminal
-                    marks["dones_trunc"] = extra
-                    res.notes.append(
-                        f'episodes that end at "{other}" with no {names} were truncated '
-                        "(RLDS's definition)"
-                    )
-                elif decided == "ended" and trunc_name is None:
-                    trunc = trunc | extra  # old gym beside terminals: ended and not terminal
-                    marks["dones_trunc"] = extra
-                    res.notes.append(f'truncated = "{other}" and not {names}')
-                elif decided == "ended" and term_name is None:
-                    term = term | extra  # old gym beside TimeLimit.truncated
-                    res.notes.append(f'terminated = "{other}" and not {names}')
-                else:
-                    unflagged = extra
-
-    id_ends = step_ends = np.zeros(shape, bool)  # which evidence ends an episode where
-    if source.layout == "flat":
-        id_name = res.find("episode_id")
-        if id_name is not None:
-            ids = np.asarray(reader.column("episode_id", id_name))
-            if source.conventions.get("id_runs") == "cut":  # ids may come back: runs are pieces
-                ids = _run_numbers(ids)
-            id_ends = _id_boundaries(ids, id_name, where).reshape(shape)
-            unflagged = unflagged | id_ends
-        step_name = res.find("step")
-        if step_name is not None:
-            step_ends = _step_resets(reader, step_name, shape)
-            unflagged = unflagged | step_ends
-        if observation_gaps != "ignore":
-            hidden = _observation_gaps(res, reader, shape) & ~term & ~trunc
-            hidden &= ~unflagged  # an id change or step restart says it already
-            marks["observation_gaps"] = hidden
-            if hidden.any() and observation_gaps == "error":
-                res.ask(
-                    Decision(
-                        f'"{reader.roles["observations"]}" jumps after '
-                        f"{_at(hidden, source, lengths, offset)} where no flag ends the episode "
-                        f'("{reader.roles["next_observations"]}" differs from the next row: a '
-                        "hidden episode end)",
-                        "pass --ends-from-observations to treat such rows as "
-                        "truncations, or --ignore-observation-gaps",
-                    )
-                )
-            elif hidden.any():
-                trunc = trunc | hidden
-                res.notes.append(
-                    "episode ends found where observations jump (no flag set) are "
-                    "truncations (--ends-from-observations)"
-                )
-    elif source.layout == "episodes":
-        cut = np.zeros(shape, bool)
-        cut[np.cumsum(lengths) - 1] = True
-        unflagged = unflagged | cut
-    unflagged = unflagged & ~term & ~trunc
-    if unflagged.any():
-        if ends_are is None and not ends_matter:  # either reading: the same numbers
-            term = term | unflagged
-        elif ends_are is None:
-            first = tuple(np.argwhere(unflagged)[0])
-            why = _why_unflagged(
-                res, dones_name or starts_name, bool(id_ends[first]), bool(step_ends[first])
-            )
-            res.ask(
-                Decision(
-                    f"{why} ({_at(unflagged, source, lengths, offset)}) but no flag says "
-                    "whether the episode terminated or was truncated",
-                    "pass --ends-are terminal or --ends-are truncated",
-                )
-            )
-            trunc = trunc | unflagged  # provisional: never computed with
-        elif ends_are == "terminal":
-            term = term | unflagged
-        else:
-            trunc = trunc | unflagged
-    if ends_are is not None:
-        res.notes.append(f"episode ends that no flag explains are {ends_are} ({ends_by})")
-    return term, trunc, unflagged
-
-
-def _why_unflagged(res: _Resolve, dones: str | None, by_id: bool, by_step: bool) -> str:
-    """What marks the first unexplained episode end, for the error message: the id
-    column where it changes there (``by_id``), the step column where it does not go on
-    by one there (``by_step``; inside one id run, said so), else the dones column."""
-    source = res.source
-    if source.layout == "episodes":
-        return "an episode ends with no terminated or truncated flag"
-    id_name = res.find("episode_id") if source.layout == "flat" else None
-    if by_id and id_name is not None:
-        return f'an episode ends where "{id_name}" changes'
-    step = res.find("step") if source.layout == "flat" else None
-    if by_step and step is not None and id_name is not None:
-        return f'"{step}" does not go on by one inside one "{id_name}" run'
-    if by_step and step is not None:
-        return f'an episode ends where "{step}" starts again'
-    return f'"{dones}" ends an episode' if dones else "an episode ends"
-
-
-def _at(mask: np.ndarray, source: Source, lengths: list[int], offset: int | np.ndarray = 0) -> str:
-    """Where the first set entry of ``mask`` is, in the user's terms."""
-    return where_is(np.argwhere(mask)[0], source, lengths, offset)
-
-
-def where_is(
-    index: np.ndarray, source: Source, lengths: list[int], offset: int | np.ndarray = 0
-) -> str:
-    """``row 12`` / ``step 5 of env 2`` / ``step 3 of episode_7`` for a flat/2-D index.
-    ``offset`` is where the data starts in the file (a window), or the stored row of each
-    transition (a table whose final-observation rows are not transitions)."""
-    if source.layout == "episodes" and lengths:
-        i = int(index[0])
-        starts = np.cumsum([0, *lengths])
-        e = int(np.searchsorted(starts, i, side="right") - 1)
-        key = source.episode_keys[e] if e < len(source.episode_keys) else f"episode {e}"
-        return f"step {i - int(starts[e])} of {key}"
-    if len(index) == 1:
-        i = int(index[0])
-        row = int(offset[i]) if isinstance(offset, np.ndarray) else i + offset
-        return f"row {row}"
-    t, b = (int(index[0]), int(index[1]))
-    if source.layout == "batch-major":
-        t, b = b, t
-    return f"step {t + int(offset)} of env {b}"
-
-
-OBSERVATION_GAP = 1e-6  # the threshold D4RL-based code bases use (IQL, CORL)
-
-
-def _observation_gaps(res: _Resolve, reader: _Reader, shape: tuple[int, ...]) -> np.ndarray:
-    """``gap[t]`` where ``‖observations[t+1] − next_observations[t]‖ > 1e-6`` (the step
-    after ``t`` does not continue from ``t``'s successor state): an episode ends after
-    ``t``. Empty (all False) unless both columns exist with one row per step."""
-    gap = np.zeros(shape, bool)
-    obs_name = res.find("observations")
-    nxt_name = res.find("next_observations")
-    if obs_name is None or nxt_name is None:
-        return gap
-    listed = [n for n in (obs_name, nxt_name) if "list" in res.source.columns[n].dtype]
-    if listed:  # Arrow lists of any length (pandas/polars rows): not compared
-        res.notes.append(
-            f"{quoted(listed)} hold variable-length lists: not compared for hidden episode ends"
-        )
-        return gap
-    obs = np.asarray(reader.column("observations", obs_name))
-    nxt = np.asarray(reader.column("next_observations", nxt_name))
-    if obs.shape != nxt.shape or obs.shape[:1] != shape[:1] or obs.dtype.kind not in "fiu":
-        del reader.roles["observations"], reader.roles["next_observations"]
-        return gap
-    n = len(obs)
-    if n < 2:
-        return gap
-    diff = obs[1:].reshape(n - 1, -1).astype(np.float64) - nxt[:-1].reshape(n - 1, -1)
-    gap[:-1] = np.sqrt(np.einsum("ij,ij->i", diff, diff)) > OBSERVATION_GAP
-    return gap
-
-
-def _step_resets(reader: _Reader, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """``reset[t]`` where the step counter does not go on by one after ``t`` (an episode
-    starts at ``t+1``); a column that is not an integer counter proves nothing."""
-    steps = np.asarray(reader.column("step", name)).reshape(-1)
-    reset = np.zeros(shape, bool)
-    if steps.size != reset.size or not np.issubdtype(steps.dtype, np.integer):
-        del reader.roles["step"]
-        return reset
-    reset.reshape(-1)[:-1] = steps[1:] != steps[:-1] + 1
-    return reset
-
-
-def _id_boundaries(ids: np.ndarray, name: str, where: str) -> np.ndarray:
-    """``cut[t]`` where the episode id changes after ``t``; ids must be contiguous runs."""
-    ids = ids.reshape(-1)
-    cut = np.zeros(ids.shape, bool)
-    if ids.size == 0:
-        return cut
-    change = ids[1:] != ids[:-1]
-    cut[:-1] = change
-    starts = ids[np.concatenate([[True], change])]
-    if len(np.unique(starts)) != len(starts):
-        values, counts = np.unique(starts, return_counts=True)
-        again = values[counts > 1][0].item()
-        raise DataError(
-            f'{where}: episode id {again!r} in "{name}" appears in more than one run of rows',
-            "sort the table by episode (keeping step order) first",
-        )
-    return cut
-
-
-def _run_numbers(ids: np.ndarray) -> np.ndarray:
-    """Each run of equal ids numbered in order: the same cuts, every run its own piece.
-
-    For formats whose ids may come back after other ids (a TorchRL buffer holds one
-    trajectory in the slices of several flattened collector batches; the source's
-    ``conventions["id_runs"] == "cut"``): a run's end is a cut in the data, never a
-    join with a later run (docs/CONVENTIONS.md §7.4)."""
-    flat = ids.reshape(-1)
-    change = np.concatenate([[False], flat[1:] != flat[:-1]])
-    return np.cumsum(change).reshape(ids.shape)
-
-
-def _ended_from_dones(
-    res: _Resolve,
-    reader: _Reader,
-    dones_name: str | None,
-    starts_name: str | None,
-    shape: tuple[int, ...],
-    time_dim: int,
-    lengths: list[int],
-    dones_mean: DonesMean | None,
-    decided: list[DonesMean] | None = None,
-) -> np.ndarray:
-    source = res.source
-    where = source.where
-    ndim = len(shape)
-    last_name = res.find("last_dones", extra=True)
-    if starts_name is not None and dones_name is None:
-        meaning: DonesMean = "starts"
-        name = starts_name
-    else:
-        assert dones_name is not None
-        name = dones_name
-        if dones_mean is not None:
-            meaning = dones_mean
-        elif dones_name.startswith(NEXT_PREFIXES) or (
-            source.layout in ("flat", "episodes") and dones_name in ENDED_BY_DEFINITION
-        ):
-            meaning = "ended"
-            res.by.setdefault("dones_mean", f'"{dones_name}" is an outcome of the step')
-        elif source.layout in ("time-major", "batch-major") and last_name is not None:
-            meaning = "starts"
-            res.by.setdefault(
-                "dones_mean", f'"{dones_name}" with "{last_name}" [B]: CleanRL episode starts'
-            )
-            res.notes.append(f'"{dones_name}" with "{last_name}" [B]: CleanRL episode-start dones')
-        else:
-            res.ask(
-                Decision(
-                    f'"{dones_name}" may mean "episode ended after this step" or "this '
-                    'step starts an episode"',
-                    "pass --dones-mean ended or --dones-mean starts",
-                )
-            )
-            meaning = "ended"  # provisional: never computed with
-    flag = _read_flag(reader, "dones", name, lengths, ndim)
-    if flag.shape != shape:
-        raise DataError(
-            f'{where}: column "{name}" has shape {flag.shape} but the rewards have {shape}',
-            "every per-step column needs the same shape",
-        )
-    if decided is not None:
-        decided.append(meaning)
-    if meaning == "ended":
-        return flag
-    last = None
-    if last_name is not None:
-        last = as_flag(
-            np.asarray(reader.column("last_dones", last_name)), last_name, where, "dones"
-        )
-    res.notes.append(f'"{name}" marks episode starts; shifted by one step to episode ends')
-    if source.layout == "episodes":
-        parts = np.split(flag, np.cumsum(lengths)[:-1])
-        return np.concatenate([_shift_starts(p, -1, None) for p in parts])
-    return _shift_starts(flag, time_dim, last)
-
-
-__all__ = ["Decision", "Prepared", "Reading", "as_flag", "find_column", "prepare"]
+__all__ = ["Prepared", "prepare"]

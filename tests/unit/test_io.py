@@ -23,7 +23,8 @@ from rltscan.errors import (
 )
 from rltscan.io import open_input
 from rltscan.io.formats import sniff_bytes
-from rltscan.io.layout import Reading, prepare
+from rltscan.io.layout import prepare
+from rltscan.io.resolve import Reading
 from tests.io_helpers import (
     BUFFER,
     FLAT,

@@ -404,7 +404,8 @@ def test_hidden_d4rl_ends_are_found_from_observations(tmp_path: Path) -> None:
     """Issue 14: an episode end with no flag shows as a jump between next_observations[t]
     and observations[t+1]; found (also across streaming windows), never merged."""
     from rltscan.io import open_input
-    from rltscan.io.layout import Reading, prepare
+    from rltscan.io.layout import prepare
+    from rltscan.io.resolve import Reading
 
     path = tmp_path / "d4rl.h5"
     _, hidden = _d4rl_segments(path, np.random.default_rng(7))

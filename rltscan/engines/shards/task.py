@@ -60,7 +60,8 @@ from rltscan.errors import OutputRefusedError, RltscanError
 from rltscan.estimators import Carry
 from rltscan.estimators.functions import SettingsCarry
 from rltscan.io import shards as io_shards
-from rltscan.io.layout import Prepared, Reading, prepare
+from rltscan.io.layout import Prepared, prepare
+from rltscan.io.resolve import Reading
 from rltscan.io.sinks import NullSink, ParquetSink, record_normalized
 from rltscan.io.source import Source
 from rltscan.options import RunOptions
@@ -295,7 +296,7 @@ def _walk(
             plan, prepare_window, compute, write, device=_device(job), time_dim=-1, carry=carry
         )
     if totals.id_runs:  # ids must form runs; across shards only at the edges (see docs)
-        from rltscan.io.layout import find_column
+        from rltscan.io.resolve import find_column
 
         name = find_column(opened.src, "episode_id", job.reading.columns) or "episode_id"
         windows.check_id_runs(totals.id_runs, name, opened.src.where)
