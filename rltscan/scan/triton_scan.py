@@ -601,7 +601,7 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def choose_tiles(n_rows: int, steps: int, time_contiguous: bool, kind: int = LINEAR,
+def choose_tiles(n_rows: int, steps: int, time_contiguous: bool, kind: int,
                  wide: bool = False) -> Tiles:  # fmt: skip
     """The tile of one program (several settings share it: a program solves each of
     them over the inputs it read once) for estimator ``kind`` (``wide``: float64)."""
