@@ -337,20 +337,13 @@ def gpu_cases(quick: bool) -> list[tuple[tuple[int, ...], str, float]]:
     return cases
 
 
-def run_gpu(
-    *,
-    quick: bool,
-    estimators: list[str],
-    backends: list[str],
-    log: Callable[[str], None],
-) -> dict[str, Any]:
+def run_gpu(*, quick: bool, backends: list[str]) -> dict[str, Any]:
     import triton
 
     bw = copy_bandwidth()
-    log(f"copy bandwidth: {bw:.0f} GB/s")
     rows = []
     for shape, layout, ep in gpu_cases(quick):
-        for kind in estimators:
+        for kind in ESTIMATOR_ORDER:
             # the compile baseline for GAE on every shape, for the others on two
             base = "compile" in backends and (kind == "gae" or shape in ((4096, 128), (1 << 22,)))
             if base and layout == "time-major" and kind != "gae":
@@ -360,16 +353,6 @@ def run_gpu(
                 kind, shape, layout, ep, bw=bw, with_baseline=base, with_torch=with_torch
             )
             rows.append(row)
-            log(
-                f"{kind:11s} {row['shape']:>14s} {layout:11s} ep~{ep:<5g} "
-                f"{row['triton_us']:9.1f} us  floor {row['floor_us']:8.1f}  "
-                f"{row['pct_of_floor']:5.1f}%  err {row['max_rel_err']:.1e}"
-                + (
-                    f"  compile {row['compile_baseline_us']:.1f} us"
-                    if "compile_baseline_us" in row
-                    else ""
-                )
-            )
     return {
         "kind": "gpu",
         "device": torch.cuda.get_device_name(),
@@ -398,7 +381,7 @@ def numpy_gae_loop(r, v, nv, term, cut, gamma: float, lam: float) -> np.ndarray:
     return adv
 
 
-def run_cpu(*, quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
+def run_cpu(*, quick: bool) -> dict[str, Any]:
     shapes: list[tuple[int, ...]] = [(1_000_000,), (4096, 128)]
     if not quick:
         shapes.append((10_000_000,))
@@ -432,7 +415,6 @@ def run_cpu(*, quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
                 numpy_gae_loop(r, v, nv, term, cut, 0.99, 0.95)
                 row["numpy_loop_ns_per_step"] = (time.perf_counter() - t0) / n * 1e9
             rows.append(row)
-            log(json.dumps(row))
     return {
         "kind": "cpu",
         "device": platform.processor() or platform.machine(),
@@ -453,17 +435,11 @@ def run_bench(
     quick: bool = False,
     json_path: str | None = None,
     backends: list[str] | None = None,
-    log: Callable[[str], None] = lambda s: None,
 ) -> dict[str, Any]:
     if _cuda():
-        result = run_gpu(
-            quick=quick,
-            estimators=ESTIMATOR_ORDER,
-            backends=backends or ["triton", "torch", "compile"],
-            log=log,
-        )
+        result = run_gpu(quick=quick, backends=backends or ["triton", "torch", "compile"])
     else:
-        result = run_cpu(quick=quick, log=log)
+        result = run_cpu(quick=quick)
     if json_path:
         with open(json_path, "w") as f:
             json.dump(result, f, indent=1)
