@@ -18,7 +18,7 @@ import numpy as np
 
 from rltscan import stats
 from rltscan.devices import resolve_device
-from rltscan.engines.shards.task import Job, _check_existing, _estimate, run_task
+from rltscan.engines.shards.task import Job, check_existing, estimate, run_task
 from rltscan.engines.stream import windows
 from rltscan.errors import DataError, ParameterError, RltscanError
 from rltscan.io import shards as io_shards
@@ -159,7 +159,7 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
         call_args = {k: v for k, v in plan.call.items() if k != "time_dim"}
         job = dataclasses.replace(job, names=plan.names, reading=reading, call_args=call_args)
         if not opts.dry_run:
-            _check_existing(job, probe_src, probe_src.where)
+            check_existing(job, probe_src, probe_src.where)
         dtypes = _output_dtypes(job, probe)
         job = dataclasses.replace(
             job, dtypes=dtypes, entry=wb.parquet_entry(list(plan.names), plan.metadata)
@@ -342,7 +342,7 @@ def _probe(job: Job) -> tuple[Prepared, Source]:
 def _output_dtypes(job: Job, probe: Prepared) -> dict[str, str]:
     """The dtype of each output (what the estimator returns for these inputs)."""
     kwargs = {k: v for k, v in probe.kwargs.items() if k not in windows.PER_ROW}
-    result = _estimate(job, kwargs, job.call(probe.time_dim), None, validate=False)
+    result = estimate(job, kwargs, job.call(probe.time_dim), None, validate=False)
     out = {
         job.opts.prefix + n: str(np.asarray(v).dtype)
         for n, v in dict(result).items()

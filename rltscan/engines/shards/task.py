@@ -163,7 +163,7 @@ def _open(job: Job, k: int) -> _Opened:
     return _Opened(src, io_shards.shard_view(src, after), after, before)
 
 
-def _check_existing(job: Job, src: Source, rel: str) -> None:
+def check_existing(job: Job, src: Source, rel: str) -> None:
     clash = [n for n in job.names if n in src.columns]
     if clash and not job.opts.overwrite:
         raise OutputRefusedError(
@@ -171,7 +171,7 @@ def _check_existing(job: Job, src: Source, rel: str) -> None:
         )
 
 
-def _estimate(job: Job, kwargs: Mapping[str, Any], call: Mapping[str, Any], carry: Any, **kw: Any):
+def estimate(job: Job, kwargs: Mapping[str, Any], call: Mapping[str, Any], carry: Any, **kw: Any):
     with warnings.catch_warnings():  # Arrow buffers are read-only; nothing writes them
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         return job.spec.function(**kwargs, **call, carry=carry, **kw)
@@ -200,7 +200,7 @@ def neighbour(job: Job, opened: _Opened) -> Any:
     settings = job.opts.settings
     if settings is not None:  # one carry per setting
         placeholder = SettingsCarry((placeholder,) * len(settings), settings)
-    result = _estimate(job, kwargs, job.call(prepared.time_dim), placeholder, validate=False)
+    result = estimate(job, kwargs, job.call(prepared.time_dim), placeholder, validate=False)
     carry = result.carry
     assert carry is not None
     return carry
@@ -341,12 +341,12 @@ def aggregate(job: Job, k: int) -> dict[str, Any]:
 
     def compute(block: Mapping[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
         native, c0, c1 = carry
-        n = _estimate(job, _strip(block, native), call, native).carry
+        n = estimate(job, _strip(block, native), call, native).carry
         if c0 is None:
             return {}, (n, None, None)
         wide = {k: _wide(v) for k, v in _strip(block, c0).items()}
-        n0 = _estimate(job, wide, call, c0, validate=False).carry
-        n1 = _estimate(job, wide, call, c1, validate=False).carry
+        n0 = estimate(job, wide, call, c0, validate=False).carry
+        n1 = estimate(job, wide, call, c1, validate=False).carry
         # After a cut the two chains hold the same bits (the carry in is multiplied by
         # an exact 0): A is 0 from then on, and the native chain alone goes on.
         return {}, (n, None, None) if torch.equal(_y(n0), _y(n1)) else (n, n0, n1)
@@ -382,7 +382,7 @@ def outputs(
     t0 = time.perf_counter()
     shard = job.dataset.shards[k]
     opened = _open(job, k)
-    _check_existing(job, opened.src, shard.rel)
+    check_existing(job, opened.src, shard.rel)
     entry = copy.deepcopy(job.entry)  # this shard's metadata (the tasks share the job)
     for name, (mean, std) in (scales or {}).items():
         record_normalized(entry, name, mean, std)
