@@ -21,6 +21,8 @@ neighbouring *row* that is data, not state. The protocol:
    exactly 0, and ``B`` is then the compute-dtype chain's carry: the bits one file's
    walk holds there. The shard at the true end of the data in scan order has no carry
    in; the shard last in scan order is not needed at all.
+   The block at the edge the carry leaves by is walked first, alone: a cut in it
+   decides the carry, and the rest of the shard is not read (:func:`aggregate`).
 3. **Carries** (driver): a sequential scan over the ``(A, B)`` pairs in scan
    order, in float64, gives every shard its ``y_in``.
 4. **Pass 2** (in parallel): each shard runs the single-file streaming walk
@@ -177,6 +179,11 @@ def estimate(job: Job, kwargs: Mapping[str, Any], call: Mapping[str, Any], carry
         return job.spec.function(**kwargs, **call, carry=carry, **kw)
 
 
+def _ends_data(job: Job, opened: _Opened) -> bool:
+    """Whether this shard is the true end of the data in scan order (no carry enters it)."""
+    return (opened.after if job.reverse else opened.before) is None
+
+
 def neighbour(job: Job, opened: _Opened) -> Any:
     """The neighbouring row in scan order as a carry (its ``y`` is a placeholder; a
     :class:`SettingsCarry` with several settings), or None when this shard is the true
@@ -185,13 +192,18 @@ def neighbour(job: Job, opened: _Opened) -> Any:
         if opened.after is None:
             return None
         # only the next shard's own values are read at its first step (V, log-ratio)
-        view, window = opened.after, (0, 1)
-    else:
-        if opened.before is None:
-            return None
-        # the previous shard's last done flag, derived with this shard's first row
-        n = int(opened.before.steps or 0)
-        view, window = io_shards.shard_view(opened.before, opened.src), (n - 1, n)
+        return row_carry(job, opened.after, (0, 1))
+    if opened.before is None:
+        return None
+    # the previous shard's last done flag, derived with this shard's first row
+    n = int(opened.before.steps or 0)
+    return row_carry(job, io_shards.shard_view(opened.before, opened.src), (n - 1, n))
+
+
+def row_carry(job: Job, view: Source, window: tuple[int, int]) -> Any:
+    """The carry that the one row ``window`` of ``view`` hands on in scan order, as the
+    block holding it would (its ``y`` a placeholder; a :class:`SettingsCarry` with
+    several settings): the estimator is called on that row alone."""
     prepared = prepare(view, window=window, **job.options())
     kwargs = {k: v for k, v in prepared.kwargs.items() if k not in windows.PER_ROW}
     kind = job.spec.name
@@ -262,10 +274,14 @@ def _walk(
     write: Callable[[int, int, dict[str, np.ndarray]], None],
     carry: Any,
     on_prepared: Callable[[int, Prepared], None] | None = None,
+    span: tuple[int, int] | None = None,
 ) -> tuple[windows.Totals, int]:
     """The single-file streaming walk over one shard; returns the totals and its steps.
-    ``on_prepared(start, prepared)`` sees every window's inputs (the statistics)."""
+    ``on_prepared(start, prepared)`` sees every window's inputs (the statistics).
+    ``span``: only the steps ``[lo, hi)`` (``lo`` on the block grid, so the blocks are
+    the whole walk's), entered with ``carry`` at ``hi`` (backward) or ``lo`` (forward)."""
     options = job.options()
+    lo = 0
     if job.dataset.episode_shards:
         whole = prepare(opened.view, **options)
         steps = whole.steps
@@ -273,24 +289,19 @@ def _walk(
         def read_window(start: int, stop: int) -> Prepared:
             return _slice_prepared(whole, start, stop)
     else:
-        steps = opened.steps
+        lo, hi = span or (0, opened.steps)
+        steps = hi - lo
 
         def read_window(start: int, stop: int) -> Prepared:
-            return prepare(opened.view, window=(start, stop), **options)
+            return prepare(opened.view, window=(lo + start, lo + stop), **options)
 
     def prepare_window(start: int, stop: int) -> Prepared:
         prepared = read_window(start, stop)
         if on_prepared is not None:
-            on_prepared(start, prepared)
+            on_prepared(lo + start, prepared)
         return prepared
 
-    plan = windows.make_plan(
-        steps,
-        1,
-        reverse=job.reverse,
-        chunk_steps=job.opts.chunk_steps,
-        block_steps=job.opts.block_steps,
-    )
+    plan = _plan(job, steps)
     with bootstrap_hint():
         totals = windows.run_windows(
             plan, prepare_window, compute, write, device=_device(job), time_dim=-1, carry=carry
@@ -301,6 +312,16 @@ def _walk(
         name = find_column(opened.src, "episode_id", job.reading.columns) or "episode_id"
         windows.check_id_runs(totals.id_runs, name, opened.src.where)
     return totals, steps
+
+
+def _plan(job: Job, steps: int) -> windows.Plan:
+    return windows.make_plan(
+        steps,
+        1,
+        reverse=job.reverse,
+        chunk_steps=job.opts.chunk_steps,
+        block_steps=job.opts.block_steps,
+    )
 
 
 def _strip(block: Mapping[str, Any], carry: Any) -> dict[str, Any]:
@@ -322,13 +343,62 @@ def aggregate(job: Job, k: int) -> dict[str, Any]:
     Two chains in float64 (carry in 0 and 1) give ``A`` and ``B``; a third in the
     compute dtype (carry in 0) gives ``B`` where ``A`` is exactly 0 (a cut in the shard:
     the chains merge there, and from then on only this one runs). Past a cut that chain
-    holds the bits the single-file walk holds, so such a shard's carry out is exact."""
+    holds the bits the single-file walk holds, so such a shard's carry out is exact.
+
+    Where the shard's carry leaves it (its first block for backward estimators, its
+    last for forward ones) that block alone is walked first, entered from the row
+    after it: a cut there makes the rest of the shard irrelevant to the carry out, so
+    the task reads one block instead of the shard (:func:`_edge_block`)."""
     t0 = time.perf_counter()
     opened = _open(job, k)
     if opened.steps == 0:  # an empty shard is the identity (the driver skips it)
         return {"steps": 0, "end": False, "a": [1.0], "b": [0.0]}
-    template = neighbour(job, opened)
-    end = template is None
+    end = _ends_data(job, opened)
+    a, b = _edge_aggregate(job, opened)
+    if b is None:
+        a, b = _chains_aggregate(job, opened, neighbour(job, opened), None)
+    return {
+        "steps": opened.steps,
+        "end": end,
+        "a": a.tolist(),
+        "b": b.tolist(),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _edge_block(job: Job, steps: int) -> tuple[int, int] | None:
+    """The block where the carry leaves a shard of ``steps`` steps in scan order (the
+    first block for backward estimators, the last for forward ones), or None when the
+    shard is one block."""
+    block = _plan(job, steps).block
+    if steps <= block:
+        return None
+    if job.reverse:
+        return (0, block)
+    start = (steps - 1) // block * block
+    return (start, steps)
+
+
+def _edge_aggregate(job: Job, opened: _Opened) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(A, B)`` from the shard's edge block alone where it holds a cut, else
+    ``(A, None)``: entered with the carry of the row past it (carry in 0 and 1), the
+    float64 chains merge inside it exactly when a cut there makes the carry out
+    independent of every step before it in scan order. The compute-dtype chain then
+    holds the bits that the walk over the whole shard holds past that cut."""
+    span = _edge_block(job, opened.steps)
+    if span is None:
+        return np.zeros(0), None
+    lo, hi = span
+    row = (hi, hi + 1) if job.reverse else (lo - 1, lo)
+    return _chains_aggregate(job, opened, row_carry(job, opened.view, row), span, whole=False)
+
+
+def _chains_aggregate(
+    job: Job, opened: _Opened, template: Any, span: tuple[int, int] | None, whole: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(A, B)`` from the three chains walked over ``span`` (the shard without one),
+    entered with ``template``'s row (None: the true end of the data, no carry in). With
+    ``whole=False``, B is None unless the chains merged (a cut in the span)."""
     call = job.call()
     state: tuple[Any, Any, Any] = (None, None, None)
     if template is not None:
@@ -351,21 +421,15 @@ def aggregate(job: Job, k: int) -> dict[str, Any]:
         # an exact 0): A is 0 from then on, and the native chain alone goes on.
         return {}, (n, None, None) if torch.equal(_y(n0), _y(n1)) else (n, n0, n1)
 
-    totals, steps = _walk(job, opened, compute, lambda *_: None, state)
+    totals, _ = _walk(job, opened, compute, lambda *_: None, state, span=span)
     native, c0, c1 = totals.carry
     if c0 is None:
         b = _y(native).to(torch.float64).cpu().numpy()
-        a = np.zeros_like(b)
-    else:
-        b = _y(c0).cpu().numpy()
-        a = _y(c1).cpu().numpy() - b
-    return {
-        "steps": steps,
-        "end": end,
-        "a": a.tolist(),
-        "b": b.tolist(),
-        "seconds": time.perf_counter() - t0,
-    }
+        return np.zeros_like(b), b
+    if not whole:
+        return np.zeros(0), None
+    b = _y(c0).cpu().numpy()
+    return _y(c1).cpu().numpy() - b, b
 
 
 def outputs(

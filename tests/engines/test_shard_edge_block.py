@@ -1,0 +1,137 @@
+"""Pass 1 reads one block of a shard where that block decides its carry (issue 25).
+
+A shard's carry out depends only on the steps between the edge it leaves by (its first
+step for backward estimators, its last for forward ones) and the nearest cut. Pass 1
+walks that edge block alone first; only where it holds no cut does it walk the whole
+shard. Checked here, with shards of four blocks and cuts placed in the edge block, only
+outside it, or nowhere in a shard:
+
+* the outputs are the bytes of the one concatenated file (the shard edges on its block
+  grid) wherever every carried shard holds a cut, and agree to float rounding where a
+  carry crosses a whole shard, for a backward and a forward estimator and for several
+  settings;
+* pass 1 reads one block (and the row past it) of a shard whose edge block holds a cut,
+  and the whole shard otherwise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+import rltscan
+from rltscan.engines.shards import task
+from tests.conftest import tolerance
+from tests.shard_helpers import OUTPUTS, concat, kwargs, write_shards
+
+BLOCK, SHARD, SHARDS = 25, 100, 4
+
+
+def _table(cuts: list[int], seed: int = 0) -> pa.Table:
+    n = SHARD * SHARDS
+    rng = np.random.default_rng(seed)
+    term = np.zeros(n, dtype=bool)
+    trunc = np.zeros(n, dtype=bool)
+    for i, k in enumerate(cuts):
+        (term if i % 2 else trunc)[k] = True
+    return pa.table(
+        {
+            "rewards": rng.standard_normal(n).astype(np.float32),
+            "values": rng.standard_normal(n).astype(np.float32),
+            "terminals": term,
+            "timeouts": trunc,
+            "logp_behavior": np.log(rng.uniform(0.05, 1.0, n)).astype(np.float32),
+            "logp_target": np.log(rng.uniform(0.05, 1.0, n)).astype(np.float32),
+            "q_values": rng.standard_normal(n).astype(np.float32),
+            "next_expected_q": rng.standard_normal(n).astype(np.float32),
+        }
+    )
+
+
+# cuts inside each shard's first block (backward edge) and last block (forward edge)
+EDGES = [s * SHARD + o for s in range(SHARDS) for o in (7, 93)]
+# cuts only in the middle blocks: every shard holds a cut, no edge block does
+MIDDLE = [s * SHARD + 50 for s in range(SHARDS)]
+# shard 1 holds no cut: a carry crosses it whole (the float64 aggregate)
+GAP = [k for k in EDGES if not SHARD <= k < 2 * SHARD]
+
+
+def _both(tmp_path: Path, command: str, cuts: list[int], **kw) -> tuple[dict, dict]:
+    table = _table(cuts)
+    whole = tmp_path / "whole.parquet"
+    pq.write_table(table, whole)
+    paths = write_shards(tmp_path / "d", table, sizes=(SHARD,) * SHARDS)
+    args = {"device": "cpu", "block_steps": BLOCK, **kwargs(command), **kw}
+    rltscan.run(command, str(whole), **args)
+    rltscan.run(command, str(tmp_path / "d"), **args)
+    made = [c for c in pq.read_table(whole).column_names if c not in table.column_names]
+    one = {c: pq.read_table(whole).column(c).to_numpy() for c in made}
+    return one, {c: concat(paths, c) for c in made}
+
+
+@pytest.mark.parametrize("cuts", [EDGES, MIDDLE], ids=["edge", "middle"])
+@pytest.mark.parametrize("command", ["gae", "vtrace", "retrace", "traces"])
+def test_bytes_of_the_one_file_wherever_every_shard_holds_a_cut(tmp_path, command, cuts):
+    one, sharded = _both(tmp_path, command, cuts)
+    assert one and set(one) <= set(OUTPUTS[command])
+    for name, values in one.items():
+        assert sharded[name].tobytes() == values.tobytes(), name
+
+
+def test_several_settings_from_the_edge_block(tmp_path):
+    params = {"gamma": (0.9, 0.99), "lam": (0.8, 1.0)}
+    one, sharded = _both(tmp_path, "gae", EDGES, params=params)
+    assert len(one) == 8  # 2 outputs × 4 settings
+    for name, values in one.items():
+        assert sharded[name].tobytes() == values.tobytes(), name
+
+
+@pytest.mark.parametrize("command", ["gae", "traces"])
+def test_a_shard_without_a_cut_agrees_to_rounding(tmp_path, command):
+    one, sharded = _both(tmp_path, command, GAP)
+    for name, values in one.items():
+        want = torch.from_numpy(values.astype(np.float64))
+        got = torch.from_numpy(sharded[name].astype(np.float64))
+        torch.testing.assert_close(got, want, **tolerance(torch.float32, want))
+
+
+@pytest.mark.parametrize(
+    ("command", "cuts", "steps"),
+    [
+        ("gae", EDGES, {BLOCK + 1}),  # the first block and the row after it
+        ("traces", EDGES, {BLOCK + 1}),  # the last block and the row before it
+        # the edge block, then the whole shard and the neighbour's row (none at the end)
+        ("gae", MIDDLE, {BLOCK + 1 + SHARD, BLOCK + 1 + SHARD + 1}),
+    ],
+)
+def test_pass_1_reads_one_block_where_it_decides(tmp_path, monkeypatch, command, cuts, steps):
+    table = _table(cuts)
+    write_shards(tmp_path / "d", table, sizes=(SHARD,) * SHARDS)
+    read: list[tuple[int, int]] = []
+    real = task.prepare
+
+    def counted(view, window=None, **kw):
+        read.append(window)
+        return real(view, window=window, **kw)
+
+    monkeypatch.setattr(task, "prepare", counted)
+    real_aggregate = task.aggregate
+    rows: list[int] = []
+
+    def aggregate(job, k):
+        read.clear()
+        out = real_aggregate(job, k)
+        rows.append(sum(b - a for a, b in read if a is not None))
+        return out
+
+    monkeypatch.setattr(task, "aggregate", aggregate)
+    rltscan.run(command, str(tmp_path / "d"), device="cpu", block_steps=BLOCK, **kwargs(command))
+    # every shard but the last in scan order runs pass 1 (the data's end needs no carry
+    # in, the one-row neighbour read aside)
+    assert len(rows) == SHARDS - 1
+    assert set(rows) <= steps, rows
