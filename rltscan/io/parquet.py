@@ -582,9 +582,15 @@ def _file_plan(pf: Any, added: Additions) -> _Plan:
 
 def _with_levels(metadata: Mapping[str, Any], options: Mapping[str, Any]) -> Mapping[str, Any]:
     """The ``rltscan`` entry with the compression levels written where they are not
-    pyarrow's defaults (:mod:`rltscan.io.physical`: no footer records a level)."""
+    pyarrow's defaults (:mod:`rltscan.io.physical`: no footer records a level) and the
+    dictionary page limit where it is not pyarrow's (so that a re-run repeats it)."""
+    out = dict(metadata)
     levels = options.get("compression_level")
-    return {**metadata, "compression_level": dict(sorted(levels.items()))} if levels else metadata
+    if levels:
+        out["compression_level"] = dict(sorted(levels.items()))
+    if "dictionary_pagesize_limit" in options:
+        out["dictionary_limit"] = options["dictionary_pagesize_limit"]
+    return out
 
 
 @contextmanager

@@ -19,9 +19,17 @@ What no file records, and what is written instead:
   at another level keeps its codec and may change size. The levels written are
   recorded in the ``rltscan`` metadata entry (``compression_level``), so a re-run
   writes the same bytes although ``created_by`` then names pyarrow;
-* **page sizes** and the point where a dictionary falls back to plain: pyarrow's
-  defaults (1 MiB), which are also polars' and pyarrow's own writers' (content-defined
-  pages, as HF ``datasets`` writes them, are recorded in the file and kept);
+* **page sizes**: pyarrow's defaults (1 MiB), which are also polars' and pyarrow's own
+  writers' (content-defined pages, as HF ``datasets`` writes them, are recorded in the
+  file and kept);
+* **the point where a dictionary falls back to plain**: a column whose dictionary
+  filled the writer's limit (1 MiB: the dictionary page of a float column of distinct
+  values, as pyarrow and pandas write by default) was written as a dictionary page,
+  then plain pages. The rewrite keeps that shape but falls back at the smallest limit
+  (a power of two, at least 4 KiB) above every dictionary in the file that did not
+  fill it, so those stay whole: the 1 MiB dictionary of distinct floats cost half of
+  the rewrite's time and is never read as one (:func:`dictionary_limit`). The limit
+  is recorded in the ``rltscan`` entry (``dictionary_limit``), so a re-run repeats it;
 * **Bloom filter sizing**: a column that had a filter gets one, sized for the rows of
   the largest row group at pyarrow's default false-positive rate;
 * **the writer's name** (``created_by``) becomes pyarrow's.
@@ -39,11 +47,13 @@ HDF5: none); an uncompressed column stays uncompressed.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +73,9 @@ _VALUE_ENCODINGS = (
 # created_by (measured: polars 2.1 writes zstd at 3, gzip at 6, brotli at 1).
 _WRITER_LEVELS = {"Polars": {"zstd": 3, "gzip": 6, "brotli": 1}}
 _PAGE_HEADER_BYTES = 64  # the fields read (type, sizes, crc) come first
+_DICTIONARY_LIMIT = 1 << 20  # the dictionary page size at which writers fall back to plain
+_SMALLEST_LIMIT = 1 << 12
+_DICTIONARY_HEADERS = 1024  # dictionary page headers read at most (else pyarrow's limit)
 _origins: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _forms: weakref.WeakKeyDictionary[Any, ParquetForm] = weakref.WeakKeyDictionary()
 
@@ -82,6 +95,7 @@ class ParquetForm:
     page_index: bool
     page_checksum: bool
     data_page_version: str  # "1.0" | "2.0"
+    dictionary_limit: int | None  # the rewrite's dictionary page limit (None: pyarrow's)
     schema_options: Mapping[str, Any]  # version, list naming, INT96: the schema as it was
     store_schema: bool  # the footer holds the Arrow schema (ARROW:schema)
     sorting: tuple[Any, ...]
@@ -123,6 +137,7 @@ def _read_form(pf: Any, where: str) -> ParquetForm:
     bloom: set[str] = set()
     page_index = False
     offsets: list[int] = []
+    dictionary_pages: list[int | None] = []
     differ: list[str] = []
     for g, group in enumerate(groups):
         for i in range(group.num_columns):
@@ -130,6 +145,9 @@ def _read_form(pf: Any, where: str) -> ParquetForm:
             path = col.path_in_schema
             codec = writer_codec(col.compression)
             has_dictionary = bool(col.has_dictionary_page)
+            if has_dictionary:
+                at = col.dictionary_page_offset
+                dictionary_pages.append(at if at and at < col.data_page_offset else None)
             if g == 0:
                 codecs[path] = codec
                 if has_dictionary:
@@ -177,6 +195,7 @@ def _read_form(pf: Any, where: str) -> ParquetForm:
         page_index=page_index,
         page_checksum=checksum,
         data_page_version=version,
+        dictionary_limit=_recorded_limit(raw) or dictionary_limit(pf, dictionary_pages),
         schema_options=schema_options,
         store_schema=b"ARROW:schema" in raw,
         sorting=sorting,
@@ -198,6 +217,17 @@ def _chunking(raw: Mapping[bytes, bytes]) -> dict[str, Any] | None:
     except (KeyError, ValueError, TypeError):
         return None
     return options if isinstance(options, dict) else None
+
+
+def _recorded_limit(raw: Mapping[bytes, bytes]) -> int | None:
+    """The dictionary page limit an earlier rltscan rewrite used (its ``rltscan``
+    entry), if any: its dictionaries no longer show that they filled pyarrow's."""
+    try:
+        limit = json.loads(raw[RECORD_KEY]).get("dictionary_limit")
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return None
+    ok = isinstance(limit, int) and _SMALLEST_LIMIT <= limit < _DICTIONARY_LIMIT
+    return limit if ok else None
 
 
 def _recorded_levels(raw: Mapping[bytes, bytes]) -> dict[str, int]:
@@ -223,6 +253,42 @@ def _page_kind(pf: Any, offsets: list[int]) -> tuple[str, bool]:
         return "1.0", False
     kind = fields.get(1)
     return ("2.0" if kind == 3 else "1.0"), 4 in fields
+
+
+def dictionary_limit(pf: Any, pages: list[int | None]) -> int | None:
+    """The dictionary page limit that rewrites ``pf`` with the same dictionaries where
+    they did not fill the writer's limit, and falls back early where they did (module
+    doc), or None (pyarrow's limit) where no dictionary filled it, a page header is out
+    of reach, or the file has more than ``_DICTIONARY_HEADERS`` dictionary pages.
+    ``pages``: the offset of every column chunk's dictionary page (None: not recorded)."""
+    origin = _origins.get(pf)
+    if origin is None or not pages or len(pages) > _DICTIONARY_HEADERS or None in pages:
+        return None
+    sizes = []
+    try:
+        with _reader(origin) as read_at:
+            for at in pages:
+                size = _thrift_i32_fields(read_at(int(at or 0), _PAGE_HEADER_BYTES)).get(2)
+                if size is None:
+                    return None
+                sizes.append(size)
+    except (OSError, ValueError, IndexError):
+        return None
+    if max(sizes) < _DICTIONARY_LIMIT:
+        return None  # every dictionary whole: the writer's own limit keeps them so
+    kept = max((n for n in sizes if n < _DICTIONARY_LIMIT), default=0)
+    limit = max(_SMALLEST_LIMIT, 1 << kept.bit_length())  # a power of two above each kept
+    return limit if limit < _DICTIONARY_LIMIT else None
+
+
+@contextlib.contextmanager
+def _reader(origin: Any) -> Iterator[Callable[[int, int], bytes]]:
+    """``read_at(offset, size)`` on ``origin`` (a path opened once, or a buffer reader)."""
+    if not isinstance(origin, (str, Path)):
+        yield lambda offset, size: bytes(origin.read_at(size, offset))
+        return
+    with open(origin, "rb") as fh:
+        yield lambda offset, size: os.pread(fh.fileno(), size, offset)
 
 
 def _read_at(origin: Any, offset: int, size: int) -> bytes:
@@ -392,6 +458,8 @@ def parquet_options(
         options["sorting_columns"] = list(form.sorting)
     if form.chunking is not None:
         options["use_content_defined_chunking"] = dict(form.chunking)
+    if form.dictionary_limit is not None:
+        options["dictionary_pagesize_limit"] = form.dictionary_limit
     return options
 
 

@@ -263,6 +263,34 @@ def test_pyarrow_with_every_option_set(tmp_path: Path) -> None:
     assert codecs["obs.list.item"] == "GZIP" and codecs["truncated"] == "UNCOMPRESSED"
 
 
+def dictionary_page_size(path: Path, name: str) -> int:
+    """The uncompressed size of ``name``'s dictionary page in the first row group."""
+    col = chunks(path)[0][1][name]
+    data = path.read_bytes()[col["start"] : col["start"] + 64]
+    from rltscan.io.physical import _thrift_i32_fields
+
+    return _thrift_i32_fields(data)[2]
+
+
+def test_a_dictionary_that_filled_the_limit_falls_back_early(tmp_path: Path) -> None:
+    """pyarrow's defaults give a float column of distinct values a 1 MiB dictionary page,
+    then plain pages: the rewrite keeps a dictionary page and the plain pages but falls
+    back early, and keeps the dictionaries that did not fill the limit whole."""
+    n = 300_000  # > 2^18 distinct float32 values: the dictionary fills 1 MiB
+    cols = columns(n)
+    cols["action"] = cols["action"] % 3  # a dictionary of 3 values, whole
+    path = tmp_path / "wide.parquet"
+    pq.write_table(pa.table(cols), path, row_group_size=n)
+    assert dictionary_page_size(path, "rewards") >= 1 << 20
+    before = rewrite_twice(path, tmp_path)
+    assert_parquet_kept(before, path, same_bytes=False)
+    # the first batch of 1024 values past the 4 KiB limit, then plain
+    assert dictionary_page_size(path, "rewards") <= 4 * 1024
+    assert dictionary_page_size(path, "step") <= 8 * 1024  # int64 0..n-1: filled it too
+    new, old = chunks(path)[0][1]["action"], chunks(before)[0][1]["action"]
+    assert chunk_bytes(path, new) == chunk_bytes(before, old)  # the whole one, same bytes
+
+
 def test_pandas_to_parquet_pyarrow_engine(tmp_path: Path) -> None:
     pd = pytest.importorskip("pandas")
     frame = pd.DataFrame(columns())
