@@ -101,9 +101,16 @@ def _walk(chain, boundary_lane):
 def test_each_lane_walks_to_its_own_inclusive_or_episode_end(wide, nset, rng):
     """Four lanes of one tile, each with another history: an inclusive predecessor at
     once, aggregates then an inclusive tile dozens back, an episode end (a = 0) with
-    junk and older epochs behind it, and an inclusive value written over an aggregate
-    (its ``a`` word still tagged as an aggregate). Other settings' slots in between
-    hold junk of this epoch: only every ``nset``-th slot belongs to this setting."""
+    aggregates and then an inclusive value behind it, and an inclusive value written
+    over an aggregate (its ``a`` word still tagged as an aggregate). Other settings'
+    slots in between hold junk of this epoch: only every ``nset``-th slot belongs to
+    this setting.
+
+    Behind an episode end the walk goes on to an inclusive value and applies the
+    aggregates forward (the carry has the chain's bits however programs were
+    scheduled: ``_lookback``); the episode end's ``fma(0, carry, b)`` is ``b``, so
+    what lies behind it does not change the carry. Those words are this launch's
+    (every tile of a launch publishes), finite as a validated run's are."""
     rows, depth, s = 4, 40, nset - 1
     pid = depth + 2
     slot = pid * nset + s
@@ -127,9 +134,9 @@ def test_each_lane_walks_to_its_own_inclusive_or_episode_end(wide, nset, rng):
                 lay.set(j, lane, "a", 0.0, AGG)
                 lay.set(j, lane, "b", b, AGG)
                 chains[lane].append(("agg", 0.0, b))
-            elif lane == 2 and m > 12:  # behind the episode end: junk, some of it stale
-                lay.set(j, lane, "a", np.nan, AGG if m % 2 else AGG - 4)
-                lay.set(j, lane, "b", np.nan, INC if m % 3 else INC - 4)
+            elif lane == 2 and m > 12:  # behind the episode end: aggregates, then
+                lay.set(j, lane, "a", a, AGG)  # an inclusive value (m = 20)
+                lay.set(j, lane, "b", y if m == 20 else b, INC if m == 20 else AGG)
             else:
                 lay.set(j, lane, "a", a, AGG)
                 lay.set(j, lane, "b", b, AGG)
