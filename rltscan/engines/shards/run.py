@@ -173,9 +173,6 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
     backend = backend_name(opts.backend, device)
     if opts.dry_run:
         steps = sum(dataset.steps(s) for s in dataset.shards)
-        outputs = [
-            OutputInfo(n, (steps,), dtypes[n], f"{where}/<shard> column {n}") for n in plan.names
-        ]
         return report(
             plan,
             view,
@@ -186,7 +183,7 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
             steps=steps,
             episodes=0,
             sequences=1,
-            outputs=outputs,
+            outputs=_shard_outputs(plan.names, steps, dtypes, where),
             counts={},
             notes=notes,
             written=False,
@@ -260,27 +257,32 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
                 Stage(f"{stage} (pass 2, sum over shards)", busy[stage], moved.get(stage, 0), steps)
             )
     where = str(staging.final) if staging.final is not None else dataset.where
-    device = _NamedDevice(dev_name)
     statistics = merged_statistics(job, done)
     return report(
         plan,
         view,
         clock,
         device=device,
-        backend=backend_name(opts.backend, device),
+        backend=backend,
         dtype=probe.dtype,
         steps=steps,
         episodes=sum(d["episodes"] for d in done.values()),
         sequences=dataset.sequences,
-        outputs=[
-            OutputInfo(n, (steps,), dtypes[n], f"{where}/<shard> column {n}") for n in plan.names
-        ],
+        outputs=_shard_outputs(plan.names, steps, dtypes, where),
         counts=counts,
         notes=notes,
         written=True,
         wall_seconds=time.perf_counter() - wall0,
         statistics=statistics,
     )
+
+
+def _shard_outputs(
+    names: tuple[str, ...], steps: int, dtypes: Mapping[str, str], where: str
+) -> list[OutputInfo]:
+    """The outputs a sharded run reports (planned or written): each column ``steps`` long
+    over the whole dataset, placed in every shard under ``where``."""
+    return [OutputInfo(n, (steps,), dtypes[n], f"{where}/<shard> column {n}") for n in names]
 
 
 def _output_stats(job: Job, results: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
