@@ -7,6 +7,7 @@ make the one report. The protocol is in :mod:`rltscan.engines.shards.task`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -170,16 +171,19 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
     skipped = "" if job.crosses else " (one episode per shard: no carries, pass 1 skipped)"
     notes = [*probe.notes, f"{count} shard(s) in {order} order on the {engine} engine{skipped}"]
     device = _NamedDevice(dev_name)
-    backend = backend_name(opts.backend, device)
+    # what the plan's report and the run's say alike: the run's device, backend and dtype
+    reported = functools.partial(
+        report,
+        plan,
+        view,
+        clock,
+        device=device,
+        backend=backend_name(opts.backend, device),
+        dtype=probe.dtype,
+    )
     if opts.dry_run:
         steps = sum(dataset.steps(s) for s in dataset.shards)
-        return report(
-            plan,
-            view,
-            clock,
-            device=device,
-            backend=backend,
-            dtype=probe.dtype,
+        return reported(
             steps=steps,
             episodes=0,
             sequences=1,
@@ -258,13 +262,7 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
             )
     where = str(staging.final) if staging.final is not None else dataset.where
     statistics = merged_statistics(job, done)
-    return report(
-        plan,
-        view,
-        clock,
-        device=device,
-        backend=backend,
-        dtype=probe.dtype,
+    return reported(
         steps=steps,
         episodes=sum(d["episodes"] for d in done.values()),
         sequences=dataset.sequences,
