@@ -29,7 +29,6 @@ from rltscan.io.source import Source
 from rltscan.options import RunOptions
 from rltscan.plan import (
     Clock,
-    backend_name,
     make_plan,
     normalization,
     report,
@@ -170,16 +169,9 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
     order = dataset.order(opts.order_by)
     skipped = "" if job.crosses else " (one episode per shard: no carries, pass 1 skipped)"
     notes = [*probe.notes, f"{count} shard(s) in {order} order on the {engine} engine{skipped}"]
-    device = _NamedDevice(dev_name)
-    # what the plan's report and the run's say alike: the run's device, backend and dtype
+    # what the plan's report and the run's say alike: the run's device and dtype
     reported = functools.partial(
-        report,
-        plan,
-        view,
-        clock,
-        device=device,
-        backend=backend_name(opts.backend, device),
-        dtype=probe.dtype,
+        report, plan, view, clock, device=_NamedDevice(dev_name), dtype=probe.dtype
     )
     if opts.dry_run:
         steps = sum(dataset.steps(s) for s in dataset.shards)
