@@ -430,7 +430,7 @@ def report(
     clock: Clock,
     *,
     device: Any,
-    backend: str,
+    backend: str | None = None,
     dtype: str,
     steps: int,
     episodes: int,
@@ -444,7 +444,10 @@ def report(
     format: str | None = None,
     statistics: Mapping[str, Any] | None = None,
 ) -> RunReport:
-    """The one :class:`RunReport` builder: every engine and the dry runs end here."""
+    """The one :class:`RunReport` builder: every engine and the dry runs end here.
+    ``backend``: the one that ran; None: the one the options pick on ``device``."""
+    if backend is None:
+        backend = backend_name(plan.opts.backend, device)
     if format is None:
         format = source.format if source.backend is None else f"{source.format}/{source.backend}"
     return RunReport(

@@ -7,6 +7,7 @@ make the one report. The protocol is in :mod:`rltscan.engines.shards.task`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -28,7 +29,6 @@ from rltscan.io.source import Source
 from rltscan.options import RunOptions
 from rltscan.plan import (
     Clock,
-    backend_name,
     make_plan,
     normalization,
     report,
@@ -169,24 +169,17 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
     order = dataset.order(opts.order_by)
     skipped = "" if job.crosses else " (one episode per shard: no carries, pass 1 skipped)"
     notes = [*probe.notes, f"{count} shard(s) in {order} order on the {engine} engine{skipped}"]
-    device = _NamedDevice(dev_name)
-    backend = backend_name(opts.backend, device)
+    # what the plan's report and the run's say alike: the run's device and dtype
+    reported = functools.partial(
+        report, plan, view, clock, device=_NamedDevice(dev_name), dtype=probe.dtype
+    )
     if opts.dry_run:
         steps = sum(dataset.steps(s) for s in dataset.shards)
-        outputs = [
-            OutputInfo(n, (steps,), dtypes[n], f"{where}/<shard> column {n}") for n in plan.names
-        ]
-        return report(
-            plan,
-            view,
-            clock,
-            device=device,
-            backend=backend,
-            dtype=probe.dtype,
+        return reported(
             steps=steps,
             episodes=0,
             sequences=1,
-            outputs=outputs,
+            outputs=_shard_outputs(plan.names, steps, dtypes, where),
             counts={},
             notes=notes,
             written=False,
@@ -260,27 +253,26 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
                 Stage(f"{stage} (pass 2, sum over shards)", busy[stage], moved.get(stage, 0), steps)
             )
     where = str(staging.final) if staging.final is not None else dataset.where
-    device = _NamedDevice(dev_name)
     statistics = merged_statistics(job, done)
-    return report(
-        plan,
-        view,
-        clock,
-        device=device,
-        backend=backend_name(opts.backend, device),
-        dtype=probe.dtype,
+    return reported(
         steps=steps,
         episodes=sum(d["episodes"] for d in done.values()),
         sequences=dataset.sequences,
-        outputs=[
-            OutputInfo(n, (steps,), dtypes[n], f"{where}/<shard> column {n}") for n in plan.names
-        ],
+        outputs=_shard_outputs(plan.names, steps, dtypes, where),
         counts=counts,
         notes=notes,
         written=True,
         wall_seconds=time.perf_counter() - wall0,
         statistics=statistics,
     )
+
+
+def _shard_outputs(
+    names: tuple[str, ...], steps: int, dtypes: Mapping[str, str], where: str
+) -> list[OutputInfo]:
+    """The outputs a sharded run reports (planned or written): each column ``steps`` long
+    over the whole dataset, placed in every shard under ``where``."""
+    return [OutputInfo(n, (steps,), dtypes[n], f"{where}/<shard> column {n}") for n in names]
 
 
 def _output_stats(job: Job, results: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:

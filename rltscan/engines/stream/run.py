@@ -27,7 +27,6 @@ from rltscan.options import RunOptions
 from rltscan.plan import (
     Clock,
     Plan,
-    backend_name,
     bootstrap_hint,
     dry_run_report,
     first_missing_bootstrap,
@@ -175,7 +174,6 @@ def run_streamed(
         source,
         clock,
         device=dev,
-        backend=backend_name(opts.backend, dev),
         dtype=probe.dtype,
         steps=totals.steps,
         episodes=totals.episodes,
@@ -239,7 +237,6 @@ def run_whole(
         source,
         clock,
         device=dev,
-        backend=compute.backend or backend_name(opts.backend, dev),
         dtype=prepared.dtype,
         steps=prepared.steps,
         episodes=prepared.episodes,
@@ -258,7 +255,7 @@ def _one_window(
     plan: Plan, source: Any, prepared: Any, clock: Clock, dev: Any
 ) -> tuple[dict[str, np.ndarray], windows.BlockCall]:
     """The walk over a file read whole: one window (``prepared``), the run's block grid;
-    its outputs by column, and the block call (statistics, dtypes, backend)."""
+    its outputs by column, and the block call (statistics, dtypes)."""
     spec, opts = plan.spec, plan.opts
     ref = next(v for v in prepared.kwargs.values() if hasattr(v, "ndim") and v.ndim > 0)
     axis = -1 if (prepared.time_dim == -1 and ref.ndim >= 2) else 0

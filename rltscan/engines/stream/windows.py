@@ -112,7 +112,7 @@ class BlockCall:
     """``compute`` for :func:`run_windows` as every engine makes it: one estimator call
     per block, its outputs named with the prefix, their statistics accumulated where
     they are made (:class:`rltscan.stats.OutputAccumulator`, in scan order), their
-    dtypes and the backend that ran kept for the report. A block entered with a carry
+    dtypes kept for the report. A block entered with a carry
     takes no data-end bootstrap or initial value (a shard's first block in scan order;
     inside one file the walk has dropped them already)."""
 
@@ -120,7 +120,6 @@ class BlockCall:
         self.function, self.call, self.prefix = function, dict(call), prefix
         self.accumulator = stats.OutputAccumulator()
         self.dtypes: dict[str, str] = {}
-        self.backend: str | None = None
 
     def __call__(self, block: Mapping[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
         if carry is not None:
@@ -131,8 +130,6 @@ class BlockCall:
         outputs = {self.prefix + k: v for k, v in dict(result).items() if v is not None}
         if not self.dtypes:
             self.dtypes = {k: str(v.dtype).removeprefix("torch.") for k, v in outputs.items()}
-        if self.backend is None:
-            self.backend = getattr(result, "backend", None)
         self.accumulator.add(outputs)
         return outputs, result.carry
 
