@@ -135,3 +135,35 @@ def test_pass_1_reads_one_block_where_it_decides(tmp_path, monkeypatch, command,
     # in, the one-row neighbour read aside)
     assert len(rows) == SHARDS - 1
     assert set(rows) <= steps, rows
+
+
+def test_only_a_cut_lets_the_edge_block_decide(tmp_path):
+    """Rewards 1e25 times the others between the edge block and the cut: the carry in's
+    weight over the edge block (0.25^32 against B) is below float64 rounding with a
+    probe carry of 1, so chains entered with 0 and 1 merge there without a cut. The
+    edge block must not decide then (the whole shard is walked, through its cut)."""
+    size = 128  # four blocks of 32: the shard edges on the block grid
+    n = size * 3
+    rng = np.random.default_rng(0)
+    rewards = rng.standard_normal(n).astype(np.float32)
+    term = np.zeros(n, dtype=bool)
+    for s in range(3):
+        rewards[s * size + 32 : s * size + 64] *= np.float32(1e25)
+        term[s * size + 64] = True  # each shard's only cut, past its edge block
+    table = pa.table(
+        {
+            "rewards": rewards,
+            "values": np.zeros(n, dtype=np.float32),
+            "terminals": term,
+            "timeouts": np.zeros(n, dtype=bool),
+        }
+    )
+    whole = tmp_path / "whole.parquet"
+    pq.write_table(table, whole)
+    paths = write_shards(tmp_path / "d", table, sizes=(size,) * 3)
+    args = {"device": "cpu", "block_steps": 32, "params": {"gamma": 0.5, "lam": 0.5}}
+    rltscan.run("gae", str(whole), missing_bootstrap="zero", **args)
+    rltscan.run("gae", str(tmp_path / "d"), missing_bootstrap="zero", **args)
+    for name in OUTPUTS["gae"]:
+        want = pq.read_table(whole).column(name).to_numpy()
+        assert concat(paths, name).tobytes() == want.tobytes(), name

@@ -354,9 +354,8 @@ def aggregate(job: Job, k: int) -> dict[str, Any]:
     if opened.steps == 0:  # an empty shard is the identity (the driver skips it)
         return {"steps": 0, "end": False, "a": [1.0], "b": [0.0]}
     end = _ends_data(job, opened)
-    a, b = _edge_aggregate(job, opened)
-    if b is None:
-        a, b = _chains_aggregate(job, opened, neighbour(job, opened), None)
+    b = _edge_aggregate(job, opened)
+    a, b = (np.zeros_like(b), b) if b is not None else _whole_aggregate(job, opened)
     return {
         "steps": opened.steps,
         "end": end,
@@ -379,26 +378,46 @@ def _edge_block(job: Job, steps: int) -> tuple[int, int] | None:
     return (start, steps)
 
 
-def _edge_aggregate(job: Job, opened: _Opened) -> tuple[np.ndarray, np.ndarray | None]:
-    """``(A, B)`` from the shard's edge block alone where it holds a cut, else
-    ``(A, None)``: entered with the carry of the row past it (carry in 0 and 1), the
-    float64 chains merge inside it exactly when a cut there makes the carry out
-    independent of every step before it in scan order. The compute-dtype chain then
-    holds the bits that the walk over the whole shard holds past that cut."""
+# The second float64 chain's carry in on the edge block, where only a cut may merge the
+# chains: a carry in of 1 also merges them where A is merely below float64 rounding
+# against B (a block without a cut and a large B), and the carry out would then lose
+# A · y_in. A · 2^1000 vanishes against B only where A < ~1e-317 |B|.
+_EDGE_PROBE = 2.0**1000
+
+
+def _edge_aggregate(job: Job, opened: _Opened) -> np.ndarray | None:
+    """``B`` from the shard's edge block alone where it holds a cut (``A`` is then 0),
+    else None: entered with the carry of the row past it (carry in 0 and
+    ``_EDGE_PROBE``), the float64 chains merge inside it when a cut there makes the
+    carry out independent of every step before it in scan order. The compute-dtype
+    chain then holds the bits that the walk over the whole shard holds past that cut."""
     span = _edge_block(job, opened.steps)
     if span is None:
-        return np.zeros(0), None
+        return None
     lo, hi = span
     row = (hi, hi + 1) if job.reverse else (lo - 1, lo)
-    return _chains_aggregate(job, opened, row_carry(job, opened.view, row), span, whole=False)
+    native, c0, _ = _chains(job, opened, row_carry(job, opened.view, row), span, _EDGE_PROBE)
+    return None if c0 is not None else _y(native).to(torch.float64).cpu().numpy()
 
 
-def _chains_aggregate(
-    job: Job, opened: _Opened, template: Any, span: tuple[int, int] | None, whole: bool = True
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """``(A, B)`` from the three chains walked over ``span`` (the shard without one),
-    entered with ``template``'s row (None: the true end of the data, no carry in). With
-    ``whole=False``, B is None unless the chains merged (a cut in the span)."""
+def _whole_aggregate(job: Job, opened: _Opened) -> tuple[np.ndarray, np.ndarray]:
+    """``(A, B)`` from the three chains over the whole shard, entered with the neighbour
+    row (none at the true end of the data)."""
+    native, c0, c1 = _chains(job, opened, neighbour(job, opened), None, 1.0)
+    if c0 is None:  # merged: a cut (A = 0), or A below float64 rounding against B
+        b = _y(native).to(torch.float64).cpu().numpy()
+        return np.zeros_like(b), b
+    b = _y(c0).cpu().numpy()
+    return _y(c1).cpu().numpy() - b, b
+
+
+def _chains(
+    job: Job, opened: _Opened, template: Any, span: tuple[int, int] | None, probe: float
+) -> tuple[Any, Any, Any]:
+    """The carries out of the three chains walked over ``span`` (the shard without one):
+    the compute dtype with carry in 0, float64 with 0 and with ``probe``, entered with
+    ``template``'s row (None: the true end of the data, no carry in). The float64 pair
+    is None once it merged."""
     call = job.call()
     state: tuple[Any, Any, Any] = (None, None, None)
     if template is not None:
@@ -406,7 +425,7 @@ def _chains_aggregate(
         state = (
             _with_y(template, torch.zeros_like(y)),
             _with_y(template, torch.zeros_like(y, dtype=torch.float64)),
-            _with_y(template, torch.ones_like(y, dtype=torch.float64)),
+            _with_y(template, torch.full_like(y, probe, dtype=torch.float64)),
         )
 
     def compute(block: Mapping[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
@@ -422,14 +441,7 @@ def _chains_aggregate(
         return {}, (n, None, None) if torch.equal(_y(n0), _y(n1)) else (n, n0, n1)
 
     totals, _ = _walk(job, opened, compute, lambda *_: None, state, span=span)
-    native, c0, c1 = totals.carry
-    if c0 is None:
-        b = _y(native).to(torch.float64).cpu().numpy()
-        return np.zeros_like(b), b
-    if not whole:
-        return np.zeros(0), None
-    b = _y(c0).cpu().numpy()
-    return _y(c1).cpu().numpy() - b, b
+    return totals.carry
 
 
 def outputs(
