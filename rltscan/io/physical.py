@@ -25,11 +25,14 @@ What no file records, and what is written instead:
 * **the point where a dictionary falls back to plain**: a column whose dictionary
   filled the writer's limit (1 MiB: the dictionary page of a float column of distinct
   values, as pyarrow and pandas write by default) was written as a dictionary page,
-  then plain pages. The rewrite keeps that shape but falls back at the smallest limit
-  (a power of two, at least 4 KiB) above every dictionary in the file that did not
-  fill it, so those stay whole: the 1 MiB dictionary of distinct floats cost half of
-  the rewrite's time and is never read as one (:func:`dictionary_limit`). The limit
-  is recorded in the ``rltscan`` entry (``dictionary_limit``), so a re-run repeats it;
+  then plain pages (seen in its page headers: a dictionary page of 1 MiB or more and a
+  data page after it that is not dictionary-encoded). The rewrite keeps that shape but
+  falls back at the smallest limit (a power of two, at least 4 KiB) above every
+  dictionary in the file that stayed whole, so those stay whole: the 1 MiB dictionary
+  of distinct floats cost half of the rewrite's time and is never read as one
+  (:func:`dictionary_limit`). The limit is recorded in the ``rltscan`` entry
+  (``dictionary_limit``), so a re-run repeats it. A file written with a larger limit,
+  whose dictionaries of 1 MiB or more stayed whole, is rewritten at pyarrow's limit;
 * **Bloom filter sizing**: a column that had a filter gets one, sized for the rows of
   the largest row group at pyarrow's default false-positive rate;
 * **the writer's name** (``created_by``) becomes pyarrow's.
@@ -76,6 +79,9 @@ _PAGE_HEADER_BYTES = 64  # the fields read (type, sizes, crc) come first
 _DICTIONARY_LIMIT = 1 << 20  # the dictionary page size at which writers fall back to plain
 _SMALLEST_LIMIT = 1 << 12
 _DICTIONARY_HEADERS = 1024  # dictionary page headers read at most (else pyarrow's limit)
+_FALLBACK_PAGES = 16  # data page headers read per filled dictionary, looking for plain
+_FULL_HEADER_BYTES = 1024  # a data page header with its statistics
+_DICTIONARY_ENCODINGS = (2, 8)  # PLAIN_DICTIONARY, RLE_DICTIONARY
 _origins: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _forms: weakref.WeakKeyDictionary[Any, ParquetForm] = weakref.WeakKeyDictionary()
 
@@ -137,7 +143,7 @@ def _read_form(pf: Any, where: str) -> ParquetForm:
     bloom: set[str] = set()
     page_index = False
     offsets: list[int] = []
-    dictionary_pages: list[int | None] = []
+    dictionary_pages: list[tuple[int, int, int] | None] = []
     differ: list[str] = []
     for g, group in enumerate(groups):
         for i in range(group.num_columns):
@@ -147,7 +153,9 @@ def _read_form(pf: Any, where: str) -> ParquetForm:
             has_dictionary = bool(col.has_dictionary_page)
             if has_dictionary:
                 at = col.dictionary_page_offset
-                dictionary_pages.append(at if at and at < col.data_page_offset else None)
+                ok = at and at < col.data_page_offset
+                end = int(at or 0) + int(col.total_compressed_size)
+                dictionary_pages.append((at, col.data_page_offset, end) if ok else None)
             if g == 0:
                 codecs[path] = codec
                 if has_dictionary:
@@ -255,30 +263,134 @@ def _page_kind(pf: Any, offsets: list[int]) -> tuple[str, bool]:
     return ("2.0" if kind == 3 else "1.0"), 4 in fields
 
 
-def dictionary_limit(pf: Any, pages: list[int | None]) -> int | None:
+def dictionary_limit(pf: Any, chunks: list[tuple[int, int, int] | None]) -> int | None:
     """The dictionary page limit that rewrites ``pf`` with the same dictionaries where
-    they did not fill the writer's limit, and falls back early where they did (module
-    doc), or None (pyarrow's limit) where no dictionary filled it, a page header is out
-    of reach, or the file has more than ``_DICTIONARY_HEADERS`` dictionary pages.
-    ``pages``: the offset of every column chunk's dictionary page (None: not recorded)."""
+    they stayed whole, and falls back early where they filled the writer's limit and
+    fell back to plain pages (module doc); None (pyarrow's limit) where none did, where
+    a page header is out of reach, or where the file has more than
+    ``_DICTIONARY_HEADERS`` dictionary pages. ``chunks``: per column chunk with a
+    dictionary, the offsets of its dictionary page, its first data page and its end
+    (None: not recorded). A dictionary of 1 MiB or more counts as filled only where a
+    data page after it is not dictionary-encoded (a file written with a larger limit
+    keeps larger dictionaries whole)."""
     origin = _origins.get(pf)
-    if origin is None or not pages or len(pages) > _DICTIONARY_HEADERS or None in pages:
+    known = [c for c in chunks if c is not None]
+    if origin is None or not known or len(known) < len(chunks) or len(known) > _DICTIONARY_HEADERS:
         return None
-    sizes = []
+    whole, filled = [], False
     try:
         with _reader(origin) as read_at:
-            for at in pages:
-                size = _thrift_i32_fields(read_at(int(at or 0), _PAGE_HEADER_BYTES)).get(2)
+            for first, data, end in known:
+                size = _thrift_i32_fields(read_at(first, _PAGE_HEADER_BYTES)).get(2)
                 if size is None:
                     return None
-                sizes.append(size)
+                if size >= _DICTIONARY_LIMIT and _fell_back(read_at, data, end):
+                    filled = True
+                else:
+                    whole.append(size)
     except (OSError, ValueError, IndexError):
         return None
-    if max(sizes) < _DICTIONARY_LIMIT:
+    if not filled:
         return None  # every dictionary whole: the writer's own limit keeps them so
-    kept = max((n for n in sizes if n < _DICTIONARY_LIMIT), default=0)
+    kept = max(whole, default=0)
     limit = max(_SMALLEST_LIMIT, 1 << kept.bit_length())  # a power of two above each kept
     return limit if limit < _DICTIONARY_LIMIT else None
+
+
+def _fell_back(read_at: Callable[[int, int], bytes], at: int, end: int) -> bool:
+    """Whether a column chunk's data pages from ``at`` (its first) to ``end`` hold one
+    that is not dictionary-encoded, within its first ``_FALLBACK_PAGES`` pages (the
+    writer falls back once its dictionary fills, so such a page comes early)."""
+    for _ in range(_FALLBACK_PAGES):
+        if at >= end:
+            return False
+        kind, size, header, encoding = _page_header(read_at(at, _FULL_HEADER_BYTES))
+        if kind in (0, 3) and encoding not in _DICTIONARY_ENCODINGS:
+            return True
+        at += header + size
+    return False
+
+
+def _page_header(data: bytes) -> tuple[int, int, int, int | None]:
+    """``(page type, compressed size, header length, data page encoding or None)`` of
+    the Thrift compact-protocol PageHeader at the start of ``data`` (IndexError where
+    it runs past ``data``)."""
+    reader = _Compact(data)
+    found: dict[Any, int] = {}
+
+    def page(fid: int, kind: int) -> None:
+        if kind == 5 and fid in (1, 3):
+            found[fid] = reader.zigzag()
+        elif kind == 12 and fid in (5, 8):  # DataPageHeader (encoding: 2), V2 (4)
+            want = 2 if fid == 5 else 4
+
+            def header(inner: int, inner_kind: int) -> None:
+                if inner == want and inner_kind == 5:
+                    found["encoding"] = reader.zigzag()
+                else:
+                    reader.skip(inner_kind)
+
+            reader.struct(header)
+        else:
+            reader.skip(kind)
+
+    reader.struct(page)
+    return found[1], found[3], reader.at, found.get("encoding")
+
+
+class _Compact:
+    """Just enough of Thrift's compact protocol to walk a struct and skip any field."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = data, 0
+
+    def byte(self) -> int:
+        self.at += 1
+        return self.data[self.at - 1]
+
+    def varint(self) -> int:
+        value, self.at = _varint(self.data, self.at)
+        return value
+
+    def zigzag(self) -> int:
+        raw = self.varint()
+        return (raw >> 1) ^ -(raw & 1)
+
+    def struct(self, on_field: Callable[[int, int], None]) -> None:
+        fid = 0
+        while (head := self.byte()) != 0:
+            delta, kind = head >> 4, head & 0x0F
+            fid = fid + delta if delta else self.zigzag()
+            on_field(fid, kind)
+
+    def skip(self, kind: int) -> None:
+        if kind in (1, 2):  # a bool field: its value is its type
+            return
+        if kind == 3:
+            self.at += 1
+        elif kind in (4, 5, 6):
+            self.varint()
+        elif kind == 7:
+            self.at += 8
+        elif kind == 8:
+            n = self.varint()  # (read before ``at`` moves past the bytes)
+            self.at += n
+        elif kind in (9, 10):  # list, set
+            head = self.byte()
+            n, element = head >> 4, head & 0x0F
+            n = self.varint() if n == 15 else n
+            for _ in range(n):
+                self.skip(3 if element in (1, 2) else element)  # (bools: a byte each)
+        elif kind == 11:  # map
+            n = self.varint()
+            types = self.byte() if n else 0
+            for _ in range(n):
+                self.skip(types >> 4)
+                self.skip(types & 0x0F)
+        elif kind == 12:
+            self.struct(lambda _fid, inner: self.skip(inner))
+        else:
+            raise ValueError(f"Thrift compact type {kind}")
 
 
 @contextlib.contextmanager

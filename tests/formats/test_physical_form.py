@@ -291,6 +291,24 @@ def test_a_dictionary_that_filled_the_limit_falls_back_early(tmp_path: Path) -> 
     assert chunk_bytes(path, new) == chunk_bytes(before, old)  # the whole one, same bytes
 
 
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+def test_a_dictionary_whole_past_1_mib_is_not_taken_for_a_fallback(
+    tmp_path: Path, version: str
+) -> None:
+    """Written with a 4 MiB dictionary limit, the float column's 1.2 MiB dictionary
+    stayed whole (every data page dictionary-encoded): the rewrite keeps pyarrow's own
+    limit and records none; with the default limit (data page v1 and v2) it fell back,
+    and the rewrite falls back early and records the limit it used."""
+    cols = columns(300_000)
+    for limit, early in ((4 << 20, False), (None, True)):
+        path = tmp_path / f"limit-{limit}.parquet"
+        options = {} if limit is None else {"dictionary_pagesize_limit": limit}
+        pq.write_table(pa.table(cols), path, data_page_version=version, **options)
+        gae(path)
+        entry = json.loads(pq.ParquetFile(path).metadata.metadata[b"rltscan"])
+        assert ("dictionary_limit" in entry) == early, limit
+
+
 def test_pandas_to_parquet_pyarrow_engine(tmp_path: Path) -> None:
     pd = pytest.importorskip("pandas")
     frame = pd.DataFrame(columns())
