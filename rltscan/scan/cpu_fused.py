@@ -37,7 +37,8 @@ What was not reached, and the measured cause:
   than a second core gives on a memory-bound loop at 2 cores. Rows ([64, T/64]) are
   split over threads: 1.7-1.8x at 2 threads;
 - a streamed CLI run stays above 1.5x its I/O floor on HDF5 (bench/results/
-  cpu-stream-2core-2026-12-05-b/: 4.4x in place at 5e7 steps, loaded): the output
+  cpu-stream-2core-2026-12-06/: 1.8x in place and 5.3x to a new file at 5e7 steps;
+  Parquet in place 0.97x): the output
   statistics run here (:func:`block_statistics`, ~30x torch's passes), torch and
   numba's target load on the CLI's thread while the file is opened (rltscan.preload),
   and what is left is the wait for those imports before the first window (they hold
