@@ -31,8 +31,10 @@ What no file records, and what is written instead:
   dictionary in the file that stayed whole, so those stay whole: the 1 MiB dictionary
   of distinct floats cost half of the rewrite's time and is never read as one
   (:func:`dictionary_limit`). The limit is recorded in the ``rltscan`` entry
-  (``dictionary_limit``), so a re-run repeats it. A file written with a larger limit,
-  whose dictionaries of 1 MiB or more stayed whole, is rewritten at pyarrow's limit;
+  (``dictionary_limit``): a re-run takes it for the writer's limit, finds the same
+  filled dictionaries and the same limit, and writes the same bytes. A file written
+  with a larger limit, whose dictionaries of 1 MiB or more stayed whole, is rewritten
+  at pyarrow's limit;
 * **Bloom filter sizing**: a column that had a filter gets one, sized for the rows of
   the largest row group at pyarrow's default false-positive rate;
 * **the writer's name** (``created_by``) becomes pyarrow's.
@@ -203,7 +205,7 @@ def _read_form(pf: Any, where: str) -> ParquetForm:
         page_index=page_index,
         page_checksum=checksum,
         data_page_version=version,
-        dictionary_limit=_recorded_limit(raw) or dictionary_limit(pf, dictionary_pages),
+        dictionary_limit=dictionary_limit(pf, dictionary_pages, _recorded_limit(raw)),
         schema_options=schema_options,
         store_schema=b"ARROW:schema" in raw,
         sorting=sorting,
@@ -229,7 +231,7 @@ def _chunking(raw: Mapping[bytes, bytes]) -> dict[str, Any] | None:
 
 def _recorded_limit(raw: Mapping[bytes, bytes]) -> int | None:
     """The dictionary page limit an earlier rltscan rewrite used (its ``rltscan``
-    entry), if any: its dictionaries no longer show that they filled pyarrow's."""
+    entry), if any: its filled dictionaries reached that limit, not pyarrow's."""
     try:
         limit = json.loads(raw[RECORD_KEY]).get("dictionary_limit")
     except (KeyError, ValueError, TypeError, AttributeError):
@@ -263,16 +265,21 @@ def _page_kind(pf: Any, offsets: list[int]) -> tuple[str, bool]:
     return ("2.0" if kind == 3 else "1.0"), 4 in fields
 
 
-def dictionary_limit(pf: Any, chunks: list[tuple[int, int, int] | None]) -> int | None:
+def dictionary_limit(
+    pf: Any, chunks: list[tuple[int, int, int] | None], recorded: int | None = None
+) -> int | None:
     """The dictionary page limit that rewrites ``pf`` with the same dictionaries where
     they stayed whole, and falls back early where they filled the writer's limit and
     fell back to plain pages (module doc); None (pyarrow's limit) where none did, where
     a page header is out of reach, or where the file has more than
     ``_DICTIONARY_HEADERS`` dictionary pages. ``chunks``: per column chunk with a
     dictionary, the offsets of its dictionary page, its first data page and its end
-    (None: not recorded). A dictionary of 1 MiB or more counts as filled only where a
-    data page after it is not dictionary-encoded (a file written with a larger limit
-    keeps larger dictionaries whole)."""
+    (None: not recorded). A dictionary counts as filled where it reached the writer's
+    limit (1 MiB, or ``recorded``: the limit of an earlier rltscan rewrite) and a data
+    page after it is not dictionary-encoded (a file written with a larger limit keeps
+    larger dictionaries whole). The limit depends only on the dictionaries that stayed
+    whole, so a re-run of a rewrite finds the same one."""
+    threshold = recorded or _DICTIONARY_LIMIT
     origin = _origins.get(pf)
     known = [c for c in chunks if c is not None]
     if origin is None or not known or len(known) < len(chunks) or len(known) > _DICTIONARY_HEADERS:
@@ -284,7 +291,7 @@ def dictionary_limit(pf: Any, chunks: list[tuple[int, int, int] | None]) -> int 
                 size = _thrift_i32_fields(read_at(first, _PAGE_HEADER_BYTES)).get(2)
                 if size is None:
                     return None
-                if size >= _DICTIONARY_LIMIT and _fell_back(read_at, data, end):
+                if size >= threshold and _fell_back(read_at, data, end):
                     filled = True
                 else:
                     whole.append(size)
