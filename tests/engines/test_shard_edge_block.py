@@ -11,7 +11,10 @@ outside it, or nowhere in a shard:
   carry crosses a whole shard, for a backward and a forward estimator and for several
   settings;
 * pass 1 reads one block (and the row past it) of a shard whose edge block holds a cut,
-  and the whole shard otherwise.
+  and the whole shard otherwise;
+* only a cut lets the edge block decide (not an ``A`` below float64 rounding);
+* 35 random datasets (every estimator, the five flag kinds, cuts at shard and edge-block
+  edges, several settings, ``--normalize``) hold the bytes of the one file.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import torch
 import rltscan
 from rltscan.engines.shards import task
 from tests.conftest import tolerance
-from tests.shard_helpers import OUTPUTS, concat, kwargs, write_shards
+from tests.shard_helpers import COMMANDS, OUTPUTS, PARAMS, concat, kwargs, write_shards
 
 BLOCK, SHARD, SHARDS = 25, 100, 4
 
@@ -167,3 +170,75 @@ def test_only_a_cut_lets_the_edge_block_decide(tmp_path):
     for name in OUTPUTS["gae"]:
         want = pq.read_table(whole).column(name).to_numpy()
         assert concat(paths, name).tobytes() == want.tobytes(), name
+
+
+FLAGS = ("terminals/timeouts", "dones ended", "dones starts", "episode_starts", "episode_id")
+
+
+def _random_case(seed: int) -> tuple[str, list[int], int, dict, dict]:
+    """A dataset on a block grid of 2-8 steps, shards of 1-3 blocks, at least one
+    episode end in every shard (at its first or last step, its edge block's, or
+    anywhere), one of the five flag kinds, sometimes several settings or --normalize."""
+    rng = np.random.default_rng(seed)
+    block = int(rng.choice([2, 3, 4, 8]))
+    sizes = [block * int(rng.integers(1, 4)) for _ in range(int(rng.integers(2, 5)))]
+    n = sum(sizes)
+    command = COMMANDS[seed % len(COMMANDS)]
+    flag = FLAGS[(seed // len(COMMANDS)) % len(FLAGS)]
+    end = rng.random(n) < rng.choice([0.0, 0.05, 0.2])
+    off = 0
+    for size in sizes:
+        at = (0, size - 1, block - 1, size - block, int(rng.integers(0, size)))
+        end[off + at[int(rng.integers(0, len(at)))]] = True
+        off += size
+    cols = {
+        name: rng.standard_normal(n).astype(np.float32)
+        for name in ("rewards", "values", "q_values", "next_expected_q")
+    }
+    for name in ("logp_behavior", "logp_target"):
+        cols[name] = np.log(rng.uniform(0.05, 1.0, n)).astype(np.float32)
+    starts = np.concatenate([[True], end[:-1]])
+    extra = dict(kwargs(command))
+    terminal = {"ends_are": "terminal"}
+    if flag == "terminals/timeouts":
+        kind = rng.random(n) < 0.5
+        cols["terminals"], cols["timeouts"] = end & kind, end & ~kind
+    elif flag == "dones ended":
+        cols["dones"] = end
+        extra |= {"dones_mean": "ended", **terminal}
+    elif flag == "dones starts":
+        cols["dones"] = starts
+        extra |= {"dones_mean": "starts", **terminal}
+    elif flag == "episode_starts":
+        cols["episode_starts"] = starts
+        extra |= terminal
+    else:
+        cols["episode_id"] = np.cumsum(starts).astype(np.int64)
+        extra |= terminal
+    if rng.random() < 0.25 and command != "prefix-sum":
+        two = {k: (v, v * 0.9) if k in ("gamma", "lam") else v for k, v in PARAMS[command].items()}
+        extra["params"] = two
+    if rng.random() < 0.2 and command in ("gae", "vtrace", "retrace"):
+        extra["normalize"] = True
+    return command, sizes, block, cols, extra
+
+
+@pytest.mark.parametrize("seed", range(35))
+def test_random_datasets_give_the_bytes_of_the_one_file(tmp_path, seed):
+    """Every estimator, every flag kind, cuts at the edges of shards and of their edge
+    blocks: where every shard holds an episode end and the shard edges are on the block
+    grid, the shards hold the bytes of the one file (pass 1 from the edge block or the
+    whole shard, whichever decides)."""
+    command, sizes, block, cols, extra = _random_case(seed)
+    table = pa.table(cols)
+    whole = tmp_path / "whole.parquet"
+    pq.write_table(table, whole)
+    paths = write_shards(tmp_path / "d", table, sizes=tuple(sizes), row_group=5)
+    args = {"device": "cpu", "block_steps": block, **extra}
+    rltscan.run(command, str(whole), **args)
+    rltscan.run(command, str(tmp_path / "d"), **args)
+    made = [c for c in pq.read_table(whole).column_names if c not in cols]
+    assert made
+    for name in made:
+        want = pq.read_table(whole).column(name).to_numpy()
+        assert concat(paths, name).tobytes() == want.tobytes(), (name, sizes, block)
