@@ -61,7 +61,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 RECORD_KEY = b"rltscan"  # the key-value metadata entry rltscan writes (parquet.META_KEY)
 # Footer codec names as pyarrow's writer spells them (others: lower case).
@@ -77,7 +77,7 @@ _VALUE_ENCODINGS = (
 # Default compression levels of writers other than pyarrow, by the start of the footer's
 # created_by (measured: polars 2.1 writes zstd at 3, gzip at 6, brotli at 1).
 _WRITER_LEVELS = {"Polars": {"zstd": 3, "gzip": 6, "brotli": 1}}
-_PAGE_HEADER_BYTES = 64  # the fields read (type, sizes, crc) come first
+_PAGE_HEADER_BYTES = 64  # the leading fields read (type, sizes, crc) come first
 _DICTIONARY_LIMIT = 1 << 20  # the dictionary page size at which writers fall back to plain
 _SMALLEST_LIMIT = 1 << 12
 _DICTIONARY_HEADERS = 1024  # dictionary page headers read at most (else pyarrow's limit)
@@ -257,9 +257,9 @@ def _page_kind(pf: Any, offsets: list[int]) -> tuple[str, bool]:
     if origin is None or not offsets:
         return "1.0", False
     try:
-        head = _read_at(origin, offsets[0], _PAGE_HEADER_BYTES)
-        fields = _thrift_i32_fields(head)
-    except (OSError, ValueError, IndexError):
+        with _reader(origin) as read_at:
+            fields = _page_header(read_at(offsets[0], _PAGE_HEADER_BYTES)).fields
+    except (OSError, ValueError):
         return "1.0", False
     kind = fields.get(1)
     return ("2.0" if kind == 3 else "1.0"), 4 in fields
@@ -288,14 +288,14 @@ def dictionary_limit(
     try:
         with _reader(origin) as read_at:
             for first, data, end in known:
-                size = _thrift_i32_fields(read_at(first, _PAGE_HEADER_BYTES)).get(2)
+                size = _page_header(read_at(first, _PAGE_HEADER_BYTES)).fields.get(2)
                 if size is None:
                     return None
                 if size >= threshold and _fell_back(read_at, data, end):
                     filled = True
                 else:
                     whole.append(size)
-    except (OSError, ValueError, IndexError):
+    except (OSError, ValueError):
         return None
     if not filled:
         return None  # every dictionary whole: the writer's own limit keeps them so
@@ -307,33 +307,46 @@ def dictionary_limit(
 def _fell_back(read_at: Callable[[int, int], bytes], at: int, end: int) -> bool:
     """Whether a column chunk's data pages from ``at`` (its first) to ``end`` hold one
     that is not dictionary-encoded, within its first ``_FALLBACK_PAGES`` pages (the
-    writer falls back once its dictionary fills, so such a page comes early)."""
+    writer falls back once its dictionary fills, so such a page comes early). A header
+    that cannot be walked proves nothing (False)."""
     for _ in range(_FALLBACK_PAGES):
         if at >= end:
             return False
-        kind, size, header, encoding = _page_header(read_at(at, _FULL_HEADER_BYTES))
-        if kind in (0, 3) and encoding not in _DICTIONARY_ENCODINGS:
+        page = _page_header(read_at(at, _FULL_HEADER_BYTES))
+        kind, size = page.fields.get(1), page.fields.get(3)
+        if page.length is None or size is None:
+            return False
+        if kind in (0, 3) and page.encoding not in _DICTIONARY_ENCODINGS:
             return True
-        at += header + size
+        at += page.length + size
     return False
 
 
-def _page_header(data: bytes) -> tuple[int, int, int, int | None]:
-    """``(page type, compressed size, header length, data page encoding or None)`` of
-    the Thrift compact-protocol PageHeader at the start of ``data`` (IndexError where
-    it runs past ``data``)."""
+class _Page(NamedTuple):
+    """What is read of a Parquet PageHeader (Thrift compact protocol)."""
+
+    fields: dict[int, int]  # its leading i32 fields: 1 type, 2 uncompressed size,
+    # 3 compressed size, 4 crc
+    length: int | None  # the header's bytes (None: it runs past what was read)
+    encoding: int | None  # a data page's value encoding (v1 or v2)
+
+
+def _page_header(data: bytes) -> _Page:
+    """The PageHeader at the start of ``data``, as far as ``data`` holds it: the leading
+    fields come first, so a short read still gives them (``length`` None)."""
     reader = _Compact(data)
-    found: dict[Any, int] = {}
+    fields: dict[int, int] = {}
+    encoding: list[int] = []
 
     def page(fid: int, kind: int) -> None:
-        if kind == 5 and fid in (1, 3):
-            found[fid] = reader.zigzag()
+        if kind == 5 and fid in (1, 2, 3, 4):
+            fields[fid] = reader.zigzag()
         elif kind == 12 and fid in (5, 8):  # DataPageHeader (encoding: 2), V2 (4)
             want = 2 if fid == 5 else 4
 
             def header(inner: int, inner_kind: int) -> None:
                 if inner == want and inner_kind == 5:
-                    found["encoding"] = reader.zigzag()
+                    encoding.append(reader.zigzag())
                 else:
                     reader.skip(inner_kind)
 
@@ -341,8 +354,11 @@ def _page_header(data: bytes) -> tuple[int, int, int, int | None]:
         else:
             reader.skip(kind)
 
-    reader.struct(page)
-    return found[1], found[3], reader.at, found.get("encoding")
+    try:
+        reader.struct(page)
+    except IndexError:
+        return _Page(fields, None, encoding[0] if encoding else None)
+    return _Page(fields, reader.at, encoding[0] if encoding else None)
 
 
 class _Compact:
@@ -408,37 +424,6 @@ def _reader(origin: Any) -> Iterator[Callable[[int, int], bytes]]:
         return
     with open(origin, "rb") as fh:
         yield lambda offset, size: os.pread(fh.fileno(), size, offset)
-
-
-def _read_at(origin: Any, offset: int, size: int) -> bytes:
-    if isinstance(origin, (str, Path)):
-        with open(origin, "rb") as fh:
-            fh.seek(offset)
-            return fh.read(size)
-    return bytes(origin.read_at(size, offset))
-
-
-def _thrift_i32_fields(data: bytes) -> dict[int, int]:
-    """The leading i32 fields of a Thrift compact-protocol struct (a Parquet PageHeader:
-    1 type, 2 uncompressed size, 3 compressed size, 4 crc), up to the first other field."""
-    fields: dict[int, int] = {}
-    at, fid = 0, 0
-    while at < len(data):
-        byte = data[at]
-        at += 1
-        if byte == 0:  # stop
-            break
-        delta, kind = byte >> 4, byte & 0x0F
-        if delta:
-            fid += delta
-        else:
-            raw, at = _varint(data, at)
-            fid = (raw >> 1) ^ -(raw & 1)
-        if kind != 5:  # not an i32: the page's own header struct follows
-            break
-        raw, at = _varint(data, at)
-        fields[fid] = (raw >> 1) ^ -(raw & 1)
-    return fields
 
 
 def _varint(data: bytes, at: int) -> tuple[int, int]:

@@ -267,9 +267,9 @@ def dictionary_page_size(path: Path, name: str) -> int:
     """The uncompressed size of ``name``'s dictionary page in the first row group."""
     col = chunks(path)[0][1][name]
     data = path.read_bytes()[col["start"] : col["start"] + 64]
-    from rltscan.io.physical import _thrift_i32_fields
+    from rltscan.io.physical import _page_header
 
-    return _thrift_i32_fields(data)[2]
+    return _page_header(data).fields[2]
 
 
 def test_a_dictionary_that_filled_the_limit_falls_back_early(tmp_path: Path) -> None:
