@@ -567,7 +567,7 @@ def _file_plan(pf: Any, added: Additions) -> _Plan:
     new_schema = pa.schema(
         [fields[n] for n in order],
         metadata=hf.declared(
-            merged_metadata(schema.metadata, _with_levels(metadata, options)),
+            merged_metadata(schema.metadata, _with_unrecorded(metadata, options)),
             _dtype_names(outputs),
         ),
     )
@@ -580,7 +580,7 @@ def _file_plan(pf: Any, added: Additions) -> _Plan:
     return _Plan(new_schema, options, form, groups)
 
 
-def _with_levels(metadata: Mapping[str, Any], options: Mapping[str, Any]) -> Mapping[str, Any]:
+def _with_unrecorded(metadata: Mapping[str, Any], options: Mapping[str, Any]) -> Mapping[str, Any]:
     """The ``rltscan`` entry with the compression levels written where they are not
     pyarrow's defaults (:mod:`rltscan.io.physical`: no footer records a level) and the
     dictionary page limit where it is not pyarrow's (so that a re-run repeats it)."""
@@ -668,7 +668,7 @@ def _table_plan(
             rows = list(form.rows)
     elif codecs is not None:
         options = converted_options(out.schema, codecs, like)
-    entry = _with_levels(metadata, options)
+    entry = _with_unrecorded(metadata, options)
     if entry is not metadata:
         out = out.replace_schema_metadata(merged_metadata(table.schema.metadata, entry))
 
