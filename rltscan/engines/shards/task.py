@@ -192,15 +192,15 @@ def neighbour(job: Job, opened: _Opened) -> Any:
         if opened.after is None:
             return None
         # only the next shard's own values are read at its first step (V, log-ratio)
-        return row_carry(job, opened.after, (0, 1))
+        return _row_carry(job, opened.after, (0, 1))
     if opened.before is None:
         return None
     # the previous shard's last done flag, derived with this shard's first row
     n = int(opened.before.steps or 0)
-    return row_carry(job, io_shards.shard_view(opened.before, opened.src), (n - 1, n))
+    return _row_carry(job, io_shards.shard_view(opened.before, opened.src), (n - 1, n))
 
 
-def row_carry(job: Job, view: Source, window: tuple[int, int]) -> Any:
+def _row_carry(job: Job, view: Source, window: tuple[int, int]) -> Any:
     """The carry that the one row ``window`` of ``view`` hands on in scan order, as the
     block holding it would (its ``y`` a placeholder; a :class:`SettingsCarry` with
     several settings): the estimator is called on that row alone."""
@@ -396,7 +396,7 @@ def _edge_aggregate(job: Job, opened: _Opened) -> np.ndarray | None:
         return None
     lo, hi = span
     row = (hi, hi + 1) if job.reverse else (lo - 1, lo)
-    native, c0, _ = _chains(job, opened, row_carry(job, opened.view, row), span, _EDGE_PROBE)
+    native, c0, _ = _chains(job, opened, _row_carry(job, opened.view, row), span, _EDGE_PROBE)
     return None if c0 is not None else _y(native).to(torch.float64).cpu().numpy()
 
 
