@@ -652,6 +652,35 @@ def _default_tiles(n_rows: int, steps: int, time_contiguous: bool, kind: int,
     return Tiles(rows, chunk, num_warps)
 
 
+# Registers a thread may use (ptxas's cap) in the plain launches of GAE and V-trace whose
+# rows span several tiles: float32, one setting, scalar γ and λ, no validation screen.
+# Left alone, GAE's 2048-step tile takes 118 (ncu on an H100: 4 programs an SM, 25%
+# occupancy, DRAM 75% busy, 0.27 of 3.9 warps eligible a cycle); capped at 80, 6
+# programs an SM hold more loads in flight. On an H100 at 2^26 flat steps, no cap -> 80,
+# kernel % of the copy floor / whole call % (bench/results/kernel-regcap-h100-2026-12-07):
+# GAE 84.2 -> 89.5 / 83.8 -> 88.9, V-trace 83.8 -> 87.1 / 83.0 -> 86.4; returns lose 2
+# points and TD(λ), Retrace move within one, so they keep ptxas's choice. Three settings
+# in one launch (GAE 886 -> 1081 µs) and a per-step γ_t (562 -> 597 µs) ran slower with
+# the cap (and the hints below), and the screen was not measured with it: those launches
+# keep ptxas's choice too. Not yet measured on an H200.
+#
+# Measured there and not kept: every load ``evict_first`` and every store streaming
+# (``.cs``), each step being read and written once: kernel time GAE 84.2 -> 90.2%,
+# returns 89.2 -> 94.3, TD(λ) 80.7 -> 85.0, V-trace 83.6 -> 79.6, but the whole call
+# after an L2 flush slower for all but GAE (returns 253.9 -> 261.8 µs, TD(λ) 392.2 ->
+# 398.7, Retrace 593.3 -> 608.9); and an L2 prefetch (``prefetch.global.L2``) of the tile
+# 512 to 2048 tiles ahead: slower for every kind (GAE 82.2% at 512, 65.0 at 1024).
+_REGISTER_CAP = {KINDS["gae"]: 80, KINDS["vtrace"]: 80}
+
+
+def register_cap(kind: int, *, lookback: bool, wide: bool, nset: int, check: bool,
+                 step_columns: bool) -> int:  # fmt: skip
+    """ptxas's register cap for a launch (0: its own choice); see ``_REGISTER_CAP``."""
+    if not lookback or wide or nset != 1 or check or step_columns:
+        return 0
+    return _REGISTER_CAP.get(kind, 0)
+
+
 def workspace_words(n_slots: int, rows: int, dtype: torch.dtype) -> int:
     """Look-back words for ``n_slots`` tiles (× settings) of ``rows`` lanes: per lane the
     aggregate's a and the b / inclusive word, each two words wide in float64."""
@@ -836,6 +865,7 @@ class Launch:
 
     grid: int
     num_warps: int
+    max_registers: int  # 0: ptxas's choice
     ws_words: int  # look-back words (0: every row in one tile, no look-back)
     ints: tuple[int, ...]  # R, T, stride_r, stride_t, n_tblocks, set_stride
     scalars: tuple[float, ...]  # gamma (hi, lo) ... missing
@@ -846,7 +876,7 @@ class Launch:
     @functools.cached_property
     def key(self) -> tuple:
         facts = tuple((v == 1, v % 16 == 0, -(1 << 31) <= v < (1 << 31)) for v in self.ints)
-        return (self.consts, self.num_warps, self.ptr_dtypes, facts)
+        return (self.consts, self.num_warps, self.max_registers, self.ptr_dtypes, facts)
 
     @functools.cached_property
     def _tail(self) -> tuple:
@@ -876,6 +906,7 @@ class Launch:
         ck = _scan_kernel[(self.grid,)](
             *tensors, *self.ints, epoch, check_id, *self.scalars,
             **dict(self.consts), num_warps=self.num_warps,
+            **({"maxnreg": self.max_registers} if self.max_registers else {}),
         )  # fmt: skip
         if DIRECT and _direct_supported(ck) and all(t.data_ptr() % 16 == 0 for t in tensors):
             _COMPILED[(self.key, device)] = ck
@@ -1031,6 +1062,14 @@ def plan_launch(
     return Launch(
         grid=grid,
         num_warps=tiles.num_warps,
+        max_registers=register_cap(
+            kind,
+            lookback=n_tblocks > 1,
+            wide=dtype == torch.float64,
+            nset=nset,
+            check=check,
+            step_columns="disc" in cols or "lamt" in cols,
+        ),
         ws_words=workspace_words(grid * nset, tiles.rows, dtype) if n_tblocks > 1 else 0,
         ints=(n_rows, steps, ref.stride(0), ref.stride(1), n_tblocks, set_stride),
         scalars=scalars,
