@@ -847,6 +847,67 @@ def check_replaceable(parent: Any, name: str, where: Any, *, overwrite: bool) ->
     return True
 
 
+def output_dataset(
+    parent: Any,
+    name: str,
+    shape: tuple[int, ...],
+    dtype: Any,
+    storage: Mapping[str, Any],
+    *,
+    where: Any,
+    overwrite: bool,
+) -> Any:
+    """The dataset output ``name`` is written into: a new one, or (``--overwrite``) the
+    rltscan output already there where it has this shape, dtype and storage, so that a
+    re-run rewrites its bytes where they are (its attributes are then set by
+    :func:`put_attrs`). HDF5 never gives a deleted dataset's space back to the file:
+    deleting and recreating it would leave the old outputs behind as dead bytes at
+    every re-run."""
+    if check_replaceable(parent, name, where, overwrite=overwrite):
+        old = parent[name]
+        if _same_storage(old, shape, dtype, storage):
+            return old
+        del parent[name]
+    return parent.create_dataset(name, shape=shape, dtype=dtype, **storage)
+
+
+def put_attrs(ds: Any, values: Mapping[str, Any]) -> None:
+    """Give output ``ds`` exactly the attributes ``values``. One that already holds its
+    value is left alone: rewriting a text attribute leaves its old value in the file's
+    global heap, which HDF5 never gives back, so a re-run would grow the file."""
+    for key in list(ds.attrs):
+        if key not in values:
+            del ds.attrs[key]
+    for key, value in values.items():
+        if not _holds(ds.attrs, key, value):
+            ds.attrs[key] = value
+
+
+def _holds(attrs: Any, key: str, value: Any) -> bool:
+    """Whether attribute ``key`` exists with ``value``, of the same type and shape."""
+    try:
+        old = np.asarray(attrs[key])
+    except (KeyError, OSError, TypeError):
+        return False
+    new = np.asarray(value)
+    same_type = old.dtype == new.dtype or old.dtype.kind == new.dtype.kind == "U"
+    return same_type and old.shape == new.shape and bool(np.array_equal(old, new))
+
+
+def _same_storage(ds: Any, shape: tuple[int, ...], dtype: Any, storage: Mapping[str, Any]) -> bool:
+    """Whether ``ds`` is what ``create_dataset(shape, dtype, **storage)`` would make."""
+    chunks = storage.get("chunks")
+    return (
+        tuple(ds.shape) == tuple(shape)
+        and ds.dtype == np.dtype(dtype)
+        and ds.compression == storage.get("compression")
+        and ds.compression_opts == storage.get("compression_opts")
+        and ds.shuffle == bool(storage.get("shuffle"))
+        and ds.fletcher32 == bool(storage.get("fletcher32"))
+        and (ds.chunks is not None if chunks is True else ds.chunks == chunks)
+    )
+
+
 def storage_like(template: Any, shape: tuple[int, ...] | None = None) -> dict[str, Any]:
     """Storage of a new dataset of ``shape`` like ``template`` (the rewards dataset):
     its compression filter and level (gzip in D4RL files), shuffle and checksum, and its
@@ -926,13 +987,19 @@ def write_outputs(
                 for parent, arr in targets:
                     data = np.ascontiguousarray(arr)
                     with _through(dst):
-                        if check_replaceable(parent, name, dst, overwrite=overwrite):
-                            del parent[name]
                         storage = storage_like(like, data.shape)
-                        ds = parent.create_dataset(name, data=data, **storage)
+                        ds = output_dataset(
+                            parent,
+                            name,
+                            data.shape,
+                            data.dtype,
+                            storage,
+                            where=dst,
+                            overwrite=overwrite,
+                        )
+                        ds[()] = data
                         made[ds.name] = data.shape
-                    for key, val in attr_values.items():
-                        ds.attrs[key] = val
+                    put_attrs(ds, attr_values)
                     written += int(np.asarray(arr).nbytes)
             fh.flush()
         except BaseException:
