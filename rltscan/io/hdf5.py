@@ -372,7 +372,8 @@ def _datasets(
             raise
         name = f"{prefix}{key}"
         if isinstance(item, h5py.Dataset):
-            found[name] = item
+            if item.shape is not None:  # (a null dataspace holds no values: not a column)
+                found[name] = item
         elif isinstance(item, h5py.Group) and not EPISODE_GROUP.match(key):
             ident = _identity(item)
             if ident in seen:
