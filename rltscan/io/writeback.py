@@ -58,8 +58,11 @@ def plan_target(source: Source, output: str | None, to: str | None) -> Target:
         return Target("stdout", None, formats.to_word(to, stdout=True))
     if output is None:
         assert source.path is not None
+        _refuse_saved_shard(source.path)
         return Target("inplace", source.path, source.format)
     path = Path(output)
+    if source.path is not None and _same_file(path, source.path):
+        _refuse_saved_shard(source.path)  # -o naming the input writes it in place
     if path.is_dir():
         raise OutputRefusedError(f"{path} is a directory; pass a file path to -o")
     if to is not None:
@@ -74,6 +77,25 @@ def plan_target(source: Source, output: str | None, to: str | None) -> Target:
         )
     formats.named(source.format).check_output(source, fmt, path)
     return Target("file", path, fmt)
+
+
+def _refuse_saved_shard(path: Path) -> None:
+    """Refuse to write into a shard of a Hugging Face dataset saved with ``save_to_disk``
+    (its ``state.json`` beside it lists the file): the ``dataset_info.json`` beside it
+    declares the shards' columns, and ``load_from_disk`` refuses every shard whose
+    columns differ, so new columns in one file would make the whole dataset unloadable.
+    """
+    try:
+        state = json.loads((path.parent / "state.json").read_text())
+        listed = {entry["filename"] for entry in state["_data_files"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if path.name in listed:
+        raise OutputRefusedError(
+            f"{path} is a shard of a Hugging Face dataset saved with save_to_disk, whose "
+            "dataset_info.json lists its columns (load_from_disk would refuse new ones); "
+            "pass -o PATH to write a new file"
+        )
 
 
 def streamable(source: Source, target: Target) -> bool:
