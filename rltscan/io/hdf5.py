@@ -91,6 +91,12 @@ def open_file(path: Path, mode: str = "r") -> Any:
                 f"{path} is a truncated HDF5 file (shorter than its header says); "
                 "the copy is incomplete or corrupt, fetch it again"
             ) from None
+        if "already open for write" in text:
+            raise InputFileError(
+                f"{path} is open for writing in another program, or its writer did not close "
+                "it (HDF5's consistency flags are set); close that program, or clear the "
+                f"flags with h5clear -s {path}"
+            ) from None
         if "unable to lock" in text.lower() or "lock file" in text.lower():
             raise InputFileError(
                 f"{path} is locked by another process (HDF5 file lock); close the other "
