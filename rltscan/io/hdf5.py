@@ -1124,10 +1124,24 @@ def materialize_links(fh: Any, src: Path, dst: Path) -> None:
                     "directory cannot keep; write in place or next to the input"
                 )
             attrs = {k: v for k, v in obj.attrs.items()}
+            storage = _stored_like(obj)
             del fh[path]
-            ds = fh.create_dataset(path, data=data)
+            ds = fh.create_dataset(path, data=data, **storage)
             for key, val in attrs.items():
                 ds.attrs[key] = val
+
+
+def _stored_like(ds: Any) -> dict[str, Any]:
+    """``create_dataset`` arguments that store a copy of ``ds`` as ``ds`` is stored: its
+    creation properties (filters and their levels, chunk shape, fill value) and maximum
+    shape. A virtual dataset, or one whose data lies in external raw files, has no such
+    storage to copy: its copy is contiguous."""
+    dcpl = ds.id.get_create_plist()
+    if ds.is_virtual or dcpl.get_external_count():
+        return {}
+    if ds.chunks is None:  # contiguous or compact (a maximum shape would chunk it)
+        return {"dcpl": dcpl}
+    return {"dcpl": dcpl, "chunks": ds.chunks, "maxshape": ds.maxshape}
 
 
 def attr_value(value: Any) -> Any:
