@@ -912,30 +912,39 @@ def _same_storage(ds: Any, shape: tuple[int, ...], dtype: Any, storage: Mapping[
         and ds.shuffle == bool(storage.get("shuffle"))
         and ds.fletcher32 == bool(storage.get("fletcher32"))
         and (ds.chunks is not None if chunks is True else ds.chunks == chunks)
+        and tuple(ds.maxshape) == tuple(storage.get("maxshape") or shape)
     )
 
 
 def storage_like(template: Any, shape: tuple[int, ...] | None = None) -> dict[str, Any]:
     """Storage of a new dataset of ``shape`` like ``template`` (the rewards dataset):
-    its compression filter and level (gzip in D4RL files), shuffle and checksum, and its
-    chunk shape where it fits ``shape`` (else h5py's choice). An uncompressed template
-    gives h5py's defaults (contiguous)."""
-    if template is None or template.compression is None:
+    its compression filter and level (gzip in D4RL files), shuffle and checksum, its
+    chunk shape where it fits ``shape`` (else h5py's choice) and its unlimited axes (a
+    resizable buffer's outputs stay appendable). A template with none of these (a
+    lossy scale-offset filter alone is never copied) gives h5py's defaults
+    (contiguous)."""
+    if template is None or template.chunks is None:
+        return {}
+    unlimited = tuple(m is None for m in template.maxshape or ())
+    if not (template.compression or template.shuffle or template.fletcher32 or any(unlimited)):
         return {}
     chunks = template.chunks
     fits = (
         shape is not None
-        and chunks is not None
         and len(chunks) == len(shape)
         and all(0 < c <= s for c, s in zip(chunks, shape, strict=True))
     )
-    return {
+    out = {
         "compression": template.compression,
         "compression_opts": template.compression_opts,
         "shuffle": template.shuffle,
         "fletcher32": template.fletcher32,
         "chunks": tuple(chunks) if fits else True,
     }
+    if fits and any(unlimited):
+        assert shape is not None
+        out["maxshape"] = tuple(None if u else s for u, s in zip(unlimited, shape, strict=True))
+    return out
 
 
 def as_info(arr: np.ndarray) -> np.ndarray:
