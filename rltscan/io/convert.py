@@ -114,6 +114,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def _record(ds: Any) -> dict[str, Any]:
+    if ds.shape is None:  # a null dataspace: no values (its attributes are carried)
+        return {"dtype": str(ds.dtype), "shape": None, "value": None}
     data = ds[()]
     return {"dtype": str(ds.dtype), "shape": list(ds.shape), "value": _jsonable(data)}
 
@@ -156,7 +158,7 @@ def _carriable(ds: Any) -> bool:
 
 
 def _bad(name: str, ds: Any, why: str) -> str:
-    dims = ", ".join(str(d) for d in ds.shape)
+    dims = ", ".join(str(d) for d in ds.shape or ())
     return f'"{name}" ({dims}) {ds.dtype}: {why}'
 
 
@@ -201,7 +203,7 @@ def table_from_hdf5(source: Source) -> tuple[Any, dict[str, Any]]:
             meta.update(T=t, B=n_seq, rows="env-major: row = traj_id * T + step")
             meta["index_columns"] = [TRAJ, STEP]
         for name, ds in datasets.items():
-            dims = tuple(int(d) for d in ds.shape)
+            dims = tuple(int(d) for d in ds.shape or ())
             if name in (TRAJ, STEP) and layout != "flat":
                 bad.append(_bad(name, ds, "its name is taken by the index column"))
             elif not _carriable(ds):
@@ -266,7 +268,7 @@ def _episodes_table(source: Source, root: Any) -> tuple[Any, dict[str, Any]]:
         ids.append(int(key.rsplit("_", 1)[-1]))
         ep_attrs[key] = _attrs(group, bad, f'"{key}"')
         for name, ds in datasets.items():
-            dims = tuple(int(d) for d in ds.shape)
+            dims = tuple(int(d) for d in ds.shape or ())
             if not _carriable(ds):
                 bad.append(_bad(f"{key}/{name}", ds, "Parquet cannot hold this dtype"))
                 continue

@@ -91,6 +91,12 @@ def open_file(path: Path, mode: str = "r") -> Any:
                 f"{path} is a truncated HDF5 file (shorter than its header says); "
                 "the copy is incomplete or corrupt, fetch it again"
             ) from None
+        if "already open for write" in text:
+            raise InputFileError(
+                f"{path} is open for writing in another program, or its writer did not close "
+                "it (HDF5's consistency flags are set); close that program, or clear the "
+                f"flags with h5clear -s {path}"
+            ) from None
         if "unable to lock" in text.lower() or "lock file" in text.lower():
             raise InputFileError(
                 f"{path} is locked by another process (HDF5 file lock); close the other "
@@ -372,7 +378,8 @@ def _datasets(
             raise
         name = f"{prefix}{key}"
         if isinstance(item, h5py.Dataset):
-            found[name] = item
+            if item.shape is not None:  # (a null dataspace holds no values: not a column)
+                found[name] = item
         elif isinstance(item, h5py.Group) and not EPISODE_GROUP.match(key):
             ident = _identity(item)
             if ident in seen:
@@ -847,27 +854,97 @@ def check_replaceable(parent: Any, name: str, where: Any, *, overwrite: bool) ->
     return True
 
 
+def output_dataset(
+    parent: Any,
+    name: str,
+    shape: tuple[int, ...],
+    dtype: Any,
+    storage: Mapping[str, Any],
+    *,
+    where: Any,
+    overwrite: bool,
+) -> Any:
+    """The dataset output ``name`` is written into: a new one, or (``--overwrite``) the
+    rltscan output already there where it has this shape, dtype and storage, so that a
+    re-run rewrites its bytes where they are (its attributes are then set by
+    :func:`put_attrs`). HDF5 never gives a deleted dataset's space back to the file:
+    deleting and recreating it would leave the old outputs behind as dead bytes at
+    every re-run."""
+    if check_replaceable(parent, name, where, overwrite=overwrite):
+        old = parent[name]
+        if _same_storage(old, shape, dtype, storage):
+            return old
+        del parent[name]
+    return parent.create_dataset(name, shape=shape, dtype=dtype, **storage)
+
+
+def put_attrs(ds: Any, values: Mapping[str, Any]) -> None:
+    """Give output ``ds`` exactly the attributes ``values``. One that already holds its
+    value is left alone: rewriting a text attribute leaves its old value in the file's
+    global heap, which HDF5 never gives back, so a re-run would grow the file."""
+    for key in list(ds.attrs):
+        if key not in values:
+            del ds.attrs[key]
+    for key, value in values.items():
+        if not _holds(ds.attrs, key, value):
+            ds.attrs[key] = value
+
+
+def _holds(attrs: Any, key: str, value: Any) -> bool:
+    """Whether attribute ``key`` exists with ``value``, of the same type and shape."""
+    try:
+        old = np.asarray(attrs[key])
+    except (KeyError, OSError, TypeError):
+        return False
+    new = np.asarray(value)
+    same_type = old.dtype == new.dtype or old.dtype.kind == new.dtype.kind == "U"
+    return same_type and old.shape == new.shape and bool(np.array_equal(old, new))
+
+
+def _same_storage(ds: Any, shape: tuple[int, ...], dtype: Any, storage: Mapping[str, Any]) -> bool:
+    """Whether ``ds`` is what ``create_dataset(shape, dtype, **storage)`` would make."""
+    chunks = storage.get("chunks")
+    return (
+        tuple(ds.shape) == tuple(shape)
+        and ds.dtype == np.dtype(dtype)
+        and ds.compression == storage.get("compression")
+        and ds.compression_opts == storage.get("compression_opts")
+        and ds.shuffle == bool(storage.get("shuffle"))
+        and ds.fletcher32 == bool(storage.get("fletcher32"))
+        and (ds.chunks is not None if chunks is True else ds.chunks == chunks)
+        and tuple(ds.maxshape) == tuple(storage.get("maxshape") or shape)
+    )
+
+
 def storage_like(template: Any, shape: tuple[int, ...] | None = None) -> dict[str, Any]:
     """Storage of a new dataset of ``shape`` like ``template`` (the rewards dataset):
-    its compression filter and level (gzip in D4RL files), shuffle and checksum, and its
-    chunk shape where it fits ``shape`` (else h5py's choice). An uncompressed template
-    gives h5py's defaults (contiguous)."""
-    if template is None or template.compression is None:
+    its compression filter and level (gzip in D4RL files), shuffle and checksum, its
+    chunk shape where it fits ``shape`` (else h5py's choice) and its unlimited axes (a
+    resizable buffer's outputs stay appendable). A template with none of these (a
+    lossy scale-offset filter alone is never copied) gives h5py's defaults
+    (contiguous)."""
+    if template is None or template.chunks is None:
+        return {}
+    unlimited = tuple(m is None for m in template.maxshape or ())
+    if not (template.compression or template.shuffle or template.fletcher32 or any(unlimited)):
         return {}
     chunks = template.chunks
     fits = (
         shape is not None
-        and chunks is not None
         and len(chunks) == len(shape)
         and all(0 < c <= s for c, s in zip(chunks, shape, strict=True))
     )
-    return {
+    out = {
         "compression": template.compression,
         "compression_opts": template.compression_opts,
         "shuffle": template.shuffle,
         "fletcher32": template.fletcher32,
         "chunks": tuple(chunks) if fits else True,
     }
+    if fits and any(unlimited):
+        assert shape is not None
+        out["maxshape"] = tuple(None if u else s for u, s in zip(unlimited, shape, strict=True))
+    return out
 
 
 def as_info(arr: np.ndarray) -> np.ndarray:
@@ -926,13 +1003,19 @@ def write_outputs(
                 for parent, arr in targets:
                     data = np.ascontiguousarray(arr)
                     with _through(dst):
-                        if check_replaceable(parent, name, dst, overwrite=overwrite):
-                            del parent[name]
                         storage = storage_like(like, data.shape)
-                        ds = parent.create_dataset(name, data=data, **storage)
+                        ds = output_dataset(
+                            parent,
+                            name,
+                            data.shape,
+                            data.dtype,
+                            storage,
+                            where=dst,
+                            overwrite=overwrite,
+                        )
+                        ds[()] = data
                         made[ds.name] = data.shape
-                    for key, val in attr_values.items():
-                        ds.attrs[key] = val
+                    put_attrs(ds, attr_values)
                     written += int(np.asarray(arr).nbytes)
             fh.flush()
         except BaseException:
@@ -1050,10 +1133,24 @@ def materialize_links(fh: Any, src: Path, dst: Path) -> None:
                     "directory cannot keep; write in place or next to the input"
                 )
             attrs = {k: v for k, v in obj.attrs.items()}
+            storage = _stored_like(obj)
             del fh[path]
-            ds = fh.create_dataset(path, data=data)
+            ds = fh.create_dataset(path, data=data, **storage)
             for key, val in attrs.items():
                 ds.attrs[key] = val
+
+
+def _stored_like(ds: Any) -> dict[str, Any]:
+    """``create_dataset`` arguments that store a copy of ``ds`` as ``ds`` is stored: its
+    creation properties (filters and their levels, chunk shape, fill value) and maximum
+    shape. A virtual dataset, or one whose data lies in external raw files, has no such
+    storage to copy: its copy is contiguous."""
+    dcpl = ds.id.get_create_plist()
+    if ds.is_virtual or dcpl.get_external_count():
+        return {}
+    if ds.chunks is None:  # contiguous or compact (a maximum shape would chunk it)
+        return {"dcpl": dcpl}
+    return {"dcpl": dcpl, "chunks": ds.chunks, "maxshape": ds.maxshape}
 
 
 def attr_value(value: Any) -> Any:

@@ -426,13 +426,18 @@ def merged_metadata(existing: Mapping[bytes, bytes] | None, entry: Mapping[str, 
 def _with_outputs(
     batch: Any, outputs: Mapping[str, np.ndarray], start: int, order: list[str]
 ) -> Any:
-    """``batch`` with the output slices set (replaced in place or appended, in ``order``)."""
+    """``batch`` with the output slices set (replaced in place or appended, in ``order``);
+    every input field keeps its nullability and field metadata (a table built from bare
+    arrays would make each field nullable and drop its metadata)."""
     pa, _ = _pa()
     n = batch.num_rows
     arrays = {name: batch.column(name) for name in batch.schema.names}
+    fields = {f.name: f for f in batch.schema}
     for name, values in outputs.items():
         arrays[name] = arrow_of(values[start : start + n])
-    return pa.table({name: arrays[name] for name in order})
+        fields[name] = pa.field(name, arrays[name].type)
+    schema = pa.schema([fields[name] for name in order], metadata=batch.schema.metadata)
+    return pa.table([arrays[name] for name in order], schema=schema)
 
 
 def _dtype(values: Any) -> np.dtype:

@@ -416,6 +416,9 @@ class Staging:
     def check(dataset: Dataset, out_dir: str | None, *, overwrite: bool) -> Path | None:
         """The final ``-o`` directory (None in place), refused where it cannot be one."""
         if out_dir is None:
+            from rltscan.io.writeback import refuse_summarized
+
+            refuse_summarized(Path(dataset.root))  # a _metadata file that lists the shards
             return None
         final = Path(out_dir).absolute()
         root = Path(dataset.root)

@@ -128,12 +128,12 @@ class HDF5Sink:
             return ds
         root = self._open()
         try:  # a damaged copy of the input fails here (its metadata), not a full disk
-            if hdf5.check_replaceable(root, name, self.dst, overwrite=self.overwrite):
-                del root[name]
             like = root.get(self.template) if self.template else None
             full = (*self.shape, *arr.shape[len(self.shape) :])
             storage = hdf5.storage_like(like, full)
-            ds = root.create_dataset(name, shape=full, dtype=arr.dtype, **storage)
+            ds = hdf5.output_dataset(
+                root, name, full, arr.dtype, storage, where=self.dst, overwrite=self.overwrite
+            )
         except RltscanError:
             raise
         except (ValueError, RuntimeError, KeyError) as err:
@@ -141,8 +141,6 @@ class HDF5Sink:
                 f"{self.dst}: its HDF5 metadata cannot be written through ({err}); "
                 "the file is corrupt, fetch or write it again"
             ) from None
-        for key, val in self.attrs.items():
-            ds.attrs[key] = val
         self._datasets[name] = ds
         return ds
 
@@ -162,8 +160,6 @@ class HDF5Sink:
             sl = slice(start, min(start + width, steps))
             index = (slice(None), sl) if self.time_axis == 1 else sl
             ds[index] = standardized(ds[index], mean, std)
-        ds.attrs["normalized_mean"] = mean
-        ds.attrs["normalized_std"] = std
 
     def write(self, start: int, stop: int, arrays: Mapping[str, np.ndarray]) -> None:
         for name, arr in arrays.items():
@@ -188,6 +184,10 @@ class HDF5Sink:
             self._open()
             for name, (mean, std) in self._standardize.items():  # the second pass
                 self._standardize_dataset(name, mean, std)
+            for name, ds in self._datasets.items():
+                scale = self._standardize.get(name)
+                extra = {} if scale is None else dict(zip(_SCALE_ATTRS, scale, strict=True))
+                hdf5.put_attrs(ds, {**self.attrs, **extra})
             self._fh.flush()
             made = {ds.name: tuple(ds.shape) for ds in self._datasets.values()}
             self._fh.close()
@@ -223,6 +223,9 @@ class HDF5Sink:
             with contextlib.suppress(OSError):
                 os.close(self._spill)
             self._spill = None
+
+
+_SCALE_ATTRS = ("normalized_mean", "normalized_std")  # an output written standardised
 
 
 def _unlinked(directory: Path, name: str) -> int:

@@ -58,8 +58,13 @@ def plan_target(source: Source, output: str | None, to: str | None) -> Target:
         return Target("stdout", None, formats.to_word(to, stdout=True))
     if output is None:
         assert source.path is not None
+        _refuse_saved_shard(source.path)
+        refuse_summarized(source.path)
         return Target("inplace", source.path, source.format)
     path = Path(output)
+    if source.path is not None and _same_file(path, source.path):
+        _refuse_saved_shard(source.path)  # -o naming the input writes it in place
+        refuse_summarized(source.path)
     if path.is_dir():
         raise OutputRefusedError(f"{path} is a directory; pass a file path to -o")
     if to is not None:
@@ -74,6 +79,54 @@ def plan_target(source: Source, output: str | None, to: str | None) -> Target:
         )
     formats.named(source.format).check_output(source, fmt, path)
     return Target("file", path, fmt)
+
+
+def _refuse_saved_shard(path: Path) -> None:
+    """Refuse to write into a shard of a Hugging Face dataset saved with ``save_to_disk``
+    (its ``state.json`` beside it lists the file): the ``dataset_info.json`` beside it
+    declares the shards' columns, and ``load_from_disk`` refuses every shard whose
+    columns differ, so new columns in one file would make the whole dataset unloadable.
+    """
+    try:
+        state = json.loads((path.parent / "state.json").read_text())
+        listed = {entry["filename"] for entry in state["_data_files"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if path.name in listed:
+        raise OutputRefusedError(
+            f"{path} is a shard of a Hugging Face dataset saved with save_to_disk, whose "
+            "dataset_info.json lists its columns (load_from_disk would refuse new ones); "
+            "pass -o PATH to write a new file"
+        )
+
+
+def refuse_summarized(path: Path) -> None:
+    """Refuse to rewrite a Parquet file (or the files of a dataset directory ``path``)
+    that a ``_metadata`` summary file lists (pyarrow's ``write_metadata``, Dask, Spark):
+    it holds every row group's column offsets, which a rewrite moves, so readers that
+    open the dataset through it (``pyarrow.dataset.parquet_dataset``) would read
+    garbage. Looked for in the file's directory and those above it."""
+    path = Path(os.path.abspath(path))
+    here = path if path.is_dir() else path.parent
+    for folder in (here, *here.parents):
+        summary = folder / "_metadata"
+        if not summary.is_file():
+            continue
+        import pyarrow.parquet as pq
+
+        try:
+            meta = pq.read_metadata(summary)
+            listed = {meta.row_group(i).column(0).file_path for i in range(meta.num_row_groups)}
+        except (OSError, ValueError, IndexError):
+            return
+        mine = path.relative_to(folder).as_posix()
+        if any(mine == "." or p == mine or p.startswith(f"{mine}/") for p in listed):
+            raise OutputRefusedError(
+                f"{summary} lists the row groups of {path} (a Parquet summary whose offsets "
+                "a rewrite would make wrong); pass -o PATH, or remove it and write it again "
+                "after the run"
+            )
+        return
 
 
 def streamable(source: Source, target: Target) -> bool:
