@@ -474,6 +474,7 @@ def _open(
         raise DataError(
             f'{name} has no group "{gpath}"; pass --group with one of: {quoted(groups)}'
         )
+    _refuse_slot_order(fh, name)
     root = fh[gpath]
     if not isinstance(root, h5py.Group):
         raise DataError(f'{name}: "{gpath}" is a dataset, not a group; pass --group PATH')
@@ -516,6 +517,35 @@ def _open(
         source = _array_source(fh, path, where, gpath, datasets, rewards_name, layout)
     source.notes.extend(notes)
     return source
+
+
+def _refuse_slot_order(fh: Any, name: str) -> None:
+    """A tianshou replay buffer (``ReplayBuffer.save_hdf5``: its ``__dict__``, the
+    transitions under ``_meta/``, ``maxsize``/``_size``/``_insertion_idx`` as root
+    attributes; ``_index`` before tianshou 1.0) holds its rows in slot order: rows past
+    ``_size`` were never written, a full buffer wraps at ``_insertion_idx`` (its oldest
+    row), and a ``VectorReplayBuffer`` keeps ``buffer_num`` envs' buffers side by side.
+    Read as a table, steps of different times and envs would run into each other, so it
+    is refused (any ``--group`` too)."""
+    attrs = fh.attrs
+    cursor = attrs.get("_insertion_idx", attrs.get("_index"))
+    if "_meta" not in fh or "maxsize" not in attrs or "_size" not in attrs or cursor is None:
+        return
+    size, capacity = int(attrs["_size"]), int(attrs["maxsize"])
+    loader = "VectorReplayBuffer" if "buffer_num" in attrs else "ReplayBuffer"
+    if "buffer_num" in attrs:
+        kind = (
+            f"a tianshou VectorReplayBuffer ({int(attrs['buffer_num'])} envs' buffers side by side)"
+        )
+    elif size == capacity and int(cursor):
+        kind = f"a tianshou ReplayBuffer, wrapped (its oldest row is row {int(cursor)})"
+    else:
+        kind = f"a tianshou ReplayBuffer ({size} of {capacity} rows written)"
+    raise InputFileError(
+        f"{name} is {kind}: its rows are buffer slots, not steps in time order",
+        f"load it with {loader}.load_hdf5 and save each env's steps in time order "
+        "(buf[buf.sample_indices(0)] of a one-env ReplayBuffer) as a flat file",
+    )
 
 
 # Datasets of one value per sequence ([B] or [B, 1]) that a [T, B] / [B, T] buffer
