@@ -475,6 +475,7 @@ def _open(
             f'{name} has no group "{gpath}"; pass --group with one of: {quoted(groups)}'
         )
     _refuse_slot_order(fh, name)
+    _refuse_unwritten_trajectories(fh, name)
     root = fh[gpath]
     if not isinstance(root, h5py.Group):
         raise DataError(f'{name}: "{gpath}" is a dataset, not a group; pass --group PATH')
@@ -546,6 +547,28 @@ def _refuse_slot_order(fh: Any, name: str) -> None:
         f"load it with {loader}.load_hdf5 and save each env's steps in time order "
         "(buf[buf.sample_indices(0)] of a one-env ReplayBuffer) as a flat file",
     )
+
+
+def _refuse_unwritten_trajectories(fh: Any, name: str) -> None:
+    """A TorchRL ``H5StorageCheckpointer`` file (``rb.dumps`` with it: the filled rows in
+    insertion order as ``traj_<i>`` groups, with the datasets ``_len``,
+    ``_storage_shape``, ``is_full`` and ``shift``) is read as episode groups. A buffer
+    that was not full also stores its never-written rows, as the last groups: refused."""
+    if not all(isinstance(fh.get(k), _h5py().Dataset) for k in TORCHRL_H5_CHECKPOINT):
+        return
+    if bool(fh["is_full"][()]):
+        return
+    capacity = int(np.prod(fh["_storage_shape"][()]))
+    raise InputFileError(
+        f"{name} is a TorchRL H5StorageCheckpointer file of a buffer not full "
+        f"({int(fh['_len'][()])} of {capacity} rows written): its last traj_<i> groups hold "
+        "rows never written",
+        "load it with rb.loads and save the written rows with "
+        "rb.storage[:len(rb)].memmap_(DIR), then pass DIR",
+    )
+
+
+TORCHRL_H5_CHECKPOINT = ("_len", "_storage_shape", "is_full", "shift")
 
 
 # Datasets of one value per sequence ([B] or [B, 1]) that a [T, B] / [B, T] buffer
