@@ -480,6 +480,7 @@ def _open(
     if not isinstance(root, h5py.Group):
         raise DataError(f'{name}: "{gpath}" is a dataset, not a group; pass --group PATH')
     where = name if gpath == "/" else f"{name}:{gpath}"
+    _refuse_cursor(root, where)
 
     episodes = _episode_groups(root)
     nested = group is None and isinstance(root.get("data"), h5py.Group)
@@ -546,6 +547,34 @@ def _refuse_slot_order(fh: Any, name: str) -> None:
         f"{name} is {kind}: its rows are buffer slots, not steps in time order",
         f"load it with {loader}.load_hdf5 and save each env's steps in time order "
         "(buf[buf.sample_indices(0)] of a one-env ReplayBuffer) as a flat file",
+    )
+
+
+def _refuse_cursor(group: Any, where: str) -> None:
+    """A Stable-Baselines3 ``ReplayBuffer``'s arrays saved with its state (``pos``,
+    ``full`` and ``buffer_size``, as datasets or attributes of ``group``) are
+    ``[buffer_size, n_envs]`` slots written round-robin: rows from ``pos`` on were never
+    written (not ``full``), or the oldest row is row ``pos`` (``full``). Only a full
+    buffer whose cursor is back at row 0 holds its rows in time order; any other is
+    refused, with how to put its rows in order."""
+    state = {}
+    for key in ("pos", "full", "buffer_size"):
+        item = group.get(key)
+        if isinstance(item, _h5py().Dataset) and item.shape == ():
+            state[key] = item[()]
+        elif key in group.attrs:
+            state[key] = group.attrs[key]
+    if len(state) < 3:
+        return
+    pos, full = int(state["pos"]), bool(state["full"])
+    if full and pos == 0:
+        return
+    what = f"its oldest row is row {pos}" if full else f"rows {pos} on were never written"
+    keep = f"np.roll(a, -{pos}, axis=0)" if full else f"a[:{pos}]"
+    raise InputFileError(
+        f"{where} holds a Stable-Baselines3 ReplayBuffer (pos {pos}, full {full}): its rows "
+        f"are buffer slots and {what}",
+        f"save each array a in time order ({keep}) and pass that file",
     )
 
 
