@@ -582,22 +582,35 @@ def _refuse_unwritten_trajectories(fh: Any, name: str) -> None:
     """A TorchRL ``H5StorageCheckpointer`` file (``rb.dumps`` with it: the filled rows in
     insertion order as ``traj_<i>`` groups, with the datasets ``_len``,
     ``_storage_shape``, ``is_full`` and ``shift``) is read as episode groups. A buffer
-    that was not full also stores its never-written rows, as the last groups: refused."""
+    that was not full also stores its never-written rows, as the last groups, and the
+    groups of a storage of several dimensions (``ndim=2``) cut across its envs: both
+    refused."""
     if not all(isinstance(fh.get(k), _h5py().Dataset) for k in TORCHRL_H5_CHECKPOINT):
         return
+    shape = tuple(int(d) for d in np.atleast_1d(fh["_storage_shape"][()]))
+    if len(shape) > 1:
+        raise InputFileError(
+            f"{name} is a TorchRL H5StorageCheckpointer file of a storage of shape {shape}: "
+            "its traj_<i> groups are not each one env's steps",
+            REDUMP,
+        )
     if bool(fh["is_full"][()]):
         return
-    capacity = int(np.prod(fh["_storage_shape"][()]))
+    capacity = shape[0]
     raise InputFileError(
         f"{name} is a TorchRL H5StorageCheckpointer file of a buffer not full "
         f"({int(fh['_len'][()])} of {capacity} rows written): its last traj_<i> groups hold "
         "rows never written",
-        "load it with rb.loads and save the written rows with "
-        "rb.storage[:len(rb)].memmap_(DIR), then pass DIR",
+        REDUMP,
     )
 
 
 TORCHRL_H5_CHECKPOINT = ("_len", "_storage_shape", "is_full", "shift")
+# a dump rltscan reads in insertion order, unwritten rows aside (docs/CONVENTIONS.md §7.4)
+REDUMP = (
+    "load it with rb.loads, set rb.storage.checkpointer = None (the default) and "
+    "rb.dumps(DIR), then pass DIR"
+)
 
 
 # Datasets of one value per sequence ([B] or [B, 1]) that a [T, B] / [B, T] buffer

@@ -117,8 +117,49 @@ def test_a_buffer_not_full_is_refused(tmp_path: Path) -> None:
     assert code == 3, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "11 of 20 rows written" in lines[0], lines
-    assert "memmap_" in lines[0]
+    assert "rb.storage.checkpointer = None" in lines[0]
     assert digest(checkpoint) == before
+
+
+def test_the_refusal_s_recipe_reads_the_written_rows(tmp_path: Path) -> None:
+    from torchrl.data import LazyMemmapStorage, ReplayBuffer
+    from torchrl.data.replay_buffers.checkpointers import H5StorageCheckpointer
+
+    td = rollout()
+    rb = ReplayBuffer(storage=LazyMemmapStorage(20))
+    rb.storage.checkpointer = H5StorageCheckpointer()
+    rb.loads(dump(tmp_path / "rb", 20, td))
+    rb.storage.checkpointer = None
+    rb.dumps(tmp_path / "again")
+    code, err = run(["returns", str(tmp_path / "again"), "--gamma", "0.9"])
+    assert code == 0, err
+    leaf = tmp_path / "again" / "storage" / "returns.memmap"
+    got = np.fromfile(leaf, dtype=np.float32)[:T]
+    want = oracles.discounted_returns(
+        td["next", "reward"][:, 0].double().tolist(),
+        td["next", "state_value"][:, 0].double().tolist(),
+        td["next", "terminated"][:, 0].tolist(),
+        td["next", "truncated"][:, 0].tolist(),
+        gamma=0.9,
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_storage_of_two_dimensions_is_refused(tmp_path: Path) -> None:
+    """``LazyMemmapStorage(n, ndim=2)``: the compact form's groups run across envs."""
+    from torchrl.data import LazyMemmapStorage, ReplayBuffer
+    from torchrl.data.replay_buffers.checkpointers import H5StorageCheckpointer
+
+    rb = ReplayBuffer(storage=LazyMemmapStorage(12, ndim=2))
+    rb.storage.checkpointer = H5StorageCheckpointer()
+    for _ in range(3):
+        batch = torch.stack([rollout()[:5], rollout()[5:10]], 0)  # [B=2, T=5]
+        rb.extend(batch.transpose(0, 1))
+    rb.dumps(tmp_path / "rb")
+    checkpoint = tmp_path / "rb" / "storage" / "checkpoint.h5"
+    code, err = run(["returns", str(checkpoint), "--gamma", "0.9", "--ends-are", "truncated"])
+    assert code == 3, err
+    assert "storage of shape" in err and "rb.dumps(DIR)" in err
 
 
 def test_the_dump_directory_names_its_file(tmp_path: Path) -> None:
