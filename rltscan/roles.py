@@ -266,7 +266,7 @@ _ROWS = (
         "dones",
         "flag",
         "Ambiguous done column; needs --dones-mean.",
-        aliases=("dones", "done", "next.done", "next/done", "is_last"),
+        aliases=("dones", "done", "next.done", "next/done", "is_last", "episode_terminals"),
         option="--dones",
         also=("--done",),
         fills=("terminated", "truncated"),

@@ -30,11 +30,13 @@ NEXT_PREFIXES = ("next/", "next.")
 OBSERVATION_FLAGS = ("is_terminal", "is_last")
 
 # "dones"-like columns whose producer defines them as "the episode ended after this
-# row" (never "this row starts one"), with the producer's rule for what such an end is
-# when no terminal flag is set on it. RLDS: "an episode that ends in a step where
-# is_terminal = False has been truncated". (Columns under NEXT_PREFIXES are step
-# outcomes, so "ended" too; what their unflagged ends are stays a decision.)
-ENDED_BY_DEFINITION = {"is_last": "truncated"}
+# row" (never "this row starts one") and an end with no terminal flag on it as a
+# truncation, with that producer. RLDS: "an episode that ends in a step where
+# is_terminal = False has been truncated"; d3rlpy 1.x datasets (MDPDataset.dump):
+# "episode_terminals" ends every episode, and d3rlpy's loader reads its ends that are
+# not "terminals" as timeouts. (Columns under NEXT_PREFIXES are step outcomes, so
+# "ended" too; what their unflagged ends are stays a decision.)
+ENDED_BY_DEFINITION = {"is_last": "RLDS", "episode_terminals": "d3rlpy"}
 
 
 @dataclass(frozen=True)

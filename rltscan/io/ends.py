@@ -417,19 +417,20 @@ def _dones_beside_flags(
 ) -> None:
     """A dones column's ends beside the flag columns (``names``), set on ``ends``: one that
     ends a step neither flag ends is a truncation where no truncated column exists
-    (RLDS's definition; old gym's done beside terminals), a termination where no
+    (RLDS's and d3rlpy's definition; old gym's done beside terminals), a termination where no
     terminated column does (old gym beside ``TimeLimit.truncated``), and unflagged where
     the dones mark starts or both flag columns exist."""
     term, trunc = ends.flags()
     dones_name, starts_name = res.find("dones"), res.find("episode_starts")  # found already
     other = dones_name or starts_name
-    defined = ENDED_BY_DEFINITION.get(dones_name or "")
+    producer = ENDED_BY_DEFINITION.get(dones_name or "")
     extra = ended & ~term & ~trunc
-    if ends.dones_mean == "ended" and defined == "truncated" and trunc_name is None:
+    if ends.dones_mean == "ended" and producer is not None and trunc_name is None:
         ends.truncated = trunc | extra  # RLDS: an is_last end that is not is_terminal
         ends.marks["dones_trunc"] = extra
         res.notes.append(
-            f'episodes that end at "{other}" with no {names} were truncated (RLDS\'s definition)'
+            f'episodes that end at "{other}" with no {names} were truncated '
+            f"({producer}'s definition)"
         )
     elif ends.dones_mean == "ended" and trunc_name is None:
         ends.truncated = trunc | extra  # old gym beside terminals: ended and not terminal

@@ -481,10 +481,13 @@ def _open(
         raise DataError(
             f'{name} has no group "{gpath}"; pass --group with one of: {quoted(groups)}'
         )
+    _refuse_slot_order(fh, name)
+    _refuse_unwritten_trajectories(fh, name)
     root = fh[gpath]
     if not isinstance(root, h5py.Group):
         raise DataError(f'{name}: "{gpath}" is a dataset, not a group; pass --group PATH')
     where = name if gpath == "/" else f"{name}:{gpath}"
+    _refuse_cursor(root, where)
 
     episodes = _episode_groups(root)
     nested = group is None and isinstance(root.get("data"), h5py.Group)
@@ -523,6 +526,98 @@ def _open(
         source = _array_source(fh, path, where, gpath, datasets, rewards_name, layout)
     source.notes.extend(notes)
     return source
+
+
+def _refuse_slot_order(fh: Any, name: str) -> None:
+    """A tianshou replay buffer (``ReplayBuffer.save_hdf5``: its ``__dict__``, the
+    transitions under ``_meta/``, ``maxsize``/``_size``/``_insertion_idx`` as root
+    attributes; ``_index`` before tianshou 1.0) holds its rows in slot order: rows past
+    ``_size`` were never written, a full buffer wraps at ``_insertion_idx`` (its oldest
+    row), and a ``VectorReplayBuffer`` keeps ``buffer_num`` envs' buffers side by side.
+    Read as a table, steps of different times and envs would run into each other, so it
+    is refused (any ``--group`` too)."""
+    attrs = fh.attrs
+    cursor = attrs.get("_insertion_idx", attrs.get("_index"))
+    if "_meta" not in fh or "maxsize" not in attrs or "_size" not in attrs or cursor is None:
+        return
+    size, capacity = int(attrs["_size"]), int(attrs["maxsize"])
+    loader = "VectorReplayBuffer" if "buffer_num" in attrs else "ReplayBuffer"
+    if "buffer_num" in attrs:
+        kind = (
+            f"a tianshou VectorReplayBuffer ({int(attrs['buffer_num'])} envs' buffers side by side)"
+        )
+    elif size == capacity and int(cursor):
+        kind = f"a tianshou ReplayBuffer, wrapped (its oldest row is row {int(cursor)})"
+    else:
+        kind = f"a tianshou ReplayBuffer ({size} of {capacity} rows written)"
+    raise InputFileError(
+        f"{name} is {kind}: its rows are buffer slots, not steps in time order",
+        f"load it with {loader}.load_hdf5 and save each env's steps in time order "
+        "(buf[buf.sample_indices(0)] of a one-env ReplayBuffer) as a flat file",
+    )
+
+
+def _refuse_cursor(group: Any, where: str) -> None:
+    """A Stable-Baselines3 ``ReplayBuffer``'s arrays saved with its state (``pos``,
+    ``full`` and ``buffer_size``, as datasets or attributes of ``group``) are
+    ``[buffer_size, n_envs]`` slots written round-robin: rows from ``pos`` on were never
+    written (not ``full``), or the oldest row is row ``pos`` (``full``). Only a full
+    buffer whose cursor is back at row 0 holds its rows in time order; any other is
+    refused, with how to put its rows in order."""
+    state = {}
+    for key in ("pos", "full", "buffer_size"):
+        item = group.get(key)
+        if isinstance(item, _h5py().Dataset) and item.shape == ():
+            state[key] = item[()]
+        elif key in group.attrs:
+            state[key] = group.attrs[key]
+    if len(state) < 3:
+        return
+    pos, full = int(state["pos"]), bool(state["full"])
+    if full and pos == 0:
+        return
+    what = f"its oldest row is row {pos}" if full else f"rows {pos} on were never written"
+    keep = f"np.roll(a, -{pos}, axis=0)" if full else f"a[:{pos}]"
+    raise InputFileError(
+        f"{where} holds a Stable-Baselines3 ReplayBuffer (pos {pos}, full {full}): its rows "
+        f"are buffer slots and {what}",
+        f"save each array a in time order ({keep}) and pass that file",
+    )
+
+
+def _refuse_unwritten_trajectories(fh: Any, name: str) -> None:
+    """A TorchRL ``H5StorageCheckpointer`` file (``rb.dumps`` with it: the filled rows in
+    insertion order as ``traj_<i>`` groups, with the datasets ``_len``,
+    ``_storage_shape``, ``is_full`` and ``shift``) is read as episode groups. A buffer
+    that was not full also stores its never-written rows, as the last groups, and the
+    groups of a storage of several dimensions (``ndim=2``) cut across its envs: both
+    refused."""
+    if not all(isinstance(fh.get(k), _h5py().Dataset) for k in TORCHRL_H5_CHECKPOINT):
+        return
+    shape = tuple(int(d) for d in np.atleast_1d(fh["_storage_shape"][()]))
+    if len(shape) > 1:
+        raise InputFileError(
+            f"{name} is a TorchRL H5StorageCheckpointer file of a storage of shape {shape}: "
+            "its traj_<i> groups are not each one env's steps",
+            REDUMP,
+        )
+    if bool(fh["is_full"][()]):
+        return
+    capacity = shape[0]
+    raise InputFileError(
+        f"{name} is a TorchRL H5StorageCheckpointer file of a buffer not full "
+        f"({int(fh['_len'][()])} of {capacity} rows written): its last traj_<i> groups hold "
+        "rows never written",
+        REDUMP,
+    )
+
+
+TORCHRL_H5_CHECKPOINT = ("_len", "_storage_shape", "is_full", "shift")
+# a dump rltscan reads in insertion order, unwritten rows aside (docs/CONVENTIONS.md §7.4)
+REDUMP = (
+    "load it with rb.loads, set rb.storage.checkpointer = None (the default) and "
+    "rb.dumps(DIR), then pass DIR"
+)
 
 
 # Datasets of one value per sequence ([B] or [B, 1]) that a [T, B] / [B, T] buffer

@@ -434,6 +434,13 @@ def _check_size(leaf: Leaf, where: str) -> None:
 def _replay(root: Path, where: str) -> Storage:
     """A replay buffer's ``dumps`` directory: its storage, filled rows in insertion order."""
     tree = root / "storage"
+    saved = sorted(tree.glob("*.h5"))
+    if saved and not (tree / "storage_metadata.json").is_file():
+        raise InputFileError(
+            f"{where} is a replay buffer saved by H5StorageCheckpointer (TorchRL's compact "
+            "form: the filled rows in insertion order, one group per trajectory)",
+            f"pass its file {saved[0]}, whose traj_<i> groups rltscan reads as episodes",
+        )
     record = _dump_json(tree / "storage_metadata.json")
     if record.get("is_pytree"):
         raise InputFileError(
