@@ -346,6 +346,18 @@ _ROWS = (
 )
 
 ROLES: dict[str, Role] = {r.name: r for r in _ROWS}
+
+# Columns that look like a per-step validity mask (a sequence buffer padded to a fixed
+# length, its padding marked): no role reads one, every row is computed as a step, so
+# one present and not set aside (``--ignore``) stops every run (§1.11).
+STEP_MASKS = LookAlike(
+    (
+        "mask", "masks", "valid", "is_valid", "valid_mask", "padding_mask", "pad_mask",
+        "is_pad", "is_padding", "padded", "attention_mask", "loss_mask",
+    ),
+    "a step mask (padded rows), and every row is computed as a step",
+    "if every row is a real step (else drop the padded rows first)",
+)  # fmt: skip
 # estimator argument -> the role whose column is passed as it
 _BY_ARGUMENT: dict[str, Role] = {r.argument: r for r in _ROWS if r.argument}
 
@@ -375,6 +387,7 @@ def of_kind(*kinds: Kind) -> tuple[Role, ...]:
 __all__ = [
     "KINDS",
     "ROLES",
+    "STEP_MASKS",
     "Kind",
     "LookAlike",
     "Role",
