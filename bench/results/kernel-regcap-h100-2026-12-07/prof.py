@@ -1,5 +1,6 @@
 """ncu target: one estimator at 2^26 flat steps (ends every ~1000), default tiles.
 python prof.py KIND [N_CALLS]"""
+
 import sys
 
 import torch
