@@ -213,7 +213,7 @@ _ROWS = (
         option="--discount",
         argument="discount",
         look_alike=LookAlike(
-            ("discount", "discounts", "discount_t", "gammas"),
+            ("discount", "discounts", "discount_t", "gammas", "gamma"),
             "a per-step discount, which would replace --gamma",
             "to compute with --gamma",
         ),
@@ -358,6 +358,20 @@ STEP_MASKS = LookAlike(
     "a step mask (padded rows), and every row is computed as a step",
     "if every row is a real step (else drop the padded rows first)",
 )  # fmt: skip
+# Columns that say the rewards are n-step returns (TorchRL's MultiStep: r_t + γ r_{t+1} +
+# ... up to the n-th step, the next observation n steps ahead, the original reward
+# kept beside): a one-step estimator over them counts each reward n times.
+N_STEP_REWARDS = LookAlike(
+    (
+        "steps_to_next_obs", "original_reward", "next.original_reward",
+        "next/original_reward",
+    ),
+    "the mark of n-step rewards (TorchRL's MultiStep), which a one-step estimator "
+    "would count n times",
+    "if the rewards are one-step (else compute on the buffer before MultiStep)",
+)  # fmt: skip
+# Look-alikes of no role: each stops every run while present and not set aside.
+ROLELESS_LOOK_ALIKES = (STEP_MASKS, N_STEP_REWARDS)
 # estimator argument -> the role whose column is passed as it
 _BY_ARGUMENT: dict[str, Role] = {r.argument: r for r in _ROWS if r.argument}
 
@@ -386,6 +400,8 @@ def of_kind(*kinds: Kind) -> tuple[Role, ...]:
 
 __all__ = [
     "KINDS",
+    "N_STEP_REWARDS",
+    "ROLELESS_LOOK_ALIKES",
     "ROLES",
     "STEP_MASKS",
     "Kind",

@@ -26,7 +26,7 @@ import numpy as np
 from rltscan.errors import AmbiguousInputError, DataError, ParameterError
 from rltscan.io.columns import NEXT_PREFIXES, ColumnInfo, quoted, resolve_override
 from rltscan.io.source import Source
-from rltscan.roles import ROLES, STEP_MASKS, of_argument, option_of
+from rltscan.roles import ROLELESS_LOOK_ALIKES, ROLES, of_argument, option_of
 
 DonesMean = Literal["ended", "starts"]
 
@@ -211,17 +211,18 @@ def unnamed_look_alikes(source: Source, arguments: tuple[str, ...], res: Resolut
     """A column that looks like a role read only when named (a per-step discount) changes
     the numbers if it is one: an estimator that could read the role (its argument is one
     of ``arguments``) stops unless the user names it (the role's option) or sets it aside
-    (``--ignore``). A column that looks like a step mask (``roles.STEP_MASKS``) changes
-    every estimator's numbers if it is one (padded rows would be computed as steps): it
-    stops every run unless set aside."""
-    for name in STEP_MASKS.names:
-        if name in source.columns:
-            res.ask(
-                Decision(
-                    f'column "{name}" looks like {STEP_MASKS.what}',
-                    f"pass --ignore {name} {STEP_MASKS.otherwise}",
+    (``--ignore``). A look-alike of no role (``roles.ROLELESS_LOOK_ALIKES``: a step
+    mask, the mark of n-step rewards) changes every estimator's numbers if it is what
+    it looks like: it stops every run unless set aside."""
+    for like in ROLELESS_LOOK_ALIKES:
+        for name in like.names:
+            if name in source.columns:
+                res.ask(
+                    Decision(
+                        f'column "{name}" looks like {like.what}',
+                        f"pass --ignore {name} {like.otherwise}",
+                    )
                 )
-            )
     for row in ROLES.values():
         like = row.look_alike
         if like is None or row.argument not in arguments or res.overrides.get(row.name):
