@@ -32,6 +32,7 @@ from torch import Tensor
 
 from rltscan.errors import ParameterError
 from rltscan.estimators import DECLARATIONS
+from rltscan.estimators._frame import compute_dtype, read_dtype
 from rltscan.estimators.declaration import Declaration, is_sweep
 
 _BY_NAME = {d.name: d for d in DECLARATIONS.values()}
@@ -97,19 +98,28 @@ def estimate(
     return [res[o].contiguous() for o in _outputs(kind, arrays)]
 
 
+def _output_dtype(kind: str, arrays: list[Tensor | None]) -> torch.dtype:
+    """The outputs' dtype by the rule the call itself follows (``compute_dtype`` of the
+    float columns it reads, each in its ``read_dtype``: int64 rewards are read as
+    float64). Flags, per-sequence values (``last_value``, ``init``) and a one-element
+    γ/λ (a number) do not count; a per-step γ/λ does (it is the discount/λ column), and
+    so does Retrace's E_π Q(s_t+1, ·) made from ``next_target_probs`` and ``next_q``.
+    The fake must give the real dtype: a compiled graph reads the op's outputs as the
+    fake typed them."""
+    d = _BY_NAME[kind]
+    given = {n: a for n, a in zip(array_names(kind), arrays, strict=True) if a is not None}
+    read = [a.dtype for n, a in given.items() if n in d.float_inputs]
+    read += [given[n].dtype for n in ("gamma", "lam") if n in given and given[n].numel() > 1]
+    pair = ("next_target_probs", "next_q")  # E_π Q is their product's sum: its dtype
+    if "next_expected_q" not in given and all(n in given for n in pair):
+        read.append(torch.promote_types(*(given[n].dtype for n in pair)))
+    return compute_dtype(read_dtype(t) for t in read)
+
+
 @estimate.register_fake
 def _estimate_fake(kind: str, arrays: list[Tensor | None], *_: Any) -> list[Tensor]:
-    names = array_names(kind)
     ref = arrays[0]
-    # a one-element γ/λ tensor is a number: it does not decide the dtype (a per-step one does)
-    floats = [
-        a.dtype
-        for n, a in zip(names, arrays, strict=True)
-        if a is not None
-        and a.dtype.is_floating_point
-        and not (n in ("gamma", "lam") and a.numel() == 1)
-    ]
-    dtype = torch.float64 if torch.float64 in floats else torch.float32
+    dtype = _output_dtype(kind, arrays)
     return [ref.new_empty(ref.shape, dtype=dtype) for _ in _outputs(kind, arrays)]
 
 

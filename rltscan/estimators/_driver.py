@@ -201,7 +201,7 @@ def _run(
         kind=kind,
         reverse=MODULES[kind].REVERSE,
         cols=cols,
-        dtype=compute_dtype(tensors),
+        dtype=compute_dtype(t.dtype for t in tensors.values()),
         params=params,
         nv_mode=nv_mode,
         missing_zero=missing_zero,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -161,14 +161,21 @@ def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Te
     return t
 
 
+def read_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a float input of ``dtype`` is read in: a float as it is, an integer
+    (integer rewards etc.) upcast losslessly, to float32 up to 2 bytes, else float64."""
+    if dtype in _FLOATS:
+        return dtype
+    return torch.float32 if dtype.itemsize <= 2 else torch.float64
+
+
 def float_column(name: str, x: ArrayLike, device: torch.device | None) -> Tensor:
     t = as_tensor(name, x, device)
     if t.dtype in _FLOATS:
         return t
     if t.dtype.is_complex or t.dtype == torch.bool:
         raise DTypeError(f'"{name}" has dtype {t.dtype}', "pass a float array", column=name)
-    # integer rewards etc.: a lossless upcast, not a silent change of meaning
-    return t.to(torch.float32 if t.element_size() <= 2 else torch.float64)
+    return t.to(read_dtype(t.dtype))  # a lossless upcast, not a silent change of meaning
 
 
 def flag_column(
@@ -304,10 +311,10 @@ def compute_device(backend: str, device: torch.device) -> torch.device:
     return device
 
 
-def compute_dtype(cols: Mapping[str, Tensor]) -> torch.dtype:
-    """fp64 if any float input is fp64, else fp32 (fp16/bf16 upcast on load)."""
-    floats = [t.dtype for t in cols.values() if t.dtype.is_floating_point]
-    return torch.float64 if torch.float64 in floats else torch.float32
+def compute_dtype(dtypes: Iterable[torch.dtype]) -> torch.dtype:
+    """The compute and output dtype of float inputs read in ``dtypes`` (:func:`read_dtype`):
+    fp64 if any is fp64, else fp32 (fp16/bf16 upcast on load)."""
+    return torch.float64 if torch.float64 in set(dtypes) else torch.float32
 
 
 def per_row(
