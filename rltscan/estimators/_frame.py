@@ -346,7 +346,17 @@ def per_row(
     user = (*lead, *feats)
     candidates = [t]
     if feats and tuple(t.shape) == lead:  # one value per sequence, shared by its features
-        candidates.insert(0, t.reshape(*lead, *([1] * len(feats))))
+        per_sequence = (*lead, *([1] * len(feats)))
+        if t.numel() > 1 and _broadcasts(tuple(t.shape), user):
+            per_feature = (*([1] * len(lead)), *feats)
+            raise AmbiguousInputError(
+                f'"{name}" has shape {tuple(t.shape)}, both the sequences\' {lead}{layout} '
+                f"and the features' {feats}: one value per sequence or per feature?",
+                f"pass shape {per_sequence} for one per sequence or {per_feature} for one per "
+                f"feature",
+                column=name,
+            )
+        candidates.insert(0, t.reshape(per_sequence))
     for c in candidates:
         try:
             full = torch.broadcast_to(c, user)
@@ -363,3 +373,11 @@ def per_row(
     nl = len(lead)
     perm = [nl + i for i in range(len(feats))] + list(range(nl))
     return full.permute(perm).reshape(-1).contiguous()
+
+
+def _broadcasts(shape: tuple[int, ...], to: tuple[int, ...]) -> bool:
+    """Whether numpy broadcasting takes ``shape`` to exactly ``to``."""
+    try:
+        return np.broadcast_shapes(shape, to) == to
+    except ValueError:
+        return False

@@ -416,7 +416,8 @@ def eligibility_traces(
             axes (``[T, D]``).
         terminated, truncated: 0/1 flags marking the END of step t.
         gamma, lam: γ and λ in [0, 1] (a list: several settings).
-        init: the trace before step 0 (scalar, ``[D]``, per sequence, or both).
+        init: the trace before step 0 (scalar, ``[D]``, per sequence, or both; where
+            there are as many sequences as features, ``[B, 1]`` or ``[1, D]``).
         dones, dones_mean, episode_starts, last_dones, ends_are, carry, time_dim,
             backend, validate: shared by every estimator (module docstring).
 
@@ -453,7 +454,8 @@ def prefix_sum(
         x: the per-step values, optionally with trailing feature axes (``[T, D]``).
         terminated, truncated: 0/1 flags marking the END of step t.
         is_first: explicit episode starts (RLDS), in place of the flags.
-        init: the sum before step 0 (scalar, ``[D]``, per sequence, or both).
+        init: the sum before step 0 (scalar, ``[D]``, per sequence, or both; where
+            there are as many sequences as features, ``[B, 1]`` or ``[1, D]``).
         dones, dones_mean, episode_starts, last_dones, ends_are, carry, time_dim,
             backend, validate: shared by every estimator (module docstring).
 
