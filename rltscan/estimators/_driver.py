@@ -191,8 +191,9 @@ def _run(
         _flags_from_ends(cols, ends, flat_frame, device, layout, validate, carry, kind)
         flag_t.pop(ends.name)
         flag_t.update({k: cols[k] for k in ("terminated", "truncated") if k in cols})
-    if features and nfeat > 1:
-        # features become extra rows sharing their sequence's flags (a copy; traces only)
+    if features and nfeat != 1:
+        # features become extra rows sharing their sequence's flags (a copy; traces only;
+        # no features: no rows)
         for k in [*flag_t, *(n for n in tensors if n != ref)]:
             r, t = cols[k].shape
             cols[k] = cols[k].unsqueeze(0).expand(nfeat, r, t).reshape(nfeat * r, t)
