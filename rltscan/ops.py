@@ -147,7 +147,10 @@ def _refuse(d: Declaration, kwargs: dict[str, Any], what: str, fix: str) -> dict
     if not torch.compiler.is_compiling():
         raise ParameterError(what, fix)
     ref = kwargs.get(d.inputs[0])
-    shape = list(ref.shape) if isinstance(ref, Tensor) else list(np.shape(ref))
+    if isinstance(ref, Tensor):
+        shape = list(ref.shape)
+    else:  # an array or a nested list; anything else (a TensorDict) gets 0-d outputs
+        shape = list(np.shape(ref)) if isinstance(ref, (np.ndarray, list, tuple)) else []
     names = _outputs(d.name, [kwargs.get(n) for n in array_names(d.name)])
     return dict(zip(names, torch.ops.rltscan.refuse(what, fix, shape, len(names)), strict=True))
 
@@ -169,7 +172,8 @@ def _refusal(d: Declaration, kwargs: dict[str, Any]) -> tuple[str, str] | None:
         return (
             f'rltscan.ops.{d.function_name} takes tensors, "{wrong}" is a '
             f"{type(kwargs[wrong]).__name__}",
-            f"pass a tensor, or call rltscan.{d.function_name}",
+            f"pass tensors, or call rltscan.{d.function_name} outside torch.compile and "
+            "rltscan.ops",
         )
     for name in number_names(d.name):
         value = kwargs.get(name)

@@ -79,3 +79,15 @@ def test_the_op_refuses_what_float_would_take_outside_compile_too(gamma):
     r, v, term, lv = _inputs()
     with pytest.raises(rltscan.ParameterError, match="gamma must be a number"):
         ops.gae(r, v, terminated=term, last_value=lv, gamma=gamma)
+
+
+def test_a_tensordict_in_a_fullgraph_compile_is_refused_with_the_message():
+    tensordict = pytest.importorskip("tensordict")
+    r, v, term, _ = _inputs()
+    keys = {"state_value": v, ("next", "reward"): r, ("next", "terminated"): term}
+    td = tensordict.TensorDict({k: x.unsqueeze(-1) for k, x in keys.items()}, batch_size=[B, T])
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda td: rltscan.gae(td).advantages * 2, fullgraph=True,
+                             backend="aot_eager")  # fmt: skip
+    with pytest.raises(rltscan.ParameterError, match='"rewards" is a TensorDict; pass tensors'):
+        compiled(td)
