@@ -134,6 +134,7 @@ def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Te
     Tensors are read through ``detach()``: the outputs are constants of any loss
     (stop-gradient, README "Latency"), whatever the backend."""
     if isinstance(x, Tensor):
+        _check_dense(name, x)
         t = x.detach() if x.requires_grad else x
     elif isinstance(x, np.ndarray):
         if x.dtype.kind not in "biuf":
@@ -167,6 +168,37 @@ def read_dtype(dtype: torch.dtype) -> torch.dtype:
     if dtype in _FLOATS:
         return dtype
     return torch.float32 if dtype.itemsize <= 2 else torch.float64
+
+
+def _check_dense(name: str, x: Tensor) -> None:
+    """A tensor whose entries the scan can read: dense (strided), not nested or quantized,
+    with data (not on the meta device).
+
+    Raises:
+        DTypeError: naming the argument and how to convert it.
+    """
+    if x.is_nested:
+        raise DTypeError(
+            f'"{name}" is a nested tensor',
+            "pad it to [B, T] and mark each sequence's last step (terminated or truncated)",
+            column=name,
+        )
+    if x.layout != torch.strided:
+        raise DTypeError(
+            f'"{name}" is a {str(x.layout).removeprefix("torch.")} tensor',
+            f"pass a dense tensor ({name}.to_dense())",
+            column=name,
+        )
+    if x.is_quantized:
+        raise DTypeError(
+            f'"{name}" is a quantized tensor', f"pass {name}.dequantize()", column=name
+        )
+    if x.device.type == "meta":
+        raise DTypeError(
+            f'"{name}" is on the meta device (it has no data)',
+            "pass a tensor on the CPU or a GPU",
+            column=name,
+        )
 
 
 def float_column(name: str, x: ArrayLike, device: torch.device | None) -> Tensor:
