@@ -178,6 +178,8 @@ def _run(
         feature_shape = tuple(main.shape[len(step_shape) :])
     for name, t in {**tensors, **flag_t}.items():
         want = (*step_shape, *feature_shape) if (features and name == ref) else given_shape
+        if name == "values" and "last_value" in MODULES[kind].DECLARATION.inputs:
+            _refuse_one_more_value(tuple(t.shape), want, td, ref, time_dim)
         check_shape(name, t, want, ref, time_dim)
 
     frame = Frame(step_shape, td, feature_shape, as_numpy, user_device, squeeze and not features)
@@ -237,6 +239,23 @@ def _run(
         bind(fired[0], result, device, defer)
     result["_carry_fn"] = carry_fn
     return result
+
+
+def _refuse_one_more_value(
+    shape: tuple[int, ...], want: tuple[int, ...], td: int, ref: str, time_dim: int | None
+) -> None:
+    """``values`` of ``shape`` with one more step than the rewards (V(s_0) … V(s_T), as
+    CleanRL and SB3 compute it before splitting off the bootstrap) is refused with that
+    split as the fix."""
+    more = tuple(n + (i == td) for i, n in enumerate(want))
+    if shape == more:
+        raise DataError(
+            f'"values" has shape {shape}, one step more than "{ref}" {want} on the time axis '
+            f"({said(time_dim)}): V of the state after the last step too?",
+            f"pass its first {want[td]} steps as values and its last as last_value (one per "
+            "sequence)",
+            column="values",
+        )
 
 
 # where a call may be bound (the kernel on a GPU; a test adds "cpu" to run the bound path
@@ -435,6 +454,24 @@ def _check_unit_column(name: str, x: Any) -> None:
         )
 
 
+def _check_unread_values(d: Declaration, args: dict[str, Any]) -> None:
+    """``values`` that the estimator accepts but never reads (discounted returns: V(s_t+1)
+    comes only from the bootstrap form) still have the rewards' shape: a misshapen one is
+    a mistake to name, not an argument to drop."""
+    ref = d.inputs[0]
+    want, shape = tuple(np.shape(args[ref])), tuple(np.shape(args["values"]))
+    if shape != want:
+        td, _ = time_axis(want, args["time_dim"], ref)
+        _refuse_one_more_value(shape, want, td, ref, args["time_dim"])
+        raise DataError(
+            f'"values" has shape {shape} but "{ref}" has {want}',
+            f"pass per-step arrays of one shape, with time on the axis {said(args['time_dim'])} "
+            "names (discounted_returns reads no values: bootstrap_values, next_values or "
+            "last_value give V(s_t+1))",
+            column="values",
+        )
+
+
 def _finish(
     d: Declaration,
     args: dict[str, Any],
@@ -452,6 +489,8 @@ def _finish(
         raise ParameterError(
             f'"{unread[0]}" is not read with {words}; drop it, or pick the option that reads it'
         )
+    if "values" not in d.inputs and args.get("values") is not None:
+        _check_unread_values(d, args)
     prepare = getattr(MODULES[d.name], "prepare", None)
     if prepare is not None:
         args = prepare(args)
