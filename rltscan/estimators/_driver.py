@@ -180,6 +180,15 @@ def _run(
         want = (*step_shape, *feature_shape) if (features and name == ref) else given_shape
         if name == "values" and "last_value" in MODULES[kind].DECLARATION.inputs:
             _refuse_one_more_value(tuple(t.shape), want, td, ref, time_dim)
+        if name in ("q_values", "v_pi") and tuple(t.shape[:-1]) == want and t.shape[-1] > 1:
+            raise DataError(
+                f'"{name}" has shape {tuple(t.shape)}: "{ref}" {want} and one more axis '
+                f"of {t.shape[-1]} (one value per action?)",
+                "pass Q(s_t, a_t) per step (q.gather(-1, actions[..., None])[..., 0])"
+                if name == "q_values"
+                else "pass E_π Q(s_t, ·) per step ((probs * q).sum(-1))",
+                column=name,
+            )
         check_shape(name, t, want, ref, time_dim)
 
     frame = Frame(step_shape, td, feature_shape, as_numpy, user_device, squeeze and not features)

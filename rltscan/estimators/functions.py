@@ -214,7 +214,9 @@ def vtrace(
 
     Args:
         rewards, values: r_t and V(s_t), per step (or a TorchRL TensorDict).
-        logp_target, logp_behavior: log π(a_t|s_t) and log μ(a_t|s_t), per step.
+        logp_target, logp_behavior: log π(a_t|s_t) and log μ(a_t|s_t), per step (logs,
+            not ratios: from rlax's ``rho_tm1`` pass ``logp_target=log(rho_tm1)``,
+            ``logp_behavior=0``).
         terminated, truncated: 0/1 flags marking the END of step t.
         next_values, bootstrap_values, last_value: the bootstrap form, at most one
             (see :func:`gae`).
