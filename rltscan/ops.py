@@ -175,6 +175,8 @@ def _refusal(d: Declaration, kwargs: dict[str, Any]) -> tuple[str, str] | None:
             f"pass tensors, or call rltscan.{d.function_name} outside torch.compile and "
             "rltscan.ops",
         )
+    if not isinstance(kwargs.get("validate", True), (bool, np.bool_)):
+        return f"validate must be True or False, got {kwargs['validate']!r}", "pass a bool"
     for name in number_names(d.name):
         value = kwargs.get(name)
         if is_sweep(value):

@@ -406,6 +406,11 @@ def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
     taken out (``args["_write"]`` puts the results back), γ/λ tensors as numbers or
     per-step columns, dones as ``args["_ends"]``, the required arrays present, the
     parameters in range (a ``None`` default filled from its fallback)."""
+    if not isinstance(args["validate"], (bool, np.bool_)):  # None would check nothing
+        raise ParameterError(
+            f"validate must be True or False, got {args['validate']!r}",
+            "pass validate=True (check every read entry, the default) or validate=False",
+        )
     if is_tensordict(args[d.inputs[0]]):
         args, args["_write"] = from_tensordict(d, args)
     args = tensor_parameters(d, args)

@@ -91,3 +91,21 @@ def test_a_tensordict_in_a_fullgraph_compile_is_refused_with_the_message():
                              backend="aot_eager")  # fmt: skip
     with pytest.raises(rltscan.ParameterError, match='"rewards" is a TensorDict; pass tensors'):
         compiled(td)
+
+
+@pytest.mark.parametrize("validate", [None, "no", 0])
+def test_validate_that_is_not_a_bool_is_refused(validate):
+    """``validate=None`` used to switch every check off without a word (a falsy value)."""
+    r, v, term, lv = _inputs()
+    with pytest.raises(rltscan.ParameterError, match="validate must be True or False"):
+        rltscan.gae(r, v, terminated=term, last_value=lv, validate=validate)
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        lambda *a: (
+            rltscan.gae(*a[:2], terminated=a[2], last_value=a[3], validate=validate).advantages
+        ),
+        fullgraph=True,
+        backend="aot_eager",
+    )
+    with pytest.raises(rltscan.ParameterError, match="validate must be True or False"):
+        compiled(r, v, term, lv)
