@@ -36,7 +36,6 @@ from torch import Tensor
 
 from rltscan.errors import ParameterError
 from rltscan.estimators import DECLARATIONS
-from rltscan.estimators._frame import compute_dtype, read_dtype
 from rltscan.estimators.declaration import Declaration, is_sweep
 
 _BY_NAME = {d.name: d for d in DECLARATIONS.values()}
@@ -110,6 +109,8 @@ def _output_dtype(kind: str, arrays: list[Tensor | None]) -> torch.dtype:
     so does Retrace's E_π Q(s_t+1, ·) made from ``next_target_probs`` and ``next_q``.
     The fake must give the real dtype: a compiled graph reads the op's outputs as the
     fake typed them."""
+    from rltscan.estimators.functions import compute_dtype, read_dtype  # the call's own rule
+
     d = _BY_NAME[kind]
     given = {n: a for n, a in zip(array_names(kind), arrays, strict=True) if a is not None}
     read = [a.dtype for n, a in given.items() if n in d.float_inputs]

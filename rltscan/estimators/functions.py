@@ -49,7 +49,7 @@ from rltscan.estimators._driver import (
     bound_call,
     front_end,
 )
-from rltscan.estimators._frame import torch_readable
+from rltscan.estimators._frame import compute_dtype, read_dtype, torch_readable
 from rltscan.estimators._problem import ArrayLike, Problem
 from rltscan.estimators._result import (
     RESULTS,
@@ -567,11 +567,13 @@ __all__ = [
     "TDLambdaResult",
     "TracesResult",
     "VTraceResult",
+    "compute_dtype",  # the outputs' dtype rule (rltscan.ops's fake follows it)
     "discounted_returns",
     "eligibility_traces",
     "gae",
     "prefix_sum",
     "prepare_call",
+    "read_dtype",
     "retrace",
     "return_to_go",
     "synchronize",
