@@ -5,7 +5,10 @@ and CUDA-graph capture.
 arguments as ``rltscan.gae`` (tensors only; no carry, one setting) and returns a dict
 of output tensors. Each call is one ``torch.ops.rltscan.estimate`` node: opaque to
 the compiler, with a fake implementation that gives the outputs' shapes and dtypes,
-so a compiled graph never breaks at it. The public functions (``rltscan.gae``, ...)
+so a compiled graph never breaks at it. A call it cannot take (numpy arrays, lists,
+several settings, a carry) is refused with ParameterError; while ``torch.compile``
+traces, as one ``torch.ops.rltscan.refuse`` node that raises it when the graph runs
+(dynamo cannot trace a raise). The public functions (``rltscan.gae``, ...)
 call it themselves while ``torch.compile`` traces them. It runs on the caller's
 current stream; under CUDA-graph capture its launch is captured (look-back scratch
 and its reset come from the graph's memory pool), and validation never syncs
@@ -25,8 +28,9 @@ plain functions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -97,34 +101,66 @@ def estimate(
     return [res[o].contiguous() for o in _outputs(kind, arrays)]
 
 
+def _output_dtype(kind: str, arrays: list[Tensor | None]) -> torch.dtype:
+    """The outputs' dtype by the rule the call itself follows (``compute_dtype`` of the
+    float columns it reads, each in its ``read_dtype``: int64 rewards are read as
+    float64). Flags, per-sequence values (``last_value``, ``init``) and a one-element
+    γ/λ (a number) do not count; a per-step γ/λ does (it is the discount/λ column), and
+    so does Retrace's E_π Q(s_t+1, ·) made from ``next_target_probs`` and ``next_q``.
+    The fake must give the real dtype: a compiled graph reads the op's outputs as the
+    fake typed them."""
+    from rltscan.estimators.functions import compute_dtype, read_dtype  # the call's own rule
+
+    d = _BY_NAME[kind]
+    given = {n: a for n, a in zip(array_names(kind), arrays, strict=True) if a is not None}
+    read = [a.dtype for n, a in given.items() if n in d.float_inputs]
+    read += [given[n].dtype for n in ("gamma", "lam") if n in given and given[n].numel() > 1]
+    pair = ("next_target_probs", "next_q")  # E_π Q is their product's sum: its dtype
+    if "next_expected_q" not in given and all(n in given for n in pair):
+        read.append(torch.promote_types(*(given[n].dtype for n in pair)))
+    return compute_dtype(read_dtype(t) for t in read)
+
+
 @estimate.register_fake
 def _estimate_fake(kind: str, arrays: list[Tensor | None], *_: Any) -> list[Tensor]:
-    names = array_names(kind)
     ref = arrays[0]
-    # a one-element γ/λ tensor is a number: it does not decide the dtype (a per-step one does)
-    floats = [
-        a.dtype
-        for n, a in zip(names, arrays, strict=True)
-        if a is not None
-        and a.dtype.is_floating_point
-        and not (n in ("gamma", "lam") and a.numel() == 1)
-    ]
-    dtype = torch.float64 if torch.float64 in floats else torch.float32
+    dtype = _output_dtype(kind, arrays)
     return [ref.new_empty(ref.shape, dtype=dtype) for _ in _outputs(kind, arrays)]
 
 
-@torch.compiler.disable
-def _refuse(what: str, fix: str) -> NoReturn:
-    """Raise rltscan's one-line ParameterError; never traced (dynamo 2.11 fails an internal
-    assertion tracing a raise of it and reports that instead), so under ``torch.compile``
-    the refusal runs eagerly and the caller sees this message."""
+@torch.library.custom_op("rltscan::refuse", mutates_args=())
+def refuse(what: str, fix: str, shape: list[int], count: int) -> list[Tensor]:
+    """A refusal inside a compiled graph: raises rltscan's one-line ParameterError when the
+    graph runs. Under ``torch.compile(fullgraph=True)`` a raise cannot be traced (dynamo
+    reports "Unsupported" instead of the message), so a refused call traces as this op,
+    whose fake gives ``count`` outputs of ``shape`` for the code that follows."""
     raise ParameterError(what, fix)
 
 
-def call(d: Declaration, kwargs: dict[str, Any]) -> dict[str, Tensor]:
-    """The op on a public function's keyword arguments (unset ones may be absent)."""
+@refuse.register_fake
+def _refuse_fake(what: str, fix: str, shape: list[int], count: int) -> list[Tensor]:
+    return [torch.empty(shape) for _ in range(count)]
+
+
+def _refuse(d: Declaration, kwargs: dict[str, Any], what: str, fix: str) -> dict[str, Tensor]:
+    """Raise ParameterError(what, fix); while ``torch.compile`` traces, the :func:`refuse`
+    op that raises it when the graph runs, with outputs of the reference array's shape."""
+    if not torch.compiler.is_compiling():
+        raise ParameterError(what, fix)
+    ref = kwargs.get(d.inputs[0])
+    if isinstance(ref, Tensor):
+        shape = list(ref.shape)
+    else:  # an array or a nested list; anything else (a TensorDict) gets 0-d outputs
+        shape = list(np.shape(ref)) if isinstance(ref, (np.ndarray, list, tuple)) else []
+    names = _outputs(d.name, [kwargs.get(n) for n in array_names(d.name)])
+    return dict(zip(names, torch.ops.rltscan.refuse(what, fix, shape, len(names)), strict=True))
+
+
+def _refusal(d: Declaration, kwargs: dict[str, Any]) -> tuple[str, str] | None:
+    """Why the op cannot take these arguments (what, fix), or None. Only tests that
+    trace: the values themselves (a γ out of range) are checked when the op runs."""
     if kwargs.get("carry") is not None:
-        _refuse(
+        return (
             "carry is not supported by rltscan.ops or under torch.compile",
             f"call rltscan.{d.function_name} outside the compiled function",
         )
@@ -134,22 +170,37 @@ def call(d: Declaration, kwargs: dict[str, Any]) -> dict[str, Tensor]:
         None,
     )  # fmt: skip
     if wrong is not None:
-        _refuse(
+        return (
             f'rltscan.ops.{d.function_name} takes tensors, "{wrong}" is a '
             f"{type(kwargs[wrong]).__name__}",
-            f"pass a tensor, or call rltscan.{d.function_name}",
+            f"pass tensors, or call rltscan.{d.function_name} outside torch.compile and "
+            "rltscan.ops",
         )
+    if not isinstance(kwargs.get("validate", True), (bool, np.bool_)):
+        return f"validate must be True or False, got {kwargs['validate']!r}", "pass a bool"
+    for name in number_names(d.name):
+        value = kwargs.get(name)
+        if is_sweep(value):
+            return (
+                f"several settings ({name}={value!r}) are not supported by rltscan.ops",
+                "call once per setting",
+            )
+        if isinstance(value, (bool, np.bool_, str, bytes)):  # float() would take them
+            return f"{name} must be a number, got {value!r}", "pass a float"
+    return None
+
+
+def call(d: Declaration, kwargs: dict[str, Any]) -> dict[str, Tensor]:
+    """The op on a public function's keyword arguments (unset ones may be absent)."""
+    refused = _refusal(d, kwargs)
+    if refused is not None:
+        return _refuse(d, kwargs, *refused)
     defaults = d.defaults()
     numbers = []
     for name in number_names(d.name):
         value = kwargs.get(name, defaults[name])
         if isinstance(value, Tensor):
             value = defaults[name]  # passed in its array slot
-        elif is_sweep(value):
-            _refuse(
-                f"several settings ({name}={value!r}) are not supported by rltscan.ops",
-                "call once per setting",
-            )
         if value is None:  # a None default is the value of its fallback (pg_rho_clip)
             value = kwargs.get(_FALLBACK[name], defaults[_FALLBACK[name]])
         numbers.append(float(value))
@@ -170,12 +221,14 @@ def call(d: Declaration, kwargs: dict[str, Any]) -> dict[str, Tensor]:
 
 def _wrapper(d: Declaration) -> Callable[..., dict[str, Tensor]]:
     def op(*args: Any, **kwargs: Any) -> dict[str, Tensor]:
+        kwargs.update(zip(d.signature, args, strict=False))
         if len(args) > d.positional:
-            _refuse(
+            return _refuse(
+                d,
+                kwargs,
                 f"{d.function_name} takes {d.positional} positional arrays",
                 "pass the others by name",
             )
-        kwargs.update(zip(d.signature, args, strict=False))
         return call(d, kwargs)
 
     op.__name__ = op.__qualname__ = d.function_name

@@ -95,7 +95,10 @@ class CallKey:
             if x is None:
                 add(None)
             elif type(x) is Tensor:
-                add((x.dtype, x.shape, x.stride(), x.get_device()))
+                try:
+                    add((x.dtype, x.shape, x.stride(), x.get_device()))
+                except RuntimeError:  # no strides (nested): the front end refuses it
+                    return None
             else:
                 return None
         for s in self._scalars_of(a):

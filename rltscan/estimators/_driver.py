@@ -178,6 +178,17 @@ def _run(
         feature_shape = tuple(main.shape[len(step_shape) :])
     for name, t in {**tensors, **flag_t}.items():
         want = (*step_shape, *feature_shape) if (features and name == ref) else given_shape
+        if name == "values" and "last_value" in MODULES[kind].DECLARATION.inputs:
+            _refuse_one_more_value(tuple(t.shape), want, td, ref, time_dim)
+        if name in ("q_values", "v_pi") and tuple(t.shape[:-1]) == want and t.shape[-1] > 1:
+            raise DataError(
+                f'"{name}" has shape {tuple(t.shape)}: "{ref}" {want} and one more axis '
+                f"of {t.shape[-1]} (one value per action?)",
+                "pass Q(s_t, a_t) per step (q.gather(-1, actions[..., None])[..., 0])"
+                if name == "q_values"
+                else "pass E_π Q(s_t, ·) per step ((probs * q).sum(-1))",
+                column=name,
+            )
         check_shape(name, t, want, ref, time_dim)
 
     frame = Frame(step_shape, td, feature_shape, as_numpy, user_device, squeeze and not features)
@@ -191,8 +202,9 @@ def _run(
         _flags_from_ends(cols, ends, flat_frame, device, layout, validate, carry, kind)
         flag_t.pop(ends.name)
         flag_t.update({k: cols[k] for k in ("terminated", "truncated") if k in cols})
-    if features and nfeat > 1:
-        # features become extra rows sharing their sequence's flags (a copy; traces only)
+    if features and nfeat != 1:
+        # features become extra rows sharing their sequence's flags (a copy; traces only;
+        # no features: no rows)
         for k in [*flag_t, *(n for n in tensors if n != ref)]:
             r, t = cols[k].shape
             cols[k] = cols[k].unsqueeze(0).expand(nfeat, r, t).reshape(nfeat * r, t)
@@ -201,7 +213,7 @@ def _run(
         kind=kind,
         reverse=MODULES[kind].REVERSE,
         cols=cols,
-        dtype=compute_dtype(tensors),
+        dtype=compute_dtype(t.dtype for t in tensors.values()),
         params=params,
         nv_mode=nv_mode,
         missing_zero=missing_zero,
@@ -236,6 +248,23 @@ def _run(
         bind(fired[0], result, device, defer)
     result["_carry_fn"] = carry_fn
     return result
+
+
+def _refuse_one_more_value(
+    shape: tuple[int, ...], want: tuple[int, ...], td: int, ref: str, time_dim: int | None
+) -> None:
+    """``values`` of ``shape`` with one more step than the rewards (V(s_0) … V(s_T), as
+    CleanRL and SB3 compute it before splitting off the bootstrap) is refused with that
+    split as the fix."""
+    more = tuple(n + (i == td) for i, n in enumerate(want))
+    if shape == more:
+        raise DataError(
+            f'"values" has shape {shape}, one step more than "{ref}" {want} on the time axis '
+            f"({said(time_dim)}): V of the state after the last step too?",
+            f"pass its first {want[td]} steps as values and its last as last_value (one per "
+            "sequence)",
+            column="values",
+        )
 
 
 # where a call may be bound (the kernel on a GPU; a test adds "cpu" to run the bound path
@@ -377,6 +406,11 @@ def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
     taken out (``args["_write"]`` puts the results back), γ/λ tensors as numbers or
     per-step columns, dones as ``args["_ends"]``, the required arrays present, the
     parameters in range (a ``None`` default filled from its fallback)."""
+    if not isinstance(args["validate"], (bool, np.bool_)):  # None would check nothing
+        raise ParameterError(
+            f"validate must be True or False, got {args['validate']!r}",
+            "pass validate=True (check every read entry, the default) or validate=False",
+        )
     if is_tensordict(args[d.inputs[0]]):
         args, args["_write"] = from_tensordict(d, args)
     args = tensor_parameters(d, args)
@@ -434,6 +468,24 @@ def _check_unit_column(name: str, x: Any) -> None:
         )
 
 
+def _check_unread_values(d: Declaration, args: dict[str, Any]) -> None:
+    """``values`` that the estimator accepts but never reads (discounted returns: V(s_t+1)
+    comes only from the bootstrap form) still have the rewards' shape: a misshapen one is
+    a mistake to name, not an argument to drop."""
+    ref = d.inputs[0]
+    want, shape = tuple(np.shape(args[ref])), tuple(np.shape(args["values"]))
+    if shape != want:
+        td, _ = time_axis(want, args["time_dim"], ref)
+        _refuse_one_more_value(shape, want, td, ref, args["time_dim"])
+        raise DataError(
+            f'"values" has shape {shape} but "{ref}" has {want}',
+            f"pass per-step arrays of one shape, with time on the axis {said(args['time_dim'])} "
+            "names (discounted_returns reads no values: bootstrap_values, next_values or "
+            "last_value give V(s_t+1))",
+            column="values",
+        )
+
+
 def _finish(
     d: Declaration,
     args: dict[str, Any],
@@ -451,6 +503,8 @@ def _finish(
         raise ParameterError(
             f'"{unread[0]}" is not read with {words}; drop it, or pick the option that reads it'
         )
+    if "values" not in d.inputs and args.get("values") is not None:
+        _check_unread_values(d, args)
     prepare = getattr(MODULES[d.name], "prepare", None)
     if prepare is not None:
         args = prepare(args)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -134,6 +134,7 @@ def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Te
     Tensors are read through ``detach()``: the outputs are constants of any loss
     (stop-gradient, README "Latency"), whatever the backend."""
     if isinstance(x, Tensor):
+        _check_dense(name, x)
         t = x.detach() if x.requires_grad else x
     elif isinstance(x, np.ndarray):
         if x.dtype.kind not in "biuf":
@@ -161,14 +162,52 @@ def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Te
     return t
 
 
+def read_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a float input of ``dtype`` is read in: a float as it is, an integer
+    (integer rewards etc.) upcast losslessly, to float32 up to 2 bytes, else float64."""
+    if dtype in _FLOATS:
+        return dtype
+    return torch.float32 if dtype.itemsize <= 2 else torch.float64
+
+
+def _check_dense(name: str, x: Tensor) -> None:
+    """A tensor whose entries the scan can read: dense (strided), not nested or quantized,
+    with data (not on the meta device).
+
+    Raises:
+        DTypeError: naming the argument and how to convert it.
+    """
+    if x.is_nested:
+        raise DTypeError(
+            f'"{name}" is a nested tensor',
+            "pad it to [B, T] and mark each sequence's last step (terminated or truncated)",
+            column=name,
+        )
+    if x.layout != torch.strided:
+        raise DTypeError(
+            f'"{name}" is a {str(x.layout).removeprefix("torch.")} tensor',
+            f"pass a dense tensor ({name}.to_dense())",
+            column=name,
+        )
+    if x.is_quantized:
+        raise DTypeError(
+            f'"{name}" is a quantized tensor', f"pass {name}.dequantize()", column=name
+        )
+    if x.device.type == "meta":
+        raise DTypeError(
+            f'"{name}" is on the meta device (it has no data)',
+            "pass a tensor on the CPU or a GPU",
+            column=name,
+        )
+
+
 def float_column(name: str, x: ArrayLike, device: torch.device | None) -> Tensor:
     t = as_tensor(name, x, device)
     if t.dtype in _FLOATS:
         return t
     if t.dtype.is_complex or t.dtype == torch.bool:
         raise DTypeError(f'"{name}" has dtype {t.dtype}', "pass a float array", column=name)
-    # integer rewards etc.: a lossless upcast, not a silent change of meaning
-    return t.to(torch.float32 if t.element_size() <= 2 else torch.float64)
+    return t.to(read_dtype(t.dtype))  # a lossless upcast, not a silent change of meaning
 
 
 def flag_column(
@@ -304,10 +343,10 @@ def compute_device(backend: str, device: torch.device) -> torch.device:
     return device
 
 
-def compute_dtype(cols: Mapping[str, Tensor]) -> torch.dtype:
-    """fp64 if any float input is fp64, else fp32 (fp16/bf16 upcast on load)."""
-    floats = [t.dtype for t in cols.values() if t.dtype.is_floating_point]
-    return torch.float64 if torch.float64 in floats else torch.float32
+def compute_dtype(dtypes: Iterable[torch.dtype]) -> torch.dtype:
+    """The compute and output dtype of float inputs read in ``dtypes`` (:func:`read_dtype`):
+    fp64 if any is fp64, else fp32 (fp16/bf16 upcast on load)."""
+    return torch.float64 if torch.float64 in set(dtypes) else torch.float32
 
 
 def per_row(
@@ -339,7 +378,17 @@ def per_row(
     user = (*lead, *feats)
     candidates = [t]
     if feats and tuple(t.shape) == lead:  # one value per sequence, shared by its features
-        candidates.insert(0, t.reshape(*lead, *([1] * len(feats))))
+        per_sequence = (*lead, *([1] * len(feats)))
+        if t.numel() > 1 and _broadcasts(tuple(t.shape), user):
+            per_feature = (*([1] * len(lead)), *feats)
+            raise AmbiguousInputError(
+                f'"{name}" has shape {tuple(t.shape)}, both the sequences\' {lead}{layout} '
+                f"and the features' {feats}: one value per sequence or per feature?",
+                f"pass shape {per_sequence} for one per sequence or {per_feature} for one per "
+                f"feature",
+                column=name,
+            )
+        candidates.insert(0, t.reshape(per_sequence))
     for c in candidates:
         try:
             full = torch.broadcast_to(c, user)
@@ -356,3 +405,11 @@ def per_row(
     nl = len(lead)
     perm = [nl + i for i in range(len(feats))] + list(range(nl))
     return full.permute(perm).reshape(-1).contiguous()
+
+
+def _broadcasts(shape: tuple[int, ...], to: tuple[int, ...]) -> bool:
+    """Whether numpy broadcasting takes ``shape`` to exactly ``to``."""
+    try:
+        return np.broadcast_shapes(shape, to) == to
+    except ValueError:
+        return False

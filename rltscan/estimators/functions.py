@@ -49,7 +49,7 @@ from rltscan.estimators._driver import (
     bound_call,
     front_end,
 )
-from rltscan.estimators._frame import torch_readable
+from rltscan.estimators._frame import compute_dtype, read_dtype, torch_readable
 from rltscan.estimators._problem import ArrayLike, Problem
 from rltscan.estimators._result import (
     RESULTS,
@@ -214,7 +214,9 @@ def vtrace(
 
     Args:
         rewards, values: r_t and V(s_t), per step (or a TorchRL TensorDict).
-        logp_target, logp_behavior: log π(a_t|s_t) and log μ(a_t|s_t), per step.
+        logp_target, logp_behavior: log π(a_t|s_t) and log μ(a_t|s_t), per step (logs,
+            not ratios: from rlax's ``rho_tm1`` pass ``logp_target=log(rho_tm1)``,
+            ``logp_behavior=0``).
         terminated, truncated: 0/1 flags marking the END of step t.
         next_values, bootstrap_values, last_value: the bootstrap form, at most one
             (see :func:`gae`).
@@ -416,7 +418,8 @@ def eligibility_traces(
             axes (``[T, D]``).
         terminated, truncated: 0/1 flags marking the END of step t.
         gamma, lam: γ and λ in [0, 1] (a list: several settings).
-        init: the trace before step 0 (scalar, ``[D]``, per sequence, or both).
+        init: the trace before step 0 (scalar, ``[D]``, per sequence, or both; where
+            there are as many sequences as features, ``[B, 1]`` or ``[1, D]``).
         dones, dones_mean, episode_starts, last_dones, ends_are, carry, time_dim,
             backend, validate: shared by every estimator (module docstring).
 
@@ -453,7 +456,8 @@ def prefix_sum(
         x: the per-step values, optionally with trailing feature axes (``[T, D]``).
         terminated, truncated: 0/1 flags marking the END of step t.
         is_first: explicit episode starts (RLDS), in place of the flags.
-        init: the sum before step 0 (scalar, ``[D]``, per sequence, or both).
+        init: the sum before step 0 (scalar, ``[D]``, per sequence, or both; where
+            there are as many sequences as features, ``[B, 1]`` or ``[1, D]``).
         dones, dones_mean, episode_starts, last_dones, ends_are, carry, time_dim,
             backend, validate: shared by every estimator (module docstring).
 
@@ -563,11 +567,13 @@ __all__ = [
     "TDLambdaResult",
     "TracesResult",
     "VTraceResult",
+    "compute_dtype",  # the outputs' dtype rule (rltscan.ops's fake follows it)
     "discounted_returns",
     "eligibility_traces",
     "gae",
     "prefix_sum",
     "prepare_call",
+    "read_dtype",
     "retrace",
     "return_to_go",
     "synchronize",
