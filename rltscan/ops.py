@@ -129,17 +129,23 @@ def _estimate_fake(kind: str, arrays: list[Tensor | None], *_: Any) -> list[Tens
 
 
 @torch.library.custom_op("rltscan::refuse", mutates_args=())
-def refuse(what: str, fix: str, shape: list[int], count: int) -> list[Tensor]:
+def refuse(
+    what: str, fix: str, shape: list[int], dtype: torch.dtype, device: torch.device, count: int
+) -> list[Tensor]:
     """A refusal inside a compiled graph: raises rltscan's one-line ParameterError when the
     graph runs. Under ``torch.compile(fullgraph=True)`` a raise cannot be traced (dynamo
     reports "Unsupported" instead of the message), so a refused call traces as this op,
-    whose fake gives ``count`` outputs of ``shape`` for the code that follows."""
+    whose fake gives ``count`` outputs of ``shape``, ``dtype`` and ``device`` for the code
+    that follows (an output on another device or of another dtype than the call's would
+    fail that code's tracing first, with torch's error instead of the message)."""
     raise ParameterError(what, fix)
 
 
 @refuse.register_fake
-def _refuse_fake(what: str, fix: str, shape: list[int], count: int) -> list[Tensor]:
-    return [torch.empty(shape) for _ in range(count)]
+def _refuse_fake(
+    what: str, fix: str, shape: list[int], dtype: torch.dtype, device: torch.device, count: int
+) -> list[Tensor]:
+    return [torch.empty(shape, dtype=dtype, device=device) for _ in range(count)]
 
 
 def _refuse(d: Declaration, kwargs: dict[str, Any], what: str, fix: str) -> dict[str, Tensor]:
@@ -152,8 +158,13 @@ def _refuse(d: Declaration, kwargs: dict[str, Any], what: str, fix: str) -> dict
         shape = list(ref.shape)
     else:  # an array or a nested list; anything else (a TensorDict) gets 0-d outputs
         shape = list(np.shape(ref)) if isinstance(ref, (np.ndarray, list, tuple)) else []
-    names = _outputs(d.name, [kwargs.get(n) for n in array_names(d.name)])
-    return dict(zip(names, torch.ops.rltscan.refuse(what, fix, shape, len(names)), strict=True))
+    arrays = [kwargs.get(n) for n in array_names(d.name)]
+    tensors = [a if isinstance(a, Tensor) else None for a in arrays]
+    device = next((t.device for t in tensors if t is not None), torch.device("cpu"))
+    dtype = _output_dtype(d.name, tensors)  # of the tensors given: the call's own rule
+    names = _outputs(d.name, arrays)
+    outs = torch.ops.rltscan.refuse(what, fix, shape, dtype, device, len(names))
+    return dict(zip(names, outs, strict=True))
 
 
 def _refusal(d: Declaration, kwargs: dict[str, Any]) -> tuple[str, str] | None:

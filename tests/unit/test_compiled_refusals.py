@@ -109,3 +109,21 @@ def test_validate_that_is_not_a_bool_is_refused(validate):
     )
     with pytest.raises(rltscan.ParameterError, match="validate must be True or False"):
         compiled(r, v, term, lv)
+
+
+def test_the_code_after_a_refused_call_traces_with_the_calls_dtype():
+    """The refusal's outputs are typed as the call's would be (float64 here): code after
+    it that checks dtypes (``torch.dot``) traced against float32 placeholders failed with
+    torch's "expected both vectors to have same dtype" instead of rltscan's message (so
+    would any op mixing a CPU placeholder with CUDA tensors)."""
+    r, v, term, lv = (x.double() if x.is_floating_point() else x for x in _inputs())
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        lambda r, v, t, lv: torch.dot(
+            rltscan.gae(r, v, terminated=t, last_value=lv, gamma=True).advantages[0], v[0]
+        ),
+        fullgraph=True,
+        backend="aot_eager",
+    )
+    with pytest.raises(rltscan.ParameterError, match="gamma must be a number"):
+        compiled(r, v, term, lv)
