@@ -535,12 +535,16 @@ def _refuse_slot_order(fh: Any, name: str) -> None:
     ``_size`` were never written, a full buffer wraps at ``_insertion_idx`` (its oldest
     row), and a ``VectorReplayBuffer`` keeps ``buffer_num`` envs' buffers side by side.
     Read as a table, steps of different times and envs would run into each other, so it
-    is refused (any ``--group`` too)."""
+    is refused (any ``--group`` too), unless it is one env's buffer, full, with its cursor
+    back at row 0: its slots then hold the steps in time order (as a Stable-Baselines3
+    buffer full at ``pos`` 0, :func:`_refuse_cursor`)."""
     attrs = fh.attrs
     cursor = attrs.get("_insertion_idx", attrs.get("_index"))
     if "_meta" not in fh or "maxsize" not in attrs or "_size" not in attrs or cursor is None:
         return
     size, capacity = int(attrs["_size"]), int(attrs["maxsize"])
+    if "buffer_num" not in attrs and size == capacity and int(cursor) == 0:
+        return
     loader = "VectorReplayBuffer" if "buffer_num" in attrs else "ReplayBuffer"
     if "buffer_num" in attrs:
         kind = (

@@ -179,3 +179,25 @@ def test_a_full_stable_baselines3_buffer_at_row_0_is_in_time_order(tmp_path: Pat
             r.tolist(), [0.0] * len(r), done.tolist(), [False] * len(r), gamma=0.9
         )
         np.testing.assert_allclose(got[:, env], want, rtol=1e-6)
+
+
+def test_a_full_tianshou_buffer_at_row_0_is_in_time_order(tmp_path: Path) -> None:
+    """A one-env buffer written exactly ``maxsize`` times (cursor back at 0) holds its
+    steps in time order, like an SB3 buffer full at ``pos`` 0; it was refused as
+    "10 of 10 rows written: its rows are buffer slots, not steps in time order"."""
+    path = tmp_path / "buffer.h5"
+    save_hdf5(path, capacity=10, steps=10)
+    options = ["--group", "_meta", "--rewards", "rew", "--terminals", "terminated"]
+    options += ["--timeouts", "truncated", "-q"]
+    result = runner.invoke(
+        cli.app, ["returns", str(path), "--gamma", "0.9", "--device", "cpu", *options]
+    )
+    assert result.exit_code == 0, result.output
+    with h5py.File(path) as f:
+        got = f["_meta/returns"][:]
+        r, term = f["_meta/rew"][:], f["_meta/terminated"][:]
+        trunc = f["_meta/truncated"][:]
+    want = oracles.discounted_returns(
+        r.tolist(), [0.0] * len(r), term.tolist(), trunc.tolist(), gamma=0.9
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-6)
