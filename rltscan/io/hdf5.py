@@ -968,10 +968,12 @@ def output_dataset(
     re-run rewrites its bytes where they are (its attributes are then set by
     :func:`put_attrs`). HDF5 never gives a deleted dataset's space back to the file:
     deleting and recreating it would leave the old outputs behind as dead bytes at
-    every re-run."""
+    every re-run. A dataset with another name too (a hard link the user made, say to
+    keep a run's outputs) is unlinked from ``name`` instead: written in place, the
+    other name's values would change too."""
     if check_replaceable(parent, name, where, overwrite=overwrite):
         old = parent[name]
-        if _same_storage(old, shape, dtype, storage):
+        if _same_storage(old, shape, dtype, storage) and _h5py().h5o.get_info(old.id).rc == 1:
             return old
         del parent[name]
     return parent.create_dataset(name, shape=shape, dtype=dtype, **storage)

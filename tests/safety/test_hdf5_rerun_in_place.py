@@ -71,3 +71,19 @@ def test_a_rerun_with_overwrite_reuses_the_outputs_space(
         for name, arr in first.items():
             np.testing.assert_array_equal(f[name][()], arr)
             assert "rltscan_version" in f[name].attrs
+
+
+def test_a_rerun_leaves_a_hard_link_to_the_old_outputs_alone(tmp_path: Path) -> None:
+    """A user who kept the first run's outputs under a second name (``f["kept"] =
+    f["advantages"]``, one dataset with two names) keeps them: the re-run writes a new
+    dataset for "advantages" instead of rewriting the shared one in place."""
+    path = tmp_path / "rollout.h5"
+    write_rollout(path, episodes=False)
+    api.run("gae", str(path), device="cpu", backend="torch", params={"gamma": 0.5})
+    with h5py.File(path, "a") as f:
+        f["kept"] = f["advantages"]
+        kept = f["kept"][()]
+    api.run("gae", str(path), device="cpu", backend="torch", overwrite=True)
+    with h5py.File(path, "r") as f:
+        np.testing.assert_array_equal(f["kept"][()], kept)
+        assert not np.array_equal(f["advantages"][()], kept)
