@@ -567,7 +567,8 @@ def _refuse_cursor(group: Any, where: str) -> None:
     ``[buffer_size, n_envs]`` slots written round-robin: rows from ``pos`` on were never
     written (not ``full``), or the oldest row is row ``pos`` (``full``). Only a full
     buffer whose cursor is back at row 0 holds its rows in time order; any other is
-    refused, with how to put its rows in order."""
+    refused, with how to put its rows in order. A ``RolloutBuffer`` saved the same way
+    is full with ``pos`` at ``buffer_size`` (it never wraps): its rows are in time order."""
     state = {}
     for key in ("pos", "full", "buffer_size"):
         item = group.get(key)
@@ -578,7 +579,7 @@ def _refuse_cursor(group: Any, where: str) -> None:
     if len(state) < 3:
         return
     pos, full = int(state["pos"]), bool(state["full"])
-    if full and pos == 0:
+    if full and pos in (0, int(state["buffer_size"])):  # (RolloutBuffer: at buffer_size)
         return
     what = f"its oldest row is row {pos}" if full else f"rows {pos} on were never written"
     keep = f"np.roll(a, -{pos}, axis=0)" if full else f"a[:{pos}]"

@@ -201,3 +201,21 @@ def test_a_full_tianshou_buffer_at_row_0_is_in_time_order(tmp_path: Path) -> Non
         r.tolist(), [0.0] * len(r), term.tolist(), trunc.tolist(), gamma=0.9
     )
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_full_stable_baselines3_rollout_buffer_is_in_time_order(tmp_path: Path) -> None:
+    """An SB3 ``RolloutBuffer`` saved with its state is full with ``pos`` at
+    ``buffer_size`` (it never wraps: ``reset()`` starts the next rollout). It was refused
+    as a ReplayBuffer "whose oldest row is row 16", with a no-op ``np.roll`` as the fix;
+    read, it gives the producer's numbers."""
+    from tests import producers
+    from tests.formats.test_real_layouts import check_rule
+
+    produced = producers.sb3(tmp_path, np.random.default_rng(0))
+    with h5py.File(produced.path, "a") as f:
+        steps, envs = f["rewards"].shape
+        f["pos"], f["full"], f["buffer_size"], f["n_envs"] = steps, True, steps, envs
+    args = ["gae", str(produced.path), "--gamma", "0.9", "--lam", "0.8"]
+    result = runner.invoke(cli.app, [*args, "--device", "cpu", "-q", *produced.fix])
+    assert result.exit_code == 0, result.stderr
+    check_rule(produced, "gae", produced.path, "", 0, "", fixed=True)
