@@ -347,16 +347,17 @@ _ROWS = (
 
 ROLES: dict[str, Role] = {r.name: r for r in _ROWS}
 
-# Columns that look like a per-step validity mask (a sequence buffer padded to a fixed
-# length, its padding marked): no role reads one, every row is computed as a step, so
-# one present and not set aside (``--ignore``) stops every run (§1.11).
+# Columns that look like a per-step mask (a sequence buffer padded to a fixed length, its
+# padding marked; jaxrl's ``masks`` = 1 - done): no role reads one, every row is computed
+# as a step, so one present and not set aside (``--ignore``) stops every run (§1.11).
 STEP_MASKS = LookAlike(
     (
         "mask", "masks", "valid", "is_valid", "valid_mask", "padding_mask", "pad_mask",
         "is_pad", "is_padding", "padded", "attention_mask", "loss_mask",
     ),
-    "a step mask (padded rows), and every row is computed as a step",
-    "if every row is a real step (else drop the padded rows first)",
+    "a per-step mask (padded rows, or 1 - done as jaxrl writes it), which no role reads: "
+    "every row is computed as a step and episodes end where the flags say",
+    "if so (else drop the padded rows first, or name the flags)",
 )  # fmt: skip
 # Columns that say the rewards are n-step returns (TorchRL's MultiStep: r_t + γ r_{t+1} +
 # ... up to the n-th step, the next observation n steps ahead, the original reward
