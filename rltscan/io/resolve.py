@@ -26,7 +26,7 @@ import numpy as np
 from rltscan.errors import AmbiguousInputError, DataError, ParameterError
 from rltscan.io.columns import NEXT_PREFIXES, ColumnInfo, quoted, resolve_override
 from rltscan.io.source import Source
-from rltscan.roles import ROLELESS_LOOK_ALIKES, ROLES, of_argument, option_of
+from rltscan.roles import ROLELESS_LOOK_ALIKES, ROLES, LookAlike, of_argument, option_of
 
 DonesMean = Literal["ended", "starts"]
 
@@ -214,25 +214,22 @@ def unnamed_look_alikes(source: Source, arguments: tuple[str, ...], res: Resolut
     (``--ignore``). A look-alike of no role (``roles.ROLELESS_LOOK_ALIKES``: a step
     mask, the mark of n-step rewards) changes every estimator's numbers if it is what
     it looks like: it stops every run unless set aside."""
-    for like in ROLELESS_LOOK_ALIKES:
+    asked: list[tuple[LookAlike, str | None]] = [(like, None) for like in ROLELESS_LOOK_ALIKES]
+    asked += [
+        (row.look_alike, row.option)
+        for row in ROLES.values()
+        if row.look_alike is not None
+        and row.argument in arguments
+        and not res.overrides.get(row.name)
+    ]
+    for like, option in asked:
         for name in like.names:
             if name in source.columns:
+                use = f"{option} {name} to use it, or " if option else ""
                 res.ask(
                     Decision(
                         f'column "{name}" looks like {like.what}',
-                        f"pass --ignore {name} {like.otherwise}",
-                    )
-                )
-    for row in ROLES.values():
-        like = row.look_alike
-        if like is None or row.argument not in arguments or res.overrides.get(row.name):
-            continue
-        for name in like.names:
-            if name in source.columns:
-                res.ask(
-                    Decision(
-                        f'column "{name}" looks like {like.what}',
-                        f"pass {row.option} {name} to use it, or --ignore {name} {like.otherwise}",
+                        f"pass {use}--ignore {name} {like.otherwise}",
                     )
                 )
 

@@ -31,29 +31,22 @@ import rltscan
 from rltscan.engines.shards import task
 from tests.conftest import tolerance
 from tests.shard_helpers import COMMANDS, OUTPUTS, PARAMS, concat, kwargs, write_shards
+from tests.shard_helpers import table as every_column
 
 BLOCK, SHARD, SHARDS = 25, 100, 4
 
 
 def _table(cuts: list[int], seed: int = 0) -> pa.Table:
+    """shard_helpers' table with no random episode ends: ``cuts`` alternate between
+    truncations and terminations."""
     n = SHARD * SHARDS
-    rng = np.random.default_rng(seed)
     term = np.zeros(n, dtype=bool)
     trunc = np.zeros(n, dtype=bool)
     for i, k in enumerate(cuts):
         (term if i % 2 else trunc)[k] = True
-    return pa.table(
-        {
-            "rewards": rng.standard_normal(n).astype(np.float32),
-            "values": rng.standard_normal(n).astype(np.float32),
-            "terminals": term,
-            "timeouts": trunc,
-            "logp_behavior": np.log(rng.uniform(0.05, 1.0, n)).astype(np.float32),
-            "logp_target": np.log(rng.uniform(0.05, 1.0, n)).astype(np.float32),
-            "q_values": rng.standard_normal(n).astype(np.float32),
-            "next_expected_q": rng.standard_normal(n).astype(np.float32),
-        }
-    )
+    t = every_column(n, 0.0, seed)
+    t = t.set_column(t.schema.get_field_index("terminals"), "terminals", pa.array(term))
+    return t.set_column(t.schema.get_field_index("timeouts"), "timeouts", pa.array(trunc))
 
 
 # cuts inside each shard's first block (backward edge) and last block (forward edge)
