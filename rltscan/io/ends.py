@@ -560,7 +560,18 @@ def _hidden_ends(
     ``"error"`` asks (a decision); otherwise (``--ends-from-observations``) they are
     truncations."""
     term, trunc = ends.flags()
-    hidden = _observation_gaps(res, reader, shape) & ~term & ~trunc
+    gaps = _observation_gaps(res, reader, shape)
+    if isinstance(gaps, list):  # Arrow lists: the check cannot run, and is not skipped
+        res.ask(
+            Decision(
+                f"{quoted(gaps)} hold variable-length lists, which rltscan does not compare, "
+                "so episode ends that no flag marks (observation jumps) cannot be looked for",
+                "pass --ignore-observation-gaps if the flags mark every episode end, or "
+                "store them as fixed-size lists",
+            )
+        )
+        return
+    hidden = gaps & ~term & ~trunc
     hidden &= ~ends.unflagged  # an id change or step restart says it already
     ends.marks["observation_gaps"] = hidden
     if hidden.any() and observation_gaps == "error":
@@ -585,21 +596,21 @@ def _hidden_ends(
 OBSERVATION_GAP = 1e-6  # the threshold D4RL-based code bases use (IQL, CORL)
 
 
-def _observation_gaps(res: Resolution, reader: ColumnReader, shape: tuple[int, ...]) -> np.ndarray:
+def _observation_gaps(
+    res: Resolution, reader: ColumnReader, shape: tuple[int, ...]
+) -> np.ndarray | list[str]:
     """``gap[t]`` where ``‖observations[t+1] − next_observations[t]‖ > 1e-6`` (the step
     after ``t`` does not continue from ``t``'s successor state): an episode ends after
-    ``t``. Empty (all False) unless both columns exist with one row per step."""
+    ``t``. Empty (all False) unless both columns exist with one row per step; the names
+    of the two columns that are Arrow lists where they cannot be compared."""
     gap = np.zeros(shape, bool)
     obs_name = res.find("observations")
     nxt_name = res.find("next_observations")
     if obs_name is None or nxt_name is None:
         return gap
     listed = [n for n in (obs_name, nxt_name) if "list" in res.source.columns[n].dtype]
-    if listed:  # Arrow lists of any length (pandas/polars rows): not compared
-        res.notes.append(
-            f"{quoted(listed)} hold variable-length lists: not compared for hidden episode ends"
-        )
-        return gap
+    if listed:  # Arrow lists of any length (pandas rows): not read, never skipped silently
+        return listed
     obs = np.asarray(reader.column("observations", obs_name))
     nxt = np.asarray(reader.column("next_observations", nxt_name))
     if obs.shape != nxt.shape or obs.shape[:1] != shape[:1] or obs.dtype.kind not in "fiu":

@@ -56,10 +56,11 @@ def final_rows(
     in_force: dict[str, Any],
 ) -> FinalRows | None:
     """RLDS's ``is_last`` rows (docs/CONVENTIONS.md §1.9): whether they are transitions is
-    the user's word (``--is-last-row``), or proven when every one of them is terminal (by
-    RLDS's definition a terminal row holds the terminal observation); otherwise a decision.
-    With ``observation``, the table's transitions are every other row; their flags come
-    from the final observation's row (its ``is_terminal``)."""
+    the user's word (``--is-last-row``), else a decision. Nothing in the table proves it:
+    RLDS calls a terminal ``is_last`` row the terminal observation, but
+    rlds_dataset_builder (Open X-Embodiment) marks every demo's real last step, reward 1,
+    ``is_last`` and ``is_terminal``. With ``observation``, the table's transitions are every
+    other row; their flags come from the final observation's row (its ``is_terminal``)."""
     source = res.source
     name = res.find("last_row") or _last_row_named(res.overrides)
     if reading.autoreset == "next-step":
@@ -77,7 +78,7 @@ def final_rows(
     observation_term = term_name if term_name in OBSERVATION_FLAGS else None
     last = _stored_flag(reader, "last_row", name)
     term = _stored_flag(reader, "terminated", observation_term) if observation_term else None
-    choice = _is_last_row(res, reading, name, last, term, observation_term)
+    choice = _is_last_row(res, reading, name)
     in_force["is_last_row"] = choice
     if choice == "transition":
         return None
@@ -91,34 +92,23 @@ def final_rows(
     return _without_rows(source, ~last, f'an "{name}" row', moved)
 
 
-def _is_last_row(
-    res: Resolution,
-    reading: Reading,
-    name: str,
-    last: np.ndarray,
-    term: np.ndarray | None,
-    observation_term: str | None,
-) -> IsLastRow:
+def _is_last_row(res: Resolution, reading: Reading, name: str) -> IsLastRow:
     """Whether the ``name`` (``is_last``) rows are transitions: the user's word; a step
-    where it is named as the dones column (it ends the step on its row); a final
-    observation where every one is terminal (``term``: RLDS's ``is_terminal``);
-    otherwise a decision (provisionally a transition, never computed with)."""
+    where it is named as the dones column (it ends the step on its row); otherwise a
+    decision (provisionally a transition, never computed with). Terminal ``is_last`` rows
+    decide nothing: RLDS proper stores the terminal observation there, the
+    rlds_dataset_builder template the demo's last step with its reward."""
     choice = reading.is_last_row
     if choice is None and res.overrides.get("dones") == name:
         choice = "transition"  # named as the dones column: it ends the step on its row
         res.by["is_last_row"] = f"--dones {name}: its rows are steps that end an episode"
-    if choice is None and term is not None and last.any() and bool(np.all(term[last])):
-        choice = "observation"
-        res.by["is_last_row"] = (
-            f'every "{name}" row is terminal ("{observation_term}"): by RLDS\'s definition it '
-            "holds the terminal observation, not a transition"
-        )
     if choice is None:
         res.ask(
             Decision(
                 f'"{name}" marks the last row of each episode, which may hold only the final '
                 "observation (RLDS: its reward and discount are not a transition) or be the "
-                "episode's last step (converters that store no final observation)",
+                "episode's last step (converters that store no final observation, such as "
+                "rlds_dataset_builder's, whose last step holds the reward)",
                 "pass --is-last-row observation or --is-last-row transition",
             )
         )

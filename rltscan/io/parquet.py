@@ -138,8 +138,9 @@ def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
         return flat.reshape(-1, *dims)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         raise DataError(
-            f'{where}: column "{name}" holds lists (one episode per row?); '
-            "rltscan reads one row per step, explode the lists first"
+            f'{where}: column "{name}" holds lists (one episode per row?); rltscan reads one '
+            "row per step: explode the lists, keeping each row's number as an episode id "
+            "column (--episode-id), or the episodes run into each other"
         )
     if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
         raise DataError(

@@ -159,15 +159,16 @@ def test_per_step_discount_is_aligned_as_rlds_defines_it(tmp_path: Path) -> None
     np.testing.assert_allclose(got[np.isfinite(got)], want_gae(s), rtol=1e-5, atol=1e-5)
 
 
-def test_all_terminal_rows_prove_the_reading(tmp_path: Path) -> None:
-    """Every is_last row terminal: by RLDS's definition each holds the terminal
-    observation, so no flag is needed (and the report says why)."""
+def test_all_terminal_rows_are_still_asked(tmp_path: Path) -> None:
+    """Every is_last row terminal proves nothing (rlds_dataset_builder marks its real last
+    steps so, tests/formats/test_rlds_builders.py): asked; with the word, exact."""
     rng = np.random.default_rng(2)
     plan = [(4, "term"), (3, "term"), (5, "term")]
     s = episodes(rng, plan)
     path = write(rlds_rows(s, plan, "all", rng), tmp_path / "rlds.parquet")
-    report = gae(path, ignore=["discount"])
-    assert "is_terminal" in report.provenance["reading"]["by"]["is_last_row"]
+    with pytest.raises(AmbiguousInputError, match="--is-last-row"):
+        gae(path, ignore=["discount"])
+    gae(path, ignore=["discount"], is_last_row="observation")
     got = stored(path, "advantages")
     np.testing.assert_allclose(got[np.isfinite(got)], want_gae(s), rtol=1e-5, atol=1e-5)
 

@@ -1,0 +1,91 @@
+"""D4RL data moved to Parquet through pandas: observations as lists, a timeout unmarked.
+
+D4RL's medium-replay files do not mark every timeout (D4RL#162); the next row then
+starts a new episode with nothing but the observations to say so
+(``observations[t+1] != next_observations[t]``, the check IQL and CORL run). rltscan
+looks for such hidden ends and, in an HDF5 file, stops naming ``--ends-from-observations``
+/ ``--ignore-observation-gaps``. The same data in a DataFrame (``pd.DataFrame({k:
+list(v)})``, how most people move a D4RL dict to Parquet) holds each observation as an
+Arrow ``list<float>``, which rltscan does not compare: it used to skip the check with a
+note and exit 0, the two episodes bridged. Now the run stops there too, naming the flag
+that waives the check; fixed-size lists (polars ``Array``, pyarrow
+``fixed_size_list``) are compared as before.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tests import oracles
+
+GAMMA = 0.9
+
+
+def d4rl_dict(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Two episodes of 4 steps back to back; the first one's timeout is not marked."""
+    states = rng.normal(size=(10, 3)).astype(np.float32)
+    first, second = states[:5], states[5:]  # s_0..s_4 and s_0..s_4 of the next episode
+    return {
+        "observations": np.concatenate([first[:-1], second[:-1]]),
+        "next_observations": np.concatenate([first[1:], second[1:]]),
+        "actions": rng.normal(size=(8, 2)).astype(np.float32),
+        "rewards": rng.normal(size=8).astype(np.float32),
+        "terminals": np.zeros(8, bool),
+        "timeouts": np.zeros(8, bool),
+    }
+
+
+def rltscan(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "rltscan", *args, "--gamma", str(GAMMA), "--device", "cpu", "-q"]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def test_a_pandas_parquet_is_refused_like_its_hdf5_twin(tmp_path: Path) -> None:
+    data = d4rl_dict(np.random.default_rng(0))
+    h5 = tmp_path / "hopper-medium-replay.hdf5"
+    with h5py.File(h5, "w") as f:
+        for k, v in data.items():
+            f[k] = v
+    table = tmp_path / "hopper-medium-replay.parquet"
+    pd.DataFrame({k: list(v) if v.ndim > 1 else v for k, v in data.items()}).to_parquet(table)
+    assert pa.types.is_list(pq.read_schema(table).field("observations").type)
+    for path in (h5, table):
+        refused = rltscan("returns", str(path))
+        assert refused.returncode == 2, (path, refused.stderr)
+        assert "--ignore-observation-gaps" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    assert "returns" not in pq.read_schema(table).names
+    waived = rltscan("returns", str(table), "--ignore-observation-gaps")
+    assert waived.returncode == 0, waived.stderr
+
+
+def test_fixed_size_lists_are_compared(tmp_path: Path) -> None:
+    """The same table with fixed-size observation lists: the hidden end is found, and
+    read as a truncation with --ends-from-observations (exact)."""
+    data = d4rl_dict(np.random.default_rng(1))
+    cols = {}
+    for k, v in data.items():
+        if v.ndim > 1:
+            cols[k] = pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), v.shape[1])
+        else:
+            cols[k] = pa.array(v)
+    path = tmp_path / "fixed.parquet"
+    pq.write_table(pa.table(cols), path)
+    assert rltscan("returns", str(path)).returncode == 2
+    done = rltscan("returns", str(path), "--ends-from-observations")
+    assert done.returncode == 0, done.stderr
+    trunc = np.zeros(8, bool)
+    trunc[3] = True
+    want = oracles.discounted_returns(
+        data["rewards"].tolist(), [0.0] * 8, [False] * 8, trunc.tolist(), gamma=GAMMA
+    )
+    got = pq.read_table(path, columns=["returns"]).column("returns").to_numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
