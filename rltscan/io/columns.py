@@ -70,11 +70,26 @@ def resolve_override(role: str, name: str, available: Mapping[str, ColumnInfo], 
     return name
 
 
-def missing_column_error(role: str, available: Mapping[str, ColumnInfo], where: str) -> DataError:
-    """The message for a required role that no column fills."""
+def missing_column_error(
+    role: str,
+    available: Mapping[str, ColumnInfo],
+    where: str,
+    overrides: Mapping[str, str | None] | None = None,
+) -> DataError:
+    """The message for a required role that no column fills; where the user's own option
+    gave the role's usual column to another role (``--values rewards``), it says so."""
     row = ROLES.get(role)
     default = row.aliases[0] if row is not None and row.aliases else role
     option = _named_by(role)
+    for other, name in (overrides or {}).items():
+        if other != role and name in available and row is not None and name in row.aliases:
+            return DataError(
+                f'{where}: column "{name}" is read as the {other} ({_named_by(other)} {name}), '
+                f"so no column is left for the {role}",
+                f"pass {option} KEY",
+                column=name,
+                option=f"{option} KEY",
+            )
     found = quoted(available) if available else "no per-step columns"
     return DataError(
         f'{where} has no column "{default}"',

@@ -32,6 +32,7 @@ from rltscan.io.bootstrap import (
 from rltscan.io.columns import missing_column_error
 from rltscan.io.ends import Axes, Ends, episode_ends, first_steps
 from rltscan.io.final_rows import FinalRows, final_rows
+from rltscan.io.formats import registry
 from rltscan.io.resolve import (
     ColumnReader,
     Decision,
@@ -267,13 +268,13 @@ def _read_columns(
     rewards = res.find("rewards")
     want_rewards = "rewards" in arguments or ("x" in arguments and not res.overrides.get("x"))
     if want_rewards and rewards is None:
-        raise missing_column_error("rewards", source.columns, source.where)
+        raise missing_column_error("rewards", source.columns, source.where, res.overrides)
     raw, skipped = _read_arguments(res, reader, arguments, required, flags_only)
     refuse_no_values(arguments, required, raw, skipped, res)
     one_bootstrap_source({**raw, **skipped}, reader, res)
     reference = "x" if "x" in raw and "rewards" not in raw else "rewards"
     if reference not in raw:
-        raise missing_column_error("rewards", source.columns, source.where)
+        raise missing_column_error("rewards", source.columns, source.where, res.overrides)
     ref_name = reader.roles.get(reference, rewards or "")
     return _Columns(raw, skipped, reference, ref_name, rewards)
 
@@ -302,7 +303,7 @@ def _read_arguments(
             name = res.find(row.default_to)  # --x: the rewards unless named
         if name is None:
             if arg in required:
-                raise missing_column_error(role, source.columns, source.where)
+                raise missing_column_error(role, source.columns, source.where, res.overrides)
             continue
         if flags_only and source.layout != "episodes" and arg not in ("rewards", "x"):
             skipped[arg] = name  # a plan checks it exists (and its shape) without reading
@@ -367,6 +368,14 @@ def _reference_steps(
     assert isinstance(ref, np.ndarray)
     ref_ndim = 1 if layout in ("flat", "episodes") else 2
     ref = squeeze(ref, ref_ndim)
+    if ref.ndim != ref_ndim and not registry.named(source.format).arrays:
+        # a table of one row a step holding a list a row: one episode a row, most often
+        raise DataError(
+            f'{source.where}: column "{ref_name}" holds {int(np.prod(ref.shape[1:]))} values '
+            "a row where a step has one (one episode a row?)",
+            "explode the lists, keeping each row's number as an episode id column "
+            f"(--episode-id), or pass the right {option_of(reference)} KEY",
+        )
     if ref.ndim != ref_ndim:
         raise DataError(
             f'{source.where}: column "{ref_name}" has shape {ref.shape} but the {layout} layout '

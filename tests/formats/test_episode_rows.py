@@ -65,3 +65,30 @@ def test_the_refusal_s_recipe_keeps_the_episodes_apart(tmp_path: Path) -> None:
     want = oracles.discounted_returns(rewards, [0.0] * len(rewards), term, trunc, gamma=GAMMA)
     got = pq.read_table(steps, columns=["returns"]).column("returns").to_numpy()
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("writer", ["parquet", "arrow"])
+def test_episodes_of_one_length_as_fixed_size_lists_get_the_same_recipe(
+    tmp_path: Path, writer: str
+) -> None:
+    """``Sequence(length=T)`` stores equal-length episodes as fixed-size lists; the
+    refusal said "shape (1, T)" and named --layout, which a table of rows refuses."""
+    features = datasets.Features(
+        {
+            "rewards": datasets.Sequence(datasets.Value("float32"), length=4),
+            "dones": datasets.Sequence(datasets.Value("bool"), length=4),
+        }
+    )
+    rows = {"rewards": [[1.0, 2.0, 3.0, 4.0]] * 3, "dones": [[False] * 3 + [True]] * 3}
+    table = datasets.Dataset.from_dict(rows, features=features).data.table
+    path = tmp_path / ("episodes.parquet" if writer == "parquet" else "episodes.arrow")
+    if writer == "parquet":
+        pq.write_table(table, path)
+    else:
+        import pyarrow.feather as feather
+
+        feather.write_feather(table, path)
+    refused = rltscan("returns", str(path))
+    assert refused.returncode == 4, refused.stderr
+    assert "4 values a row" in refused.stderr and "--episode-id" in refused.stderr
+    assert "--layout" not in refused.stderr

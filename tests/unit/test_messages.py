@@ -143,3 +143,16 @@ def test_missing_bootstrap_names_the_first_row_and_why(tmp_path: Path) -> None:
         f["timeouts"][...] = timeouts
     with pytest.raises(MissingBootstrapError, match="the data ends at row 39 with no terminal"):
         api.run("gae", str(path), device="cpu")
+
+
+def test_a_column_given_to_another_role_is_named_as_taken(tmp_path: Path) -> None:
+    """``--values rewards`` leaves the rewards without a column: the message said the file
+    had no column "rewards" while listing it among those found."""
+    path = _table(tmp_path / "t.parquet", pa.array([1.0, 2.0, 3.0]), [0.1, 0.2, 0.3])
+    pq.write_table(pq.read_table(path).rename_columns(
+        ["rewards", "value", "next_value", "terminated", "truncated"]), path)  # fmt: skip
+    with pytest.raises(DataError) as err:
+        api.run("gae", str(path), device="cpu", columns={"values": "rewards"})
+    message = str(err.value)
+    assert 'column "rewards" is read as the values (--values rewards)' in message
+    assert "pass --rewards KEY" in message

@@ -158,6 +158,7 @@ class Format(Protocol):
     grouped: bool = False  # ``--group`` picks a part of it (inspect reports the group)
     tree: bool = False  # a tree of groups: an output lands at ``PATH:GROUP/NAME`` (reports)
     nullable: bool = False  # its columns may hold nulls, read as NaN (messages name them)
+    arrays: bool = False  # its columns may be [T, B] / [B, T] arrays (``--layout``)
 
     def sniff(self, path: Path, head: bytes | None) -> Sniffed | None:
         """Whether ``path`` is this format beyond its ``magic`` (a directory layout, a

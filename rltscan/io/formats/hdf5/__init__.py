@@ -116,6 +116,7 @@ class Hdf5(Format):
     magic = ((b"\x89HDF\r\n\x1a\n", WORD),)
     suffixes = ((".h5", WORD), (".hdf5", WORD), (".hdf", WORD))
     streams = True
+    arrays = True
     grouped = True
     tree = True
 
