@@ -8,6 +8,7 @@ with its class's code, Ctrl-C/SIGTERM with 130, a bug with 1 and its traceback;
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import json
@@ -51,12 +52,15 @@ def fail(
     code: int, message: str, kind: str, json_out: bool, quiet: bool, hint: str | None = None
 ) -> None:
     """The error line on stderr (the only line there under ``--json`` and ``-q``; a
-    ``hint:`` line follows it otherwise), the error object on stdout under ``--json``."""
-    typer.echo(f"error: {message}", err=True)
-    if hint and not (json_out or quiet):
-        typer.echo(f"hint: {hint}", err=True)
+    ``hint:`` line follows it otherwise), the error object on stdout under ``--json``.
+    A stream whose reader has gone takes nothing; the exit code still says it."""
+    with contextlib.suppress(OSError):
+        typer.echo(f"error: {message}", err=True)
+        if hint and not (json_out or quiet):
+            typer.echo(f"hint: {hint}", err=True)
     if json_out:
-        typer.echo(json.dumps(error_object(code, kind, message, hint)))
+        with contextlib.suppress(OSError):
+            typer.echo(json.dumps(error_object(code, kind, message, hint)))
     raise typer.Exit(code)
 
 

@@ -94,3 +94,66 @@ def test_a_disk_that_fills_at_the_hdf5_commit_is_exit_5(tmp_path: Path) -> None:
             assert sorted(p.name for p in mnt.iterdir()) == ["cartpole_flat.h5", "filler"]
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+# --------------------------------------------------------------------------- closed pipes
+
+
+def closed_pipe() -> int:
+    """The write end of a pipe whose reader has gone (``| head -1`` once head exits)."""
+    read, write = os.pipe()
+    os.close(read)
+    return write
+
+
+def run_into_closed_pipe(*args: str | Path, stream: str) -> subprocess.CompletedProcess:
+    """Run with ``stream`` (stdout or stderr) a closed pipe; the other is captured."""
+    write = closed_pipe()
+    try:
+        other = "stderr" if stream == "stdout" else "stdout"
+        return subprocess.run(
+            [*RLTSCAN, *map(str, args)],
+            env=ENV,
+            timeout=300,
+            **{stream: write, other: subprocess.PIPE},
+        )
+    finally:
+        os.close(write)
+
+
+def test_inspect_into_a_closed_pipe_is_exit_5_with_one_line() -> None:
+    """``rltscan inspect f.h5 | head -1``: the reader went away, which is not a bug
+    (exit 1 says "a bug"); one line says so, exit 5 as on ``-o -``."""
+    for extra in ([], ["--json"]):
+        done = run_into_closed_pipe("inspect", FLAT, *extra, stream="stdout")
+        line = one_line(done.stderr)
+        assert done.returncode == 5, line
+        assert "broken pipe" in line and "stdout" in line
+
+
+def test_a_json_report_into_a_closed_pipe_says_the_outputs_were_written(tmp_path: Path) -> None:
+    path = copy_sample(FLAT, tmp_path)
+    done = run_into_closed_pipe("gae", path, "--device", "cpu", "--json", stream="stdout")
+    line = one_line(done.stderr)
+    assert done.returncode == 5, line
+    assert "broken pipe" in line and "were written to" in line and path.name in line
+    assert "advantages" in h5_columns(path)
+
+
+def test_a_report_into_a_closed_stderr_is_exit_5(tmp_path: Path) -> None:
+    """``rltscan gae f.h5 2>&1 | head -1``: the report is cut short on stderr, so no line
+    can say it; the exit code does (5, not the silent 1 of a bug)."""
+    path = copy_sample(FLAT, tmp_path)
+    done = run_into_closed_pipe("gae", path, "--device", "cpu", stream="stderr")
+    assert done.returncode == 5
+    assert done.stdout == b""
+    assert "advantages" in h5_columns(path)
+
+
+def test_an_error_into_a_closed_stderr_keeps_its_exit_code(tmp_path: Path) -> None:
+    """The error line cannot be printed, but the code is the error's (3 here), not 1."""
+    done = run_into_closed_pipe("gae", tmp_path / "missing.h5", stream="stderr")
+    assert done.returncode == 3
+    done = run_into_closed_pipe("gae", tmp_path / "missing.h5", "--json", stream="stderr")
+    assert done.returncode == 3
+    assert b'"code": 3' in done.stdout
