@@ -157,3 +157,30 @@ def test_an_error_into_a_closed_stderr_keeps_its_exit_code(tmp_path: Path) -> No
     done = run_into_closed_pipe("gae", tmp_path / "missing.h5", "--json", stream="stderr")
     assert done.returncode == 3
     assert b'"code": 3' in done.stdout
+
+
+# --------------------------------------------------------------------------- narrow logs
+
+
+@pytest.mark.parametrize("columns", ["40", None])  # None: a log file, rich's 80 columns
+def test_a_narrow_report_wraps_names_and_paths_never_cuts_them(
+    tmp_path: Path, columns: str | None
+) -> None:
+    """The plan of ``--dry-run`` exists to show the output names and where they go; in
+    a batch log (80 columns) or a narrow terminal the tables cut them to "…", so the
+    names a run would write could not be read from its report."""
+    deep = tmp_path / "runs" / "2024-01-01_cartpole_ppo_seed0" / "rollouts"
+    deep.mkdir(parents=True)
+    path = copy_sample(FLAT, deep)
+    env = {k: v for k, v in ENV.items() if k != "COLUMNS"}
+    if columns:
+        env["COLUMNS"] = columns
+    prefix = "sweep_gamma_0.99_lambda_0.95_"
+    for extra in (["--dry-run"], []):
+        done = rltscan("gae", path, "--device", "cpu", "--prefix", prefix, *extra, env=env)
+        err = done.stderr.decode()
+        assert done.returncode == 0, err
+        assert "…" not in err, err
+    done = rltscan("inspect", path, env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    assert "…" not in done.stdout.decode(), done.stdout.decode()
