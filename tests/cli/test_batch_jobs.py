@@ -184,3 +184,23 @@ def test_a_narrow_report_wraps_names_and_paths_never_cuts_them(
     done = rltscan("inspect", path, env=env)
     assert done.returncode == 0, done.stderr.decode()
     assert "…" not in done.stdout.decode(), done.stdout.decode()
+
+
+# --------------------------------------------------------------------------- odd paths
+
+
+def test_a_file_named_like_an_option_is_named_in_the_error(tmp_path: Path) -> None:
+    """``rltscan gae -run.h5`` (a glob like ``*.h5`` can expand to such a name): click
+    reads it as the options ``-r -u ...``; the line says it is a file and how to pass it,
+    not just 'no option "-r"'."""
+    import shutil
+
+    shutil.copy(FLAT, tmp_path / "-run.h5")
+    done = rltscan("gae", "-run.h5", "-q", cwd=tmp_path)
+    line = one_line(done.stderr)
+    assert done.returncode == 2, line
+    assert '"-run.h5" is a file' in line and '"./-run.h5"' in line and '"--"' in line
+    done = rltscan("gae", "--device", "cpu", "-q", "--", "-run.h5", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stderr == b""
+    assert "advantages" in h5_columns(tmp_path / "-run.h5")
