@@ -200,10 +200,10 @@ def timing_table(report: RunReport) -> Table:
     from rich.text import Text
 
     table = Table(title="timings", title_justify="left")
-    table.add_column("stage")
-    table.add_column("seconds", justify="right")
-    table.add_column("steps/s", justify="right")
-    table.add_column("GB/s", justify="right")
+    table.add_column("stage", overflow="fold")
+    table.add_column("seconds", justify="right", overflow="fold")
+    table.add_column("steps/s", justify="right", overflow="fold")
+    table.add_column("GB/s", justify="right", overflow="fold")
     for stage in report.stages:
         if stage.skipped:
             table.add_row(stage.name, "-", "-", "-", style="dim")
@@ -237,7 +237,7 @@ def outputs_table(report: RunReport) -> Table:
 
     table = Table(title="outputs" if report.written else "would write", title_justify="left")
     for col in ("name", "shape", "dtype", "location"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")  # names and paths whole, never "…"
     for out in report.outputs:
         table.add_row(_t(out.name), str(tuple(out.shape)), out.dtype, _t(out.location))
     return table
@@ -248,8 +248,8 @@ def columns_table(columns: Mapping[str, str]) -> Table:
     from rich.table import Table
 
     table = Table(title="columns", title_justify="left")
-    table.add_column("role")
-    table.add_column("column")
+    table.add_column("role", overflow="fold")
+    table.add_column("column", overflow="fold")
     for role, name in columns.items():
         table.add_row(_t(role), _t(name))
     return table
@@ -260,7 +260,7 @@ def inspect_tables(info: Mapping[str, Any]) -> list[Table]:
     from rich.table import Table
 
     head = Table(title="input", title_justify="left", show_header=False)
-    head.add_column("key")
+    head.add_column("key", overflow="fold")
     head.add_column("value", overflow="fold")
     for key in ("input", "format", "layout", "group", "steps", "episodes", "sequences"):
         if info.get(key) is not None:
@@ -272,16 +272,16 @@ def inspect_tables(info: Mapping[str, Any]) -> list[Table]:
 
     cols = Table(title="columns", title_justify="left")
     for col in ("name", "shape", "dtype", "role"):
-        cols.add_column(col)
+        cols.add_column(col, overflow="fold")
     for col in info["columns"]:
         cols.add_row(
             _t(col["name"]), str(tuple(col["shape"])), _t(col["dtype"]), _t(col.get("role") or "")
         )
 
     est = Table(title="estimators", title_justify="left")
-    est.add_column("command")
-    est.add_column("ready")
-    est.add_column("what it still needs")
+    est.add_column("command", overflow="fold")
+    est.add_column("ready", overflow="fold")
+    est.add_column("what it still needs", overflow="fold")
     for name, state in info["estimators"].items():
         est.add_row(name, "yes" if state["ready"] else "no", _t(state.get("needs") or ""))
     tables = [head, cols, est]
@@ -305,9 +305,9 @@ def statistics_table(statistics: Mapping[str, Any]) -> Table:
     from rich.table import Table
 
     table = Table(title="statistics", title_justify="left")
-    table.add_column("of")
+    table.add_column("of", overflow="fold")
     for col in ("count", "non-finite", "mean", "std", "min", "max"):
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", overflow="fold")
 
     def row(name: str, s: Mapping[str, Any]) -> None:
         table.add_row(

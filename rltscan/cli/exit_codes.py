@@ -8,8 +8,11 @@ with its class's code, Ctrl-C/SIGTERM with 130, a bug with 1 and its traceback;
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
 import json
+import re
 import sys
 import traceback
 from collections.abc import Iterator
@@ -49,12 +52,15 @@ def fail(
     code: int, message: str, kind: str, json_out: bool, quiet: bool, hint: str | None = None
 ) -> None:
     """The error line on stderr (the only line there under ``--json`` and ``-q``; a
-    ``hint:`` line follows it otherwise), the error object on stdout under ``--json``."""
-    typer.echo(f"error: {message}", err=True)
-    if hint and not (json_out or quiet):
-        typer.echo(f"hint: {hint}", err=True)
+    ``hint:`` line follows it otherwise), the error object on stdout under ``--json``.
+    A stream whose reader has gone takes nothing; the exit code still says it."""
+    with contextlib.suppress(OSError):
+        typer.echo(f"error: {message}", err=True)
+        if hint and not (json_out or quiet):
+            typer.echo(f"hint: {hint}", err=True)
     if json_out:
-        typer.echo(json.dumps(error_object(code, kind, message, hint)))
+        with contextlib.suppress(OSError):
+            typer.echo(json.dumps(error_object(code, kind, message, hint)))
     raise typer.Exit(code)
 
 
@@ -63,15 +69,50 @@ said = {"interrupted": False}  # handled() reported a Ctrl-C (main() must not ag
 
 def interrupted_line() -> str:
     """The one line for Ctrl-C/SIGTERM: what, if anything, was already written."""
+    done = written_so_far()
+    if done.startswith("nothing"):
+        return f"interrupted; {done}"
+    return f"interrupted after {done}; re-run with --overwrite to be sure"
+
+
+# what a write that found no room means, by errno: (what happened, what to do)
+NO_ROOM = {
+    errno.ENOSPC: ("no space left on device", "free some space or pass -o PATH on another disk"),
+    errno.EDQUOT: ("the disk quota is exceeded", "free some space or pass -o PATH on another disk"),
+    errno.EFBIG: (
+        "a file grew past this process's file size limit (ulimit -f)",
+        "raise the limit (ulimit -f unlimited) and run again",
+    ),
+}
+
+
+def no_room_line(err: BaseException) -> str | None:
+    """The one line for a write that ran out of room (a full disk, a quota, ``ulimit -f``)
+    that reached the CLI unnamed: h5py reports a failed flush as a ``RuntimeError`` whose
+    text holds the errno (``errno = 28, error message = 'No space left on device'``)."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        code = cause.errno if isinstance(cause, OSError) else None
+        if code not in NO_ROOM and isinstance(cause, (OSError, RuntimeError)):
+            found = re.search(r"errno = (\d+),", str(cause))
+            code = int(found.group(1)) if found else None
+        if code in NO_ROOM:
+            what, fix = NO_ROOM[code]
+            return f"{what} while writing; {written_so_far()}; {fix}"
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def written_so_far() -> str:
+    """What a run that stopped early had already written in full (atomic renames only)."""
     from rltscan.io.atomic import committed
 
     done = committed()
     if done:
-        return (
-            f"interrupted after {', '.join(map(str, done))} was written in full; "
-            "re-run with --overwrite to be sure"
-        )
-    return "interrupted; nothing was written and the input is unchanged"
+        return f"{', '.join(map(str, done))} was written in full"
+    return "nothing was written and the input is unchanged"
 
 
 @contextmanager
@@ -99,6 +140,11 @@ def handled(*, json_out: bool = False, quiet: bool = False, debug: bool = False)
         if interrupts.seen():  # e.g. a C extension's import broken by the Ctrl-C
             said["interrupted"] = True
             fail(130, interrupted_line(), "Interrupted", json_out, quiet)
+        room = no_room_line(err)  # a full disk that the io layer did not name
+        if room is not None:
+            if debug:
+                traceback.print_exc(file=sys.stderr)
+            fail(5, room, "OutputRefusedError", json_out, quiet)
         if json_out:
             typer.echo(json.dumps(error_object(1, "InternalError", f"{type(err).__name__}: {err}")))
         raise

@@ -10,6 +10,7 @@ argument as every other error is worded (README.md, "Exit codes"); the root comm
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,6 +63,13 @@ def usage_message(err: Any, argv: list[str], group: Any) -> tuple[str, str | Non
     text = " ".join(err.format_message().split()).rstrip(".")
     if isinstance(err, click_exceptions.NoSuchOption):
         opt = err.option_name
+        path = next((w for w in argv if w.startswith(opt) and os.path.lexists(w)), None)
+        if path is not None:  # a file whose name starts with '-': click read it as options
+            return (
+                f'{where} has no option "{opt}" and "{path}" is a file; pass it as '
+                f'"./{path}" or after "--"',
+                None,
+            )
         message = f'{where} has no option "{opt}"; see "{where} --help" for its options'
         close = difflib.get_close_matches(opt, options, n=1, cutoff=0.6)
         elsewhere = sorted(
