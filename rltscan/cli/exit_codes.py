@@ -9,10 +9,8 @@ with its class's code, Ctrl-C/SIGTERM with 130, a bug with 1 and its traceback;
 from __future__ import annotations
 
 import contextlib
-import errno
 import importlib
 import json
-import re
 import sys
 import traceback
 from collections.abc import Iterator
@@ -75,34 +73,16 @@ def interrupted_line() -> str:
     return f"interrupted after {done}; re-run with --overwrite to be sure"
 
 
-# what a write that found no room means, by errno: (what happened, what to do)
-NO_ROOM = {
-    errno.ENOSPC: ("no space left on device", "free some space or pass -o PATH on another disk"),
-    errno.EDQUOT: ("the disk quota is exceeded", "free some space or pass -o PATH on another disk"),
-    errno.EFBIG: (
-        "a file grew past this process's file size limit (ulimit -f)",
-        "raise the limit (ulimit -f unlimited) and run again",
-    ),
-}
-
-
 def no_room_line(err: BaseException) -> str | None:
     """The one line for a write that ran out of room (a full disk, a quota, ``ulimit -f``)
-    that reached the CLI unnamed: h5py reports a failed flush as a ``RuntimeError`` whose
-    text holds the errno (``errno = 28, error message = 'No space left on device'``)."""
-    seen: set[int] = set()
-    cause: BaseException | None = err
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        code = cause.errno if isinstance(cause, OSError) else None
-        if code not in NO_ROOM and isinstance(cause, (OSError, RuntimeError)):
-            found = re.search(r"errno = (\d+),", str(cause))
-            code = int(found.group(1)) if found else None
-        if code in NO_ROOM:
-            what, fix = NO_ROOM[code]
-            return f"{what} while writing; {written_so_far()}; {fix}"
-        cause = cause.__cause__ or cause.__context__
-    return None
+    that reached the CLI unnamed (:func:`rltscan.io.atomic.no_room_errno`)."""
+    from rltscan.io.atomic import NO_ROOM, no_room_errno
+
+    code = no_room_errno(err)
+    if code is None:
+        return None
+    what, fix = NO_ROOM[code]
+    return f"{what} while writing; {written_so_far()}; {fix}"
 
 
 def written_so_far() -> str:

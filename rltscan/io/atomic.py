@@ -22,6 +22,7 @@ import contextvars
 import errno
 import fcntl
 import os
+import re
 import shutil
 import signal
 import stat
@@ -204,30 +205,87 @@ def fsync_all(paths: list[Path], *, threads: int = 16) -> None:
 
 
 def check_space(dst: Path, needed: int) -> None:
-    """Refuse early when the target's filesystem cannot hold ``needed`` more bytes."""
+    """Refuse early when the target's filesystem cannot hold ``needed`` more bytes, or the
+    file would outgrow this process's file size limit (``ulimit -f``)."""
     free = shutil.disk_usage(dst.parent).free
     if needed > free:
+        need, have = _sizes(needed, free)
         raise OutputRefusedError(
-            f"no space left for {dst}: need {needed / 1e6:.1f} MB, {free / 1e6:.1f} MB free; "
+            f"no space left for {dst}: need {need}, {have} free; "
             "free some space or pass -o PATH on another disk"
+        )
+    limit = _file_size_limit()
+    if limit is not None and needed > limit:
+        need, cap = _sizes(needed, limit)
+        raise OutputRefusedError(
+            f"{dst} needs {need}, past this process's file size limit (ulimit -f) of {cap}; "
+            "raise the limit (ulimit -f unlimited) and run again"
         )
 
 
+def _file_size_limit() -> int | None:
+    """``RLIMIT_FSIZE`` in bytes, or None where there is none (or no such limit here)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def _sizes(a: int, b: int) -> tuple[str, str]:
+    """Two byte counts, in MB from 1 MB up, in bytes below or where MB shows them equal."""
+
+    def size(n: int) -> str:
+        return f"{n:,} bytes" if n < 10**6 else f"{n / 1e6:.1f} MB"
+
+    one, two = size(a), size(b)
+    return (one, two) if one != two else (f"{a:,} bytes", f"{b:,} bytes")
+
+
+# What a write that found no room means, by errno: (what happened, what to do).
+NO_ROOM = {
+    errno.ENOSPC: ("no space left on device", "free some space or pass -o PATH on another disk"),
+    errno.EDQUOT: ("the disk quota is exceeded", "free some space or pass -o PATH on another disk"),
+    errno.EFBIG: (
+        "the file size limit (ulimit -f) was reached",
+        "raise the limit (ulimit -f unlimited) and run again",
+    ),
+}
+
+
+def no_room_errno(err: BaseException | None) -> int | None:
+    """The errno (a key of :data:`NO_ROOM`) of a write that ran out of room (a full disk,
+    a quota, ``ulimit -f``) in ``err`` or its causes, else None. h5py reports a failed
+    flush as a ``RuntimeError`` whose text holds the errno (``errno = 28, ...``)."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in NO_ROOM:
+            return err.errno
+        if isinstance(err, (OSError, RuntimeError)):
+            text = str(err)
+            found = re.search(r"errno = (\d+),", text)
+            if found and int(found.group(1)) in NO_ROOM:
+                return int(found.group(1))
+            if "No space left on device" in text:
+                return errno.ENOSPC
+            if "quota" in text.lower():
+                return errno.EDQUOT
+        err = err.__cause__ or err.__context__
+    return None
+
+
 def is_full_disk(err: BaseException | None) -> bool:
-    """ENOSPC/EDQUOT, also as HDF5 reports it (an OSError whose text names errno 28)."""
-    if not isinstance(err, OSError):
-        return False
-    if err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    text = str(err)
-    return "No space left on device" in text or "errno = 28," in text or "quota" in text.lower()
+    """Whether ``err`` is a write that ran out of room (:func:`no_room_errno`)."""
+    return no_room_errno(err) is not None
 
 
-def no_space(dst: Path) -> OutputRefusedError:
-    """The one-line error for a disk that filled up while ``dst`` was being written."""
-    return OutputRefusedError(
-        f"no space left on device writing {dst}; nothing was changed, free some space"
-    )
+def no_space(dst: Path, err: BaseException | None = None) -> OutputRefusedError:
+    """The one-line error for a write of ``dst`` that ran out of room (``err``'s errno:
+    a full disk unless it says a quota or ``ulimit -f``)."""
+    what, fix = NO_ROOM[no_room_errno(err) or errno.ENOSPC]
+    return OutputRefusedError(f"{what} writing {dst}; nothing was changed, {fix}")
 
 
 @contextlib.contextmanager
@@ -263,10 +321,10 @@ def atomic_path(dst: Path, *, copy_from: Path | None = None, size_hint: int = 0)
             os.replace(tmp, dst)
             mark_committed(dst)
         fsync_dir(dst.parent)
-    except OSError as err:
+    except (OSError, RuntimeError) as err:  # RuntimeError: h5py's failed flush
         _remove(tmp)
         if is_full_disk(err):
-            raise no_space(dst) from None
+            raise no_space(dst, err) from None
         if isinstance(err, PermissionError):
             raise OutputRefusedError(
                 f"cannot write {dst} ({err.strerror}); check the permissions of "

@@ -369,7 +369,7 @@ class ParquetSink:
         for col in self.columns.values():
             col.close()
         if is_full_disk(error):
-            raise no_space(Path(self.dst)) from None
+            raise no_space(Path(self.dst), error) from None
 
 
 class NullSink:

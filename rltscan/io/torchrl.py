@@ -834,7 +834,7 @@ def write_back(
         shards.end_journal(stage)
     except OSError as err:
         if atomic.is_full_disk(err):
-            raise atomic.no_space(meta_path) from None
+            raise atomic.no_space(meta_path, err) from None
         raise
     finally:
         if not (stage / shards.JOURNAL).exists():  # a decided commit is left for recover()

@@ -534,3 +534,61 @@ def test_minari_columnar_matches_hdf5_and_keeps_padding(
             if before[d.name] is not None:  # every original column unchanged
                 for name in before[d.name].column_names:
                     assert table.column(name).equals(before[d.name].column(name))
+
+
+H5PY_FLUSH_FAILED = (
+    "Can't write image to file (file write failed: time = Mon Dec  7 03:35:06 2026\n, "
+    "filename = '/tmp/.x.rltscan-1.tmp', file descriptor = 5, errno = {}, error message = "
+    "'File too large', buf = 0x1, total write size = 3829, bytes this sub-write = 3829)"
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [(errno.EFBIG, "ulimit -f"), (errno.ENOSPC, "no space left"), (errno.EDQUOT, "quota")],
+)
+def test_h5py_s_failed_flush_is_output_refused_in_the_api(
+    tmp_path: Path, monkeypatch, code: int, words: str
+) -> None:
+    """h5py reports a flush that found no room as a RuntimeError holding the errno; the
+    API raised it as is (the CLI named it), now OutputRefusedError as an OSError would."""
+    path = copy_sample(FLAT, tmp_path)
+    before = path.read_bytes()
+
+    close = h5py.File.close
+
+    def failed(self):  # the temp file's close, where HDF5 flushes what it holds
+        if ".rltscan-" in self.filename:
+            close(self)
+            raise RuntimeError(H5PY_FLUSH_FAILED.format(code))
+        close(self)
+
+    monkeypatch.setattr(h5py.File, "close", failed)
+    with pytest.raises(OutputRefusedError, match=words):
+        run("gae", path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+
+
+def test_a_file_past_the_file_size_limit_is_refused_before_writing(tmp_path: Path) -> None:
+    """``ulimit -f`` below the copy an in-place rewrite starts from: refused up front."""
+    resource = pytest.importorskip("resource")
+    path = copy_sample(FLAT, tmp_path)
+    script = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))\n"
+        "from rltscan import api\n"
+        "from rltscan.errors import OutputRefusedError\n"
+        "try:\n"
+        "    api.run('gae', sys.argv[1], device='cpu')\n"
+        "except OutputRefusedError as err:\n"
+        "    print(err)\n"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "file size limit (ulimit -f) of 4,096 bytes" in done.stdout
+    assert resource.RLIMIT_FSIZE is not None
