@@ -198,6 +198,8 @@ def _refusal(d: Declaration, kwargs: dict[str, Any]) -> tuple[str, str] | None:
             )
         if isinstance(value, (bool, np.bool_, str, bytes)):  # float() would take them
             return f"{name} must be a number, got {value!r}", "pass a float"
+        if value is None and name in kwargs and name not in _FALLBACK:  # only pg_rho_clip
+            return f"{name} must be a number, got None", "pass a float, or leave it out"
     return None
 
 

@@ -238,6 +238,9 @@ TORCHRL_OUTPUTS = {
     "vtrace": {"pg_advantages": "advantage", "vs": "value_target"},
 }
 _BEHAVIOUR_LOGP = ("sample_log_prob", "action_log_prob")  # TorchRL's names, old and new
+# what TorchRL's MultiStep leaves beside the n-step rewards it wrote (rltscan/roles.py
+# N_STEP_REWARDS, as TensorDict keys)
+_N_STEP_KEYS = ("steps_to_next_obs", ("next", "original_reward"))
 
 
 def is_tensordict(x: Any) -> bool:
@@ -287,6 +290,15 @@ def from_tensordict(
     out = dict(args)
     out[d.inputs[0]] = None
     keys = set(td.keys(include_nested=True))
+    n_step = next((k for k in _N_STEP_KEYS if k in keys), None)
+    if n_step is not None and not _is_array(args.get("gamma")):
+        raise AmbiguousInputError(
+            f"the TensorDict has {n_step!r}: TorchRL's MultiStep made its rewards n-step "
+            "returns, which TorchRL's value modules discount by gamma ** steps_to_next_obs "
+            "and a one-step estimator would not",
+            'pass gamma=gamma ** td["steps_to_next_obs"] (as TorchRL reads them), or '
+            "compute on the batch before MultiStep",
+        )
 
     def take(arg: str, key: Any, what: str) -> None:
         if out.get(arg) is not None:

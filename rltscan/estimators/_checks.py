@@ -28,13 +28,18 @@ from rltscan.estimators.declaration import (
 )
 
 
-def check_params(**params: float | None) -> None:
+def check_params(**params: float) -> None:
     """Scalar hyperparameters: real numbers (numpy and 0-d torch scalars too) in their
-    declared ranges (``rltscan.estimators.check_params``, the one table and wording)."""
+    declared ranges (``rltscan.estimators.check_params``, the one table and wording).
+    None is refused too: a ``None`` default has been filled from its fallback already
+    (``pg_rho_clip``), so a None here was passed for a parameter that has no such rule
+    (``gamma=None`` was float()'s TypeError)."""
     for name, v in params.items():
-        if v is not None and not _is_real_scalar(v):
-            raise ParameterError(f"{name} must be a number, got {v!r}", "pass a float")
-    declared_check_params({k: None if v is None else float(v) for k, v in params.items()})
+        if not _is_real_scalar(v):
+            raise ParameterError(
+                f"{name} must be a number, got {v!r}", "pass a float, or leave it out"
+            )
+    declared_check_params({k: float(v) for k, v in params.items()})
 
 
 def _is_real_scalar(v: object) -> bool:

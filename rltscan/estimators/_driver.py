@@ -198,8 +198,9 @@ def _run(
     cols = {k: frame.rows(v) if k == ref else flat_frame.rows(v) for k, v in tensors.items()}
     for k, v in flag_t.items():
         cols[k] = flat_frame.rows(v)
+    starts0 = None  # sequences whose step 0 starts an episode (forward kinds, starts)
     if ends is not None:
-        _flags_from_ends(cols, ends, flat_frame, device, layout, validate, carry, kind)
+        starts0 = _flags_from_ends(cols, ends, flat_frame, device, layout, validate, carry, kind)
         flag_t.pop(ends.name)
         flag_t.update({k: cols[k] for k in ("terminated", "truncated") if k in cols})
     if features and nfeat != 1:
@@ -208,7 +209,13 @@ def _run(
         for k in [*flag_t, *(n for n in tensors if n != ref)]:
             r, t = cols[k].shape
             cols[k] = cols[k].unsqueeze(0).expand(nfeat, r, t).reshape(nfeat * r, t)
+        if starts0 is not None:
+            starts0 = starts0.unsqueeze(0).expand(nfeat, -1).reshape(-1)
 
+    carry = _check_carry(kind, carry, last_value, init, len(next(iter(cols.values()))), device)
+    init_rows = per_row("init", init, frame, device, layout=layout)
+    if starts0 is not None:
+        carry, init_rows = _reset_at_step_0(starts0, carry, init_rows)
     p = Problem(
         kind=kind,
         reverse=MODULES[kind].REVERSE,
@@ -218,8 +225,8 @@ def _run(
         nv_mode=nv_mode,
         missing_zero=missing_zero,
         last_value=per_row("last_value", last_value, flat_frame, device, layout=layout),
-        init=per_row("init", init, frame, device, layout=layout),
-        carry=_check_carry(kind, carry, last_value, init, len(next(iter(cols.values()))), device),
+        init=init_rows,
+        carry=carry,
         settings=settings,
     )
     if outputs is not None:
@@ -283,9 +290,15 @@ def _flags_from_ends(
     kind: str,
 ) -> None:
     """``terminated``/``truncated`` rows from the dones or episode starts in ``cols``
-    (replaced there), by the rules of :mod:`rltscan.dones` (docs/CONVENTIONS.md §1.4)."""
+    (replaced there), by the rules of :mod:`rltscan.dones` (docs/CONVENTIONS.md §1.4).
+
+    Returns, for a forward kind given episode starts, the rows whose step 0 starts an
+    episode (``starts[:, 0]``, which no flag of this chunk holds); else None."""
     mark = cols.pop(ends.name)
     mark = mark if mark.dtype == torch.bool else mark != 0
+    starts0 = None
+    if ends.meaning == "starts" and not MODULES[kind].REVERSE:
+        starts0 = mark[:, 0].clone()
     if ends.meaning == "ended":
         ended = mark
     else:
@@ -306,6 +319,22 @@ def _flags_from_ends(
         cols["terminated"] = new if term is None else new | term
     else:  # terminated wins where both are set (§1.1)
         cols["truncated"] = ended if trunc is None else ended | trunc
+    return starts0
+
+
+def _reset_at_step_0(
+    starts0: torch.Tensor, carry: Carry | None, init: torch.Tensor | None
+) -> tuple[Carry | None, torch.Tensor | None]:
+    """A forward kind's boundary where step 0 starts an episode (``starts0``, per row):
+    nothing crosses into it. The previous chunk's last step ended its episode there
+    (the carry's ``prev_done``), and ``init`` (the value before step 0) is 0 there."""
+    if carry is not None:
+        done = starts0 if carry.prev_done is None else carry.prev_done | starts0
+        return dataclasses.replace(carry, prev_done=done), init
+    if init is not None:
+        mask = starts0.reshape(-1, *[1] * (init.ndim - 1))  # [R] or [R, K] (settings)
+        init = torch.where(mask, torch.zeros((), dtype=init.dtype, device=init.device), init)
+    return carry, init
 
 
 def _carry_out(p: Problem, out: dict[str, Any]) -> Carry:

@@ -111,11 +111,24 @@ _TORCH_NUMPY = frozenset({"b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", 
 def torch_readable(name: str, x: np.ndarray) -> np.ndarray:
     """A numpy argument as torch can wrap it: a view with negative strides (``x[::-1]``)
     or in big-endian order copied, a dtype torch has no type for (strings, objects,
-    long double) refused by name.
+    long double) refused by name, a masked array (``np.ma``, netCDF4) read as its data
+    when nothing is masked and refused otherwise (under a mask is a missing value, not
+    a step's).
 
     Raises:
         DTypeError: the dtype is not a number torch holds.
+        DataError: an entry is masked.
     """
+    if isinstance(x, np.ma.MaskedArray):
+        if np.ma.getmaskarray(x).any():
+            raise DataError(
+                f'"{name}" is a masked array with masked entries (missing data), and the '
+                "values under its mask would be read as data",
+                "pass x.filled(np.nan): NaN is refused where it is read and ignored where "
+                "it is not (docs/CONVENTIONS.md §5)",
+                column=name,
+            )
+        x = x.data
     if f"{x.dtype.kind}{x.dtype.itemsize}" not in _TORCH_NUMPY:
         fix = (
             "pass float64 or a narrower float (x.astype(np.float64))"

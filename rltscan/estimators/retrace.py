@@ -96,9 +96,11 @@ def prepare(args: dict[str, Any]) -> dict[str, Any]:
             raise ParameterError(f'trace="{args["trace"]}" needs "{name}"; pass it')
 
     if args["next_expected_q"] is None:
-        args["next_expected_q"] = _expected_next_q(
+        ev = _expected_next_q(
             args["next_target_probs"], args["next_q"], args["validate"], args["terminated"]
         )
+        _check_table_shape(ev, args["rewards"])
+        args["next_expected_q"] = ev
     elif args["next_target_probs"] is not None or args["next_q"] is not None:
         raise ParameterError(
             '"next_expected_q" and "next_target_probs"/"next_q" were both given; pass one form'
@@ -139,6 +141,27 @@ def _expected_next_q(probs: Any, q: Any, validate: bool, terminated: Any) -> Any
             )
     ev = (p * qq).sum(-1)
     return ev if isinstance(probs, torch.Tensor) else ev.numpy()
+
+
+def _check_table_shape(ev: Any, rewards: Any) -> None:
+    """The expectation of ``[..., A]`` tables has the rewards' shape, or the refusal names
+    the tables (not ``next_expected_q``, which the caller never passed)."""
+    import numpy as np
+
+    from rltscan.errors import DataError
+
+    got, want = tuple(np.shape(ev)), tuple(np.shape(rewards))
+    if rewards is not None and got != want:
+
+        def shape(s: tuple[int, ...]) -> str:
+            return "[" + ", ".join([*map(str, s), "A"]) + "]"
+
+        raise DataError(
+            f'"next_target_probs" and "next_q" have shape {shape(got)} but "rewards" has {want}',
+            f"pass tables of shape {shape(want)} (the rewards' shape and one more axis of "
+            "A actions; x.unsqueeze(-2) beside TorchRL's [*B, T, 1])",
+            column="next_q",
+        )
 
 
 def log_ratio_at(p: Problem, t: int | slice) -> Tensor | None:

@@ -1,0 +1,47 @@
+"""numpy masked arrays (what netCDF4 and ``np.ma`` hand out): a masked entry is data
+that is missing, but the call read the value stored under the mask as a real step
+(rewards [1, (masked 2), 3, 4] gave the advantages of [1, 2, 3, 4]). A masked entry is
+refused now with the conversion that keeps the meaning (``x.filled(np.nan)``: NaN is
+refused where it is read and harmless where it is not, docs/CONVENTIONS.md §5); a
+masked array with nothing masked is read as its data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rltscan
+from rltscan import DataError
+
+R = np.array([1.0, 2.0, 3.0, 4.0])
+V = np.full(4, 0.5)
+Z = np.zeros(4, bool)
+
+
+def test_a_masked_reward_is_refused_with_the_fix():
+    r = np.ma.masked_array(R, mask=[0, 1, 0, 0])
+    with pytest.raises(DataError, match=r'"rewards" is a masked array.*filled\(np.nan\)'):
+        rltscan.gae(r, V, terminated=Z, last_value=0.0)
+
+
+@pytest.mark.parametrize("name", ["terminated", "last_value", "values", "gamma"])
+def test_every_argument_is_checked(name):
+    args = {"values": V, "terminated": Z, "last_value": np.zeros(1), "gamma": np.full(4, 0.9)}
+    args[name] = np.ma.masked_array(args[name], mask=np.ones_like(args[name], bool))
+    with pytest.raises(DataError, match=f'"{name}" is a masked array'):
+        rltscan.gae(R, **args)
+
+
+def test_nothing_masked_reads_the_data():
+    want = rltscan.gae(R, V, terminated=Z, last_value=0.0).advantages
+    got = rltscan.gae(np.ma.masked_array(R), np.ma.masked_array(V, mask=np.zeros(4, bool)),
+                      terminated=Z, last_value=0.0).advantages  # fmt: skip
+    np.testing.assert_array_equal(got, want)
+
+
+def test_masked_bootstrap_values_filled_with_nan_are_read_only_where_needed():
+    """The named fix: unread slots may be missing (§1.2)."""
+    boot = np.ma.masked_array([0.0, 0.0, 0.0, 0.7], mask=[1, 1, 1, 0])
+    got = rltscan.gae(R, V, terminated=Z, bootstrap_values=boot.filled(np.nan)).advantages
+    want = rltscan.gae(R, V, terminated=Z, last_value=0.7).advantages
+    np.testing.assert_allclose(got, want, rtol=1e-12)
