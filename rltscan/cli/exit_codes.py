@@ -75,13 +75,13 @@ def interrupted_line() -> str:
 
 def no_room_line(err: BaseException) -> str | None:
     """The one line for a write that ran out of room (a full disk, a quota, ``ulimit -f``)
-    that reached the CLI unnamed (:func:`rltscan.io.atomic.no_room_errno`)."""
-    from rltscan.io.atomic import NO_ROOM, no_room_errno
+    that reached the CLI unnamed (:func:`rltscan.io.atomic.no_room`)."""
+    from rltscan.io.atomic import no_room
 
-    code = no_room_errno(err)
-    if code is None:
+    room = no_room(err)
+    if room is None:
         return None
-    what, fix = NO_ROOM[code]
+    what, fix = room
     return f"{what} while writing; {written_so_far()}; {fix}"
 
 
