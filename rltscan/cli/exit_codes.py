@@ -29,7 +29,7 @@ EXIT_CODES = " ".join(
         "3 input file: missing, unreadable, not HDF5/Parquet/Arrow, corrupt, not seekable ·",
         "4 data: missing column, shape mismatch, NaN/Inf where read, flags not 0/1,",
         "missing bootstrap · 5 output refused: exists without --overwrite, binary to a",
-        "terminal, no space · 6 backend unavailable · 130 interrupted.",
+        "terminal, no space, a closed pipe · 6 backend unavailable · 130 interrupted.",
     ]
 )
 
