@@ -182,7 +182,8 @@ class DTypeError(RltscanError, TypeError):
 
 
 class OutputRefusedError(RltscanError):
-    """An output exists without --overwrite, binary to a terminal, no space left."""
+    """An output exists without --overwrite, binary to a terminal, no space left, a
+    reader that closed the pipe."""
 
     exit_code = 5
 

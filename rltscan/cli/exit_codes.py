@@ -29,7 +29,7 @@ EXIT_CODES = " ".join(
         "3 input file: missing, unreadable, not HDF5/Parquet/Arrow, corrupt, not seekable ·",
         "4 data: missing column, shape mismatch, NaN/Inf where read, flags not 0/1,",
         "missing bootstrap · 5 output refused: exists without --overwrite, binary to a",
-        "terminal, no space · 6 backend unavailable · 130 interrupted.",
+        "terminal, no space, a closed pipe · 6 backend unavailable · 130 interrupted.",
     ]
 )
 
@@ -75,13 +75,13 @@ def interrupted_line() -> str:
 
 def no_room_line(err: BaseException) -> str | None:
     """The one line for a write that ran out of room (a full disk, a quota, ``ulimit -f``)
-    that reached the CLI unnamed (:func:`rltscan.io.atomic.no_room_errno`)."""
-    from rltscan.io.atomic import NO_ROOM, no_room_errno
+    that reached the CLI unnamed (:func:`rltscan.io.atomic.no_room`)."""
+    from rltscan.io.atomic import no_room
 
-    code = no_room_errno(err)
-    if code is None:
+    room = no_room(err)
+    if room is None:
         return None
-    what, fix = NO_ROOM[code]
+    what, fix = room
     return f"{what} while writing; {written_so_far()}; {fix}"
 
 

@@ -18,6 +18,7 @@ These run on the first call of a shape only: a call with any of them is never bo
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -291,11 +292,18 @@ def from_tensordict(
     out[d.inputs[0]] = None
     keys = set(td.keys(include_nested=True))
     n_step = next((k for k in _N_STEP_KEYS if k in keys), None)
-    if n_step is not None and not _is_array(args.get("gamma")):
+    gamma = args.get("gamma")
+    # a γ per step (not a 0-d tensor: a value module's own .gamma buffer is one number)
+    per_step = (
+        _is_array(gamma)
+        and len(gamma.shape) >= td.batch_dims
+        and math.prod(gamma.shape) == td.numel()
+    )
+    if n_step is not None and not per_step:
         raise AmbiguousInputError(
             f"the TensorDict has {n_step!r}: TorchRL's MultiStep made its rewards n-step "
             "returns, which TorchRL's value modules discount by gamma ** steps_to_next_obs "
-            "and a one-step estimator would not",
+            "and one gamma for every step would not",
             'pass gamma=gamma ** td["steps_to_next_obs"] (as TorchRL reads them), or '
             "compute on the batch before MultiStep",
         )

@@ -124,8 +124,7 @@ def torch_readable(name: str, x: np.ndarray) -> np.ndarray:
             raise DataError(
                 f'"{name}" is a masked array with masked entries (missing data), and the '
                 "values under its mask would be read as data",
-                "pass x.filled(np.nan): NaN is refused where it is read and ignored where "
-                "it is not (docs/CONVENTIONS.md §5)",
+                _masked_fix(x.dtype),
                 column=name,
             )
         x = x.data
@@ -173,6 +172,19 @@ def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Te
     if device is not None and t.device != device:
         t = t.to(device)
     return t
+
+
+def _masked_fix(dtype: np.dtype) -> str:
+    """What to do with masked entries: NaN for numbers (refused where it is read, ignored
+    where it is not, docs/CONVENTIONS.md §5); a flag has no missing value (``filled(np.nan)``
+    makes a masked boolean True, an episode end, and fails on integers)."""
+    nan = "NaN is refused where it is read and ignored where it is not (docs/CONVENTIONS.md §5)"
+    if dtype.kind == "f":
+        return f"pass x.filled(np.nan): {nan}"
+    flag = "a flag cannot be missing: pass x.filled(v) with the flag each masked step has"
+    if dtype.kind == "b":
+        return flag
+    return f"{flag}; numbers: pass x.astype(np.float64).filled(np.nan): {nan}"
 
 
 def read_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -276,6 +276,21 @@ def no_room_errno(err: BaseException | None) -> int | None:
     return None
 
 
+def no_room(err: BaseException | None) -> tuple[str, str] | None:
+    """What a write that ran out of room (:func:`no_room_errno`) means and what to do,
+    else None. EFBIG with no ``ulimit -f`` in force is the filesystem's own largest file
+    (FAT32's 4 GiB), which raising the limit does not change."""
+    code = no_room_errno(err)
+    if code is None:
+        return None
+    if code == errno.EFBIG and _file_size_limit() is None:
+        return (
+            "the filesystem's largest file size was reached",
+            "pass -o PATH on another filesystem",
+        )
+    return NO_ROOM[code]
+
+
 def is_full_disk(err: BaseException | None) -> bool:
     """Whether ``err`` is a write that ran out of room (:func:`no_room_errno`)."""
     return no_room_errno(err) is not None
@@ -284,7 +299,7 @@ def is_full_disk(err: BaseException | None) -> bool:
 def no_space(dst: Path, err: BaseException | None = None) -> OutputRefusedError:
     """The one-line error for a write of ``dst`` that ran out of room (``err``'s errno:
     a full disk unless it says a quota or ``ulimit -f``)."""
-    what, fix = NO_ROOM[no_room_errno(err) or errno.ENOSPC]
+    what, fix = no_room(err) or NO_ROOM[errno.ENOSPC]
     return OutputRefusedError(f"{what} writing {dst}; nothing was changed, {fix}")
 
 

@@ -36,6 +36,7 @@ import pytest
 from rltscan import api
 from rltscan.errors import (
     AmbiguousInputError,
+    DataError,
     InputFileError,
     OutputRefusedError,
     ParameterError,
@@ -648,3 +649,27 @@ def test_a_kill_among_the_renames_is_completed_by_the_next_run(
     td = TensorDict.load_memmap(path)
     assert_unchanged(before, td)
     assert {"advantages", "value_targets"} <= set(td.keys())
+
+
+def test_a_reward_of_two_entries_a_step_names_no_list_recipe(tmp_path: Path) -> None:
+    """A storage is arrays, not a table of list cells: ``next/reward`` [N, 2] (two reward
+    terms a step) was refused as "one episode a row?" with the recipe for list columns
+    (explode them, keep the row number as --episode-id), which a storage has none of."""
+    n = 6
+    TensorDict(
+        {
+            "state_value": torch.zeros(n, 1),
+            "next": {
+                "reward": torch.ones(n, 2),
+                "done": torch.zeros(n, 1, dtype=torch.bool),
+                "terminated": torch.zeros(n, 1, dtype=torch.bool),
+                "state_value": torch.zeros(n, 1),
+            },
+        },
+        [n],
+    ).memmap_(tmp_path / "td")
+    with pytest.raises(DataError) as err:
+        run(tmp_path / "td", dry_run=True)
+    message = f"{err.value} {err.value.fix}"
+    assert "(6, 2)" in message and "--rewards KEY" in message
+    assert "explode" not in message and "--episode-id" not in message

@@ -552,6 +552,8 @@ def test_h5py_s_failed_flush_is_output_refused_in_the_api(
 ) -> None:
     """h5py reports a flush that found no room as a RuntimeError holding the errno; the
     API raised it as is (the CLI named it), now OutputRefusedError as an OSError would."""
+    from rltscan.io import atomic
+
     path = copy_sample(FLAT, tmp_path)
     before = path.read_bytes()
 
@@ -564,6 +566,7 @@ def test_h5py_s_failed_flush_is_output_refused_in_the_api(
         close(self)
 
     monkeypatch.setattr(h5py.File, "close", failed)
+    monkeypatch.setattr(atomic, "_file_size_limit", lambda: 1 << 40)  # EFBIG: ulimit -f
     with pytest.raises(OutputRefusedError, match=words):
         run("gae", path)
     monkeypatch.undo()
@@ -592,3 +595,24 @@ def test_a_file_past_the_file_size_limit_is_refused_before_writing(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert "file size limit (ulimit -f) of 4,096 bytes" in done.stdout
     assert resource.RLIMIT_FSIZE is not None
+
+
+def test_a_file_too_large_for_its_filesystem_names_no_ulimit(tmp_path: Path, monkeypatch) -> None:
+    """EFBIG with no ``ulimit -f`` in force is the filesystem's largest file (FAT32's 4 GiB
+    on a USB disk): the message said to raise ``ulimit -f``, which changes nothing there."""
+    from rltscan.io import atomic
+
+    path = copy_sample(FLAT, tmp_path)
+    close = h5py.File.close
+
+    def failed(self):
+        if ".rltscan-" in self.filename:
+            close(self)
+            raise RuntimeError(H5PY_FLUSH_FAILED.format(errno.EFBIG))
+        close(self)
+
+    monkeypatch.setattr(h5py.File, "close", failed)
+    monkeypatch.setattr(atomic, "_file_size_limit", lambda: None)
+    with pytest.raises(OutputRefusedError) as err:
+        run("gae", path)
+    assert "ulimit" not in str(err.value) and "another filesystem" in str(err.value)

@@ -45,3 +45,25 @@ def test_masked_bootstrap_values_filled_with_nan_are_read_only_where_needed():
     got = rltscan.gae(R, V, terminated=Z, bootstrap_values=boot.filled(np.nan)).advantages
     want = rltscan.gae(R, V, terminated=Z, last_value=0.7).advantages
     np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_a_masked_flag_names_no_nan_fix():
+    """``x.filled(np.nan)`` on a boolean mask array gives True where masked (NaN is truthy):
+    following the fix read a missing flag as an episode end, with no word. On integers it
+    raises numpy's TypeError. A flag has no missing value; the fix says so."""
+    term = np.ma.masked_array([False, False, True, False], mask=[0, 1, 0, 0])
+    assert term.filled(np.nan)[1]  # what the old fix did
+    for flags in (term, term.astype(np.int8)):
+        with pytest.raises(DataError) as err:
+            rltscan.discounted_returns(R, terminated=flags, gamma=0.9)
+        assert "pass x.filled(np.nan)" not in err.value.fix
+        assert err.value.fix.startswith("a flag cannot be missing")
+
+
+def test_masked_integer_rewards_name_a_fix_that_runs():
+    r = np.ma.masked_array([1, 2, 3, 4], mask=[0, 1, 0, 0])
+    with pytest.raises(DataError) as err:
+        rltscan.discounted_returns(r, terminated=Z, gamma=0.9)
+    assert "x.astype(np.float64).filled(np.nan)" in err.value.fix
+    with pytest.raises(DataError, match='"rewards" has NaN'):  # refused where it is read
+        rltscan.discounted_returns(r.astype(np.float64).filled(np.nan), terminated=Z, gamma=0.9)

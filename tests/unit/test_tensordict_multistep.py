@@ -71,3 +71,18 @@ def test_the_named_fix_is_torchrls_vtrace():
     rltscan.vtrace(td, logp_target=log_pi, gamma=gamma)
     assert_close_to_oracle(td["advantage"], adv, F32)
     assert_close_to_oracle(td["value_target"], vs, F32)
+
+
+@pytest.mark.parametrize(
+    "gamma",
+    [torch.tensor(0.9), torch.tensor([0.9]), torch.full((2, 1, 1), 0.9)],
+    ids=["0-d (a value module's .gamma buffer)", "one element", "one per sequence"],
+)
+def test_a_tensor_gamma_that_is_not_per_step_is_refused_too(gamma):
+    """A TorchRL value module keeps gamma as a 0-d tensor buffer (``module.gamma``), so
+    ``gamma=module.gamma`` is the natural call; it is one γ for every step, not
+    ``gamma ** steps_to_next_obs``, and it was let through (0.77 off TorchRL's GAE)."""
+    td = _multistep_batch()
+    with pytest.raises(AmbiguousInputError, match=r"steps_to_next_obs.*gamma \*\* td"):
+        rltscan.gae(td, gamma=gamma, lam=0.8)
+    assert td.get("advantage", None) is None  # nothing written

@@ -25,6 +25,7 @@ class TorchRL(Format):
     name = WORD
     title = "TorchRL"
     words = (WORD,)
+    arrays = True  # [B, T] / [T, B] batches (--layout), no list cells
 
     def sniff(self, path: Path, head: bytes | None) -> Sniffed | None:
         """A storage directory, or a zip (``torch.save`` and tensordict's ``.tdz``)
