@@ -7,7 +7,8 @@ starts an episode (*starts*: CleanRL's ``dones``, Stable-Baselines3's
 ``episode_starts``); it never says which, so a caller must. Nor does it say whether
 the episode terminated or was truncated: a separate flag column may say it for some
 ends (:func:`unexplained_ends`); the other ends take the meaning the caller gives
-(``ends_are`` / ``--ends-are``), never a guessed one.
+(``ends_are`` / ``--ends-are``), never a guessed one. A flag that ends a step the
+``dones`` do not end contradicts them (:func:`contradicted`): refused, never read.
 """
 
 from __future__ import annotations
@@ -72,11 +73,57 @@ def unexplained_ends(meaning: DonesMean, terminated: bool, truncated: bool) -> s
     return "ask"
 
 
+def contradicted(ended: Any, terminated: Any, truncated: Any, known: Any = None) -> Any:
+    """The steps that a ``terminated`` or ``truncated`` flag ends and ``ended`` (the
+    dones, read as ends) does not: ``(terminated | truncated) & ~ended``, limited to the
+    steps whose end the dones say (``known``; None: every step).
+
+    ``dones`` read as ends mean ``terminated or truncated`` (TorchRL's ``done``, which
+    its envs write as ``terminated | truncated``; Gymnasium's ``terminated or
+    truncated``), so no producer writes such a step, and its two readings give different
+    numbers: the flag ends the episode, while TorchRL's estimators (``done`` and
+    ``terminated``) bootstrap nothing there but run the trace on across it. The one rule
+    for the API and for files: such a step is refused (docs/CONVENTIONS.md §1.4).
+
+    Args:
+        ended: boolean ends from the dones (numpy array or torch tensor).
+        terminated, truncated: boolean flags of ``ended``'s shape, or None (not given).
+        known: boolean mask of the steps whose end the dones give, or None.
+
+    Returns:
+        A boolean array of ``ended``'s shape (same library), or None without flags.
+    """
+    flagged = None
+    for flag in (terminated, truncated):
+        if flag is not None:
+            flagged = flag if flagged is None else flagged | flag
+    if flagged is None:
+        return None
+    bad = flagged & ~ended
+    return bad if known is None else bad & known
+
+
+def contradiction(flag: str, dones: str, meaning: DonesMean, at: str) -> str:
+    """What a :func:`contradicted` step is, in words: ``flag`` (the column or argument
+    set there) at ``at`` (``index (0, 3)``, ``row 12``) beside ``dones`` read as
+    ``meaning``. One wording for the API and the CLI; each adds its own fix."""
+    if meaning == "starts":
+        said = f'"{dones}" does not start an episode at the next step'
+    else:
+        said = f'"{dones}" (terminated or truncated) is not'
+    return (
+        f'"{flag}" is set at {at} but {said}: the two disagree on whether that step '
+        "ended its episode"
+    )
+
+
 __all__ = [
     "DONES_MEANINGS",
     "ENDS_ARE",
     "DonesMean",
     "EndsAre",
+    "contradicted",
+    "contradiction",
     "shift_starts",
     "unexplained_ends",
 ]

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rltscan.dones import shift_starts
+from rltscan.dones import contradicted, contradiction, shift_starts
 from rltscan.errors import DataError, ParameterError
 from rltscan.estimators import DECLARATIONS, declared_module
 from rltscan.estimators import _bound as bound
@@ -299,6 +299,7 @@ def _flags_from_ends(
     starts0 = None
     if ends.meaning == "starts" and not MODULES[kind].REVERSE:
         starts0 = mark[:, 0].clone()
+    known = None  # the steps whose end the dones say: all but, from starts, the last one
     if ends.meaning == "ended":
         ended = mark
     else:
@@ -311,15 +312,39 @@ def _flags_from_ends(
             "last_dones", ends.last, frame, device, layout=layout, flag=True, validate=validate
         )
         ended = shift_starts(mark, -1, None if last is None else last != 0)
+        if last is None:
+            known = torch.ones_like(ended)
+            known[:, -1] = False
     term, trunc = cols.get("terminated"), cols.get("truncated")
     term = None if term is None else (term if term.dtype == torch.bool else term != 0)
     trunc = None if trunc is None else (trunc if trunc.dtype == torch.bool else trunc != 0)
+    if validate:
+        _refuse_contradiction(ends, contradicted(ended, term, trunc, known), term, frame)
     if ends.kind == "terminal":  # an end a truncation flag explains stays a truncation
         new = ended if trunc is None else ended & ~trunc
         cols["terminated"] = new if term is None else new | term
     else:  # terminated wins where both are set (§1.1)
         cols["truncated"] = ended if trunc is None else ended | trunc
     return starts0
+
+
+def _refuse_contradiction(
+    ends: Ends, bad: torch.Tensor | None, term: torch.Tensor | None, frame: Frame
+) -> None:
+    """A step that ``terminated``/``truncated`` end and the dones do not (``bad``, rows
+    ``[R, T]``) is refused, named at its first (the rule of :func:`rltscan.dones.contradicted`,
+    checked with ``validate=True``: one device sync, as for flags that are not bool)."""
+    if bad is None or not bool(bad.any()):
+        return
+    r, t = (int(i) for i in torch.nonzero(bad)[0].tolist())
+    flag = "terminated" if term is not None and bool(term[r, t]) else "truncated"
+    raise DataError(
+        contradiction(flag, ends.name, ends.meaning, "index {index}"),  # type: ignore[arg-type]
+        f"pass {ends.name}= or terminated=/truncated=, not both (or correct the one that is wrong)",
+        column=flag,
+        index=frame.user_index(r, t),
+        time_axis=frame.time_dim,
+    )
 
 
 def _reset_at_step_0(

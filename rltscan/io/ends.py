@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from rltscan.dones import contradicted, contradiction
 from rltscan.errors import DataError
 from rltscan.io.columns import ENDED_BY_DEFINITION, NEXT_PREFIXES, quoted
 from rltscan.io.resolve import (
@@ -220,10 +221,12 @@ def _stored_ends(
     dones_name, starts_name = res.find("dones"), res.find("episode_starts")
     flagged = term is not None or trunc is not None
     ended, meaning = None, dones_mean
+    asked = len(res.pending)
     if _dones_are_ends(flagged, dones_name, starts_name, dones_mean):
         ended, meaning = _ended_from_dones(
             res, reader, dones_name, starts_name, shape, axes, dones_mean
         )
+    settled = len(res.pending) == asked  # the dones' meaning was not just asked
     if not flagged:
         return _ends_without_flags(res, ended, shape, meaning, needed=needed)
     ends = Ends(
@@ -235,6 +238,8 @@ def _stored_ends(
     )
     names = " and ".join(f'"{n}"' for n in (term_name, trunc_name) if n)
     if ended is not None:
+        if settled:
+            _contradictions(res, ends, ended, _ends_known(res, shape, axes, meaning), axes)
         _dones_beside_flags(res, ends, ended, names, term_name, trunc_name)
     elif dones_name is not None:
         _check_dones_copy(res, reader, dones_name, names, term_name, ends, axes)
@@ -405,6 +410,45 @@ def _shift_starts(starts: np.ndarray, time_dim: int, last: np.ndarray | None) ->
     if last is not None:
         ended[-1] = last.reshape(ended[-1].shape)
     return np.moveaxis(ended, 0, time_dim)
+
+
+def _ends_known(
+    res: Resolution, shape: tuple[int, ...], axes: Axes, meaning: DonesMean | None
+) -> np.ndarray | None:
+    """The steps whose end a dones column says (None: every step). Episode starts say
+    it for every step but the last of each episode group, and the last of each
+    sequence unless last dones are given; the row a window reads beyond its steps is
+    such a last step, and not one of the window's."""
+    if meaning != "starts":
+        return None
+    known = np.ones(shape, bool)
+    if axes.episodes:
+        known[np.cumsum(axes.lengths) - 1] = False
+    elif res.find("last_dones", extra=True) is None:
+        np.moveaxis(known, axes.time_dim, 0)[-1] = False
+    return known
+
+
+def _contradictions(
+    res: Resolution, ends: Ends, ended: np.ndarray, known: np.ndarray | None, axes: Axes
+) -> None:
+    """A step that a terminated or truncated column ends and the dones column does not
+    (:func:`rltscan.dones.contradicted`) has no reading to take: a decision naming the
+    first one, whose fix is to set one of the two columns aside."""
+    term, trunc = ends.flags()
+    bad = contradicted(ended, term, trunc, known)
+    if not bad.any():
+        return
+    first = tuple(np.argwhere(bad)[0])
+    flag = res.find("terminated") if term[first] else res.find("truncated")  # found already
+    other = res.find("dones") or res.find("episode_starts")
+    at = _at(bad, res.source, axes.lengths, axes.place)
+    res.ask(
+        Decision(
+            contradiction(str(flag), str(other), ends.dones_mean or "ended", at),
+            f"pass --ignore {other} (the flag columns then mark every end) or --ignore {flag}",
+        )
+    )
 
 
 def _dones_beside_flags(
