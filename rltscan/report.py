@@ -201,9 +201,8 @@ def timing_table(report: RunReport) -> Table:
 
     table = Table(title="timings", title_justify="left")
     table.add_column("stage", overflow="fold")
-    table.add_column("seconds", justify="right", overflow="fold")
-    table.add_column("steps/s", justify="right", overflow="fold")
-    table.add_column("GB/s", justify="right", overflow="fold")
+    for col in ("seconds", "steps/s", "GB/s"):  # a number is never split across lines
+        table.add_column(col, justify="right", overflow="fold", no_wrap=True)
     for stage in report.stages:
         if stage.skipped:
             table.add_row(stage.name, "-", "-", "-", style="dim")
@@ -306,8 +305,8 @@ def statistics_table(statistics: Mapping[str, Any]) -> Table:
 
     table = Table(title="statistics", title_justify="left")
     table.add_column("of", overflow="fold")
-    for col in ("count", "non-finite", "mean", "std", "min", "max"):
-        table.add_column(col, justify="right", overflow="fold")
+    for col in ("count", "nan/inf", "mean", "std", "min", "max"):  # numbers never split
+        table.add_column(col, justify="right", overflow="fold", no_wrap=True)
 
     def row(name: str, s: Mapping[str, Any]) -> None:
         table.add_row(

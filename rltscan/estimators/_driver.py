@@ -288,7 +288,7 @@ def _flags_from_ends(
     validate: bool,
     carry: Carry | None,
     kind: str,
-) -> None:
+) -> torch.Tensor | None:
     """``terminated``/``truncated`` rows from the dones or episode starts in ``cols``
     (replaced there), by the rules of :mod:`rltscan.dones` (docs/CONVENTIONS.md §1.4).
 

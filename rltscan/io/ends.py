@@ -606,12 +606,15 @@ def _hidden_ends(
     term, trunc = ends.flags()
     gaps = _observation_gaps(res, reader, shape)
     if isinstance(gaps, list):  # Arrow lists: the check cannot run, and is not skipped
+        fix = "pass --ignore-observation-gaps if the flags mark every episode end"
+        if observation_gaps != "error":  # --ends-from-observations cannot be followed
+            fix = "drop --ends-from-observations and " + fix
         res.ask(
             Decision(
-                f"{quoted(gaps)} hold variable-length lists, which rltscan does not compare, "
-                "so episode ends that no flag marks (observation jumps) cannot be looked for",
-                "pass --ignore-observation-gaps if the flags mark every episode end, or "
-                "store them as fixed-size lists",
+                f"{quoted(gaps)} hold lists of different lengths, which rltscan does not "
+                "compare, so episode ends that no flag marks (observation jumps) cannot be "
+                "looked for",
+                fix,
             )
         )
         return
@@ -653,10 +656,13 @@ def _observation_gaps(
     if obs_name is None or nxt_name is None:
         return gap
     listed = [n for n in (obs_name, nxt_name) if "list" in res.source.columns[n].dtype]
-    if listed:  # Arrow lists of any length (pandas rows): not read, never skipped silently
-        return listed
-    obs = np.asarray(reader.column("observations", obs_name))
-    nxt = np.asarray(reader.column("next_observations", nxt_name))
+    try:  # Arrow lists of one length (pandas, HF rows) are read as (N, d) and compared
+        obs = np.asarray(reader.column("observations", obs_name))
+        nxt = np.asarray(reader.column("next_observations", nxt_name))
+    except DataError:
+        if listed:  # lists of several lengths: not compared, never skipped silently
+            return listed
+        raise
     if obs.shape != nxt.shape or obs.shape[:1] != shape[:1] or obs.dtype.kind not in "fiu":
         del reader.roles["observations"], reader.roles["next_observations"]
         return gap

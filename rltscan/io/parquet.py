@@ -119,6 +119,18 @@ def check_names(names: list[str], where: str) -> None:
         seen.add(name)
 
 
+def _one_length(column: Any) -> int | None:
+    """The one length every list of a (null-free) list column has, or None where they
+    differ or there are no rows."""
+    import pyarrow.compute as pc
+
+    if not len(column):
+        return None
+    lengths = pc.min_max(pc.list_value_length(column))
+    low, high = lengths["min"].as_py(), lengths["max"].as_py()
+    return int(low) if low == high else None
+
+
 def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
     """An Arrow column as a numpy array; nulls become NaN (floats) or an error."""
     pa, _ = _pa()
@@ -136,6 +148,13 @@ def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
     if dims:
         flat = to_numpy(column, where, name)
         return flat.reshape(-1, *dims)
+    if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and not column.null_count:
+        size = _one_length(column)
+        if size is not None:  # rows of one length (pandas, HF datasets): read as (N, size)
+            with structure(where, f'column "{name}" cannot be read'):
+                inner = column.flatten()
+            flat = to_numpy(inner, where, name)
+            return flat.reshape(len(column), size, *flat.shape[1:])
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         raise DataError(
             f'{where}: column "{name}" holds lists (one episode per row?); rltscan reads one '

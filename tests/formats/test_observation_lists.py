@@ -6,10 +6,11 @@ starts a new episode with nothing but the observations to say so
 looks for such hidden ends and, in an HDF5 file, stops naming ``--ends-from-observations``
 / ``--ignore-observation-gaps``. The same data in a DataFrame (``pd.DataFrame({k:
 list(v)})``, how most people move a D4RL dict to Parquet) holds each observation as an
-Arrow ``list<float>``, which rltscan does not compare: it used to skip the check with a
-note and exit 0, the two episodes bridged. Now the run stops there too, naming the flag
-that waives the check; fixed-size lists (polars ``Array``, pyarrow
-``fixed_size_list``) are compared as before.
+Arrow ``list<float>``, which rltscan did not compare: it used to skip the check with a
+note and exit 0, the two episodes bridged. Lists of one length are now read as (N, d)
+and compared like fixed-size lists (polars ``Array``, pyarrow ``fixed_size_list``), so
+the run stops there as for HDF5; lists of several lengths cannot be compared, and the
+run stops naming the flag that waives the check.
 """
 
 from __future__ import annotations
@@ -89,3 +90,35 @@ def test_fixed_size_lists_are_compared(tmp_path: Path) -> None:
     )
     got = pq.read_table(path, columns=["returns"]).column("returns").to_numpy()
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_pandas_parquet_is_read_exactly_with_ends_from_observations(tmp_path: Path) -> None:
+    """pandas' list<float> observations (one length) are compared: the hidden end is a
+    truncation with --ends-from-observations, as in the HDF5 twin."""
+    data = d4rl_dict(np.random.default_rng(2))
+    path = tmp_path / "pandas.parquet"
+    pd.DataFrame({k: list(v) if v.ndim > 1 else v for k, v in data.items()}).to_parquet(path)
+    done = rltscan("returns", str(path), "--ends-from-observations")
+    assert done.returncode == 0, done.stderr
+    trunc = np.zeros(8, bool)
+    trunc[3] = True
+    want = oracles.discounted_returns(
+        data["rewards"].tolist(), [0.0] * 8, [False] * 8, trunc.tolist(), gamma=GAMMA
+    )
+    got = pq.read_table(path, columns=["returns"]).column("returns").to_numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_lists_of_several_lengths_are_refused_with_a_fix_that_works(tmp_path: Path) -> None:
+    data = d4rl_dict(np.random.default_rng(3))
+    ragged = [list(o[: 2 + i % 2]) for i, o in enumerate(data["observations"])]
+    cols = {k: v for k, v in data.items() if v.ndim == 1}
+    table = pa.table({**cols, "observations": ragged, "next_observations": ragged})
+    path = tmp_path / "ragged.parquet"
+    pq.write_table(table, path)
+    refused = rltscan("returns", str(path))
+    assert refused.returncode == 2 and "lists of different lengths" in refused.stderr
+    asked = rltscan("returns", str(path), "--ends-from-observations")
+    assert asked.returncode == 2 and "drop --ends-from-observations" in asked.stderr
+    waived = rltscan("returns", str(path), "--ignore-observation-gaps")
+    assert waived.returncode == 0, waived.stderr

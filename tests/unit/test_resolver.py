@@ -160,9 +160,11 @@ def test_done_that_repeats_both_flags_is_checked_and_noted(tmp_path: Path) -> No
 
 def test_dones_override_is_never_silently_ignored(gymnasium_done) -> None:
     path, _ = gymnasium_done
-    # --dones done --dones-mean ended: done = terminated or truncated → terminated = done ∧ ¬trunc
-    report = api.run("gae", str(path), dry_run=True, columns={"dones": "done"}, dones_mean="ended")
-    assert report.columns["dones"] == "done"
+    # --dones done --dones-mean ended claims done = terminated or truncated; this "done"
+    # is gymnasium's terminated, so the truncated rows contradict the claim: the override
+    # is read (the contradiction names it), never dropped, and never run as is
+    with pytest.raises(AmbiguousInputError, match='"truncated" is set at row 11 but "done"'):
+        api.run("gae", str(path), dry_run=True, columns={"dones": "done"}, dones_mean="ended")
     with pytest.raises(ParameterError, match="--q-values"):
         api.run("gae", str(path), dry_run=True, columns={"q_values": "step", "terminated": "done"})
 
