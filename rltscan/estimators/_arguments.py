@@ -29,6 +29,7 @@ import torch
 from rltscan.dones import DONES_MEANINGS, ENDS_ARE, unexplained_ends
 from rltscan.errors import AmbiguousInputError, DataError, ParameterError
 from rltscan.estimators.declaration import BOOTSTRAP_INPUTS, PER_STEP_OF, Declaration
+from rltscan.roles import N_STEP_REWARDS
 
 # The arguments that turn episode-start or end flags into terminated/truncated
 ENDS_ARGUMENTS = ("dones", "dones_mean", "episode_starts", "last_dones", "ends_are")
@@ -239,9 +240,11 @@ TORCHRL_OUTPUTS = {
     "vtrace": {"pg_advantages": "advantage", "vs": "value_target"},
 }
 _BEHAVIOUR_LOGP = ("sample_log_prob", "action_log_prob")  # TorchRL's names, old and new
-# what TorchRL's MultiStep leaves beside the n-step rewards it wrote (rltscan/roles.py
-# N_STEP_REWARDS, as TensorDict keys)
-_N_STEP_KEYS = ("steps_to_next_obs", ("next", "original_reward"))
+
+
+def _slashed(key: str | tuple[str, ...]) -> str:
+    """A TensorDict key as a file's column names it: nested keys joined by "/"."""
+    return key if isinstance(key, str) else "/".join(key)
 
 
 def is_tensordict(x: Any) -> bool:
@@ -291,7 +294,9 @@ def from_tensordict(
     out = dict(args)
     out[d.inputs[0]] = None
     keys = set(td.keys(include_nested=True))
-    n_step = next((k for k in _N_STEP_KEYS if k in keys), None)
+    # what TorchRL's MultiStep leaves beside the n-step rewards it wrote, as a file's
+    # columns name it (("next", "original_reward") is "next/original_reward")
+    n_step = next((k for k in keys if _slashed(k) in N_STEP_REWARDS.names), None)
     gamma = args.get("gamma")
     # a γ per step (not a 0-d tensor: a value module's own .gamma buffer is one number)
     per_step = (
