@@ -156,10 +156,12 @@ def _check_table_shape(ev: Any, rewards: Any) -> None:
         def shape(s: tuple[int, ...]) -> str:
             return "[" + ", ".join([*map(str, s), "A"]) + "]"
 
+        # TorchRL's [*B, T, 1] rewards beside [*B, T, A] tables: one axis short
+        hint = "; x.unsqueeze(-2) beside TorchRL's [*B, T, 1]" if want == (*got, 1) else ""
         raise DataError(
             f'"next_target_probs" and "next_q" have shape {shape(got)} but "rewards" has {want}',
             f"pass tables of shape {shape(want)} (the rewards' shape and one more axis of "
-            "A actions; x.unsqueeze(-2) beside TorchRL's [*B, T, 1])",
+            f"A actions{hint})",
             column="next_q",
         )
 

@@ -38,3 +38,17 @@ def test_the_named_shape_is_the_expectation():
     got = rltscan.retrace(r, q, **tables, terminated=term, trace="q-lambda", time_dim=-2)
     got = got.retrace_targets
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_the_unsqueeze_hint_only_where_it_fits():
+    """Tables of one step too many need no unsqueeze: the hint names it only beside
+    TorchRL's [*B, T, 1] rewards (one axis short)."""
+    r, q, nq, pi, term = _batch()
+    with pytest.raises(DataError, match="unsqueeze"):
+        rltscan.retrace(r, q, next_target_probs=pi, next_q=nq, terminated=term,
+                        trace="q-lambda", time_dim=-2)  # fmt: skip
+    r2, q2, t2 = r[..., 0], q[..., 0], term[..., 0]
+    longer = {"next_target_probs": pi[:, :4], "next_q": nq[:, :4]}
+    with pytest.raises(DataError) as err:
+        rltscan.retrace(r2, q2, **longer, terminated=t2, trace="q-lambda")
+    assert "unsqueeze" not in str(err.value)
