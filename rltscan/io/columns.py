@@ -34,9 +34,12 @@ OBSERVATION_FLAGS = ("is_terminal", "is_last")
 # truncation, with that producer. RLDS: "an episode that ends in a step where
 # is_terminal = False has been truncated"; d3rlpy 1.x datasets (MDPDataset.dump):
 # "episode_terminals" ends every episode, and d3rlpy's loader reads its ends that are
-# not "terminals" as timeouts. (Columns under NEXT_PREFIXES are step outcomes, so
+# not "terminals" as timeouts; TorchRL: ("next", "done") is "terminated or truncated",
+# and its value functions bootstrap an end that is not ("next", "terminated"), as
+# rltscan reads a TensorDict (TensorDict.to_h5 writes the key as "next/done"). (Other
+# columns under NEXT_PREFIXES, such as a flattened "next.done", are step outcomes, so
 # "ended" too; what their unflagged ends are stays a decision.)
-ENDED_BY_DEFINITION = {"is_last": "RLDS", "episode_terminals": "d3rlpy"}
+ENDED_BY_DEFINITION = {"is_last": "RLDS", "episode_terminals": "d3rlpy", "next/done": "TorchRL"}
 
 
 @dataclass(frozen=True)
