@@ -699,11 +699,15 @@ def _unflagged_meaning(
         by_id = id_ends is not None and bool(id_ends[first])
         by_step = step_ends is not None and bool(step_ends[first])
         why = _why_unflagged(res, dones, by_id, by_step)
+        fix = "pass --ends-are terminal or --ends-are truncated"
+        step = res.find("step") if by_step and res.source.layout == "flat" else None
+        if step is not None and not by_id:  # a counter of something else ends no episode
+            fix += f", or --ignore {step} if it does not count the steps of an episode"
         res.ask(
             Decision(
                 f"{why} ({_at(unflagged, res.source, axes.lengths, axes.place)}) but no "
                 "flag says whether the episode terminated or was truncated",
-                "pass --ends-are terminal or --ends-are truncated",
+                fix,
             )
         )
         ends.truncated = trunc | unflagged  # provisional: never computed with
@@ -727,7 +731,7 @@ def _why_unflagged(res: Resolution, dones: str | None, by_id: bool, by_step: boo
     if by_step and step is not None and id_name is not None:
         return f'"{step}" does not go on by one inside one "{id_name}" run'
     if by_step and step is not None:
-        return f'an episode ends where "{step}" starts again'
+        return f'an episode ends where "{step}" does not go on by one'
     return f'"{dones}" ends an episode' if dones else "an episode ends"
 
 

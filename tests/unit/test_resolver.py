@@ -340,10 +340,30 @@ def test_step_counter_restart_without_a_flag_needs_ends_are(tmp_path: Path) -> N
             "truncated": np.zeros(7, bool),
         },
     )
-    with pytest.raises(AmbiguousInputError, match=r'"step" starts again \(row 2\)'):
+    with pytest.raises(AmbiguousInputError, match=r'"step" does not go on by one \(row 2\)'):
         api.run("returns", str(path), dry_run=True)
     report = api.run("returns", str(path), dry_run=True, ends_are="terminal")
     assert report.counts["forced_cuts"] == 1 and report.columns["step"] == "step"
+
+
+def test_a_counter_that_jumps_names_ignoring_it(tmp_path: Path) -> None:
+    """A global counter going up 4 a row is no step-within-episode: the question said it
+    "starts again" and named only --ends-are (every row its own episode); it now says it
+    does not go on by one and names --ignore of it, which reads the table exactly."""
+    cols = {
+        "step": [0, 4, 8, 12, 16],
+        "reward": np.ones(5),
+        "terminated": [False] * 4 + [True],
+        "truncated": np.zeros(5, bool),
+    }
+    path = _write_parquet(tmp_path / "counter.parquet", cols)
+    with pytest.raises(AmbiguousInputError, match="--ignore step") as err:
+        api.run("returns", str(path), dry_run=True)
+    assert '"step" does not go on by one' in str(err.value)
+    report = api.run("returns", str(path), ignore=["step"], params={"gamma": 1.0})
+    assert report.counts.get("forced_cuts", 0) == 0
+    got = pq.read_table(path, columns=["returns"]).column("returns").to_pylist()
+    assert got == [5.0, 4.0, 3.0, 2.0, 1.0]
 
 
 @pytest.mark.parametrize(
