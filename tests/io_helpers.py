@@ -3,15 +3,19 @@ CLI runner."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_data"
@@ -92,3 +96,22 @@ def run_cli(*args: str, in_process: bool = False) -> subprocess.CompletedProcess
     return subprocess.run(
         [sys.executable, "-m", "rltscan", *args], capture_output=True, text=True, timeout=300
     )
+
+
+@contextlib.contextmanager
+def small_tmpfs(parent: Path, size: int) -> Iterator[Path]:
+    """A tmpfs of ``size`` bytes mounted at ``parent/small`` (a disk that fills up),
+    unmounted afterwards; the test is skipped where mounting needs root or fails."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mnt = parent / "small"
+    mnt.mkdir()
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True
+    )
+    if made.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)

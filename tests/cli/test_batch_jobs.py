@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.io_helpers import FLAT, ROOT, copy_sample, fingerprint, h5_columns
+from tests.io_helpers import FLAT, ROOT, copy_sample, fingerprint, h5_columns, small_tmpfs
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "120"}
 RLTSCAN = [sys.executable, "-m", "rltscan"]
@@ -61,18 +61,8 @@ def test_a_disk_that_fills_at_the_hdf5_commit_is_exit_5(tmp_path: Path) -> None:
     """A disk with room for the safety copy but not for its last writes (the outputs'
     attributes, HDF5's final flush): h5py raises RuntimeError there, which must still be
     the full-disk line (exit 5), not a traceback."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    mnt = tmp_path / "small"
-    mnt.mkdir()
     size = FLAT.stat().st_size
-    made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={2 * size + 20 * 4096}", "tmpfs", str(mnt)],
-        capture_output=True,
-    )
-    if made.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with small_tmpfs(tmp_path, 2 * size + 20 * 4096) as mnt:
         path = copy_sample(FLAT, mnt)
         before = fingerprint(h5_columns(path))
         filler = mnt / "filler"
@@ -92,8 +82,6 @@ def test_a_disk_that_fills_at_the_hdf5_commit_is_exit_5(tmp_path: Path) -> None:
             assert "no space left" in line, (free, line)
             assert fingerprint(h5_columns(path)) == before
             assert sorted(p.name for p in mnt.iterdir()) == ["cartpole_flat.h5", "filler"]
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
 
 
 # --------------------------------------------------------------------------- closed pipes

@@ -13,7 +13,6 @@ number as an episode id, and that recipe gives the episodes' own returns.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests import oracles
+from tests.io_helpers import run_cli
 
 datasets = pytest.importorskip("datasets")
 GAMMA = 0.9
@@ -41,8 +41,7 @@ def dt_rows(rng: np.random.Generator) -> list[dict]:
 
 
 def rltscan(*args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "rltscan", *args, "--gamma", str(GAMMA), "--device", "cpu", "-q"]
-    return subprocess.run(cmd, capture_output=True, text=True)
+    return run_cli(*args, "--gamma", str(GAMMA), "--device", "cpu", "-q")
 
 
 def test_the_refusal_s_recipe_keeps_the_episodes_apart(tmp_path: Path) -> None:

@@ -16,7 +16,6 @@ run stops naming the flag that waives the check.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import h5py
@@ -26,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tests import oracles
+from tests.io_helpers import run_cli
 
 GAMMA = 0.9
 
@@ -44,9 +44,20 @@ def d4rl_dict(rng: np.random.Generator) -> dict[str, np.ndarray]:
     }
 
 
+def assert_the_hidden_end_truncates(path: Path, data: dict[str, np.ndarray]) -> None:
+    """The returns written into ``path`` are the episodes' own, the unmarked end after
+    row 3 read as a truncation."""
+    trunc = np.zeros(8, bool)
+    trunc[3] = True
+    want = oracles.discounted_returns(
+        data["rewards"].tolist(), [0.0] * 8, [False] * 8, trunc.tolist(), gamma=GAMMA
+    )
+    got = pq.read_table(path, columns=["returns"]).column("returns").to_numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 def rltscan(*args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "rltscan", *args, "--gamma", str(GAMMA), "--device", "cpu", "-q"]
-    return subprocess.run(cmd, capture_output=True, text=True)
+    return run_cli(*args, "--gamma", str(GAMMA), "--device", "cpu", "-q")
 
 
 def test_a_pandas_parquet_is_refused_like_its_hdf5_twin(tmp_path: Path) -> None:
@@ -83,13 +94,7 @@ def test_fixed_size_lists_are_compared(tmp_path: Path) -> None:
     assert rltscan("returns", str(path)).returncode == 2
     done = rltscan("returns", str(path), "--ends-from-observations")
     assert done.returncode == 0, done.stderr
-    trunc = np.zeros(8, bool)
-    trunc[3] = True
-    want = oracles.discounted_returns(
-        data["rewards"].tolist(), [0.0] * 8, [False] * 8, trunc.tolist(), gamma=GAMMA
-    )
-    got = pq.read_table(path, columns=["returns"]).column("returns").to_numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert_the_hidden_end_truncates(path, data)
 
 
 def test_a_pandas_parquet_is_read_exactly_with_ends_from_observations(tmp_path: Path) -> None:
@@ -100,13 +105,7 @@ def test_a_pandas_parquet_is_read_exactly_with_ends_from_observations(tmp_path: 
     pd.DataFrame({k: list(v) if v.ndim > 1 else v for k, v in data.items()}).to_parquet(path)
     done = rltscan("returns", str(path), "--ends-from-observations")
     assert done.returncode == 0, done.stderr
-    trunc = np.zeros(8, bool)
-    trunc[3] = True
-    want = oracles.discounted_returns(
-        data["rewards"].tolist(), [0.0] * 8, [False] * 8, trunc.tolist(), gamma=GAMMA
-    )
-    got = pq.read_table(path, columns=["returns"]).column("returns").to_numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert_the_hidden_end_truncates(path, data)
 
 
 def test_lists_of_several_lengths_are_refused_with_a_fix_that_works(tmp_path: Path) -> None:

@@ -25,7 +25,6 @@ tensorflow_datasets is not installed here, so the steps are flattened to Parquet
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tests import oracles
+from tests.io_helpers import run_cli
 
 GAMMA = 0.9
 LENGTHS = (4, 3, 5)
@@ -75,8 +75,7 @@ def builder_parquet(path: Path, *, discount: bool = True) -> Path:
 
 
 def rltscan(*args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "rltscan", *args, "--device", "cpu", "-q"]
-    return subprocess.run(cmd, capture_output=True, text=True)
+    return run_cli(*args, "--device", "cpu", "-q")
 
 
 def want_returns() -> np.ndarray:

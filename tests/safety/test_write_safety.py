@@ -31,7 +31,15 @@ from rltscan import api, interrupts
 from rltscan.errors import InputFileError, OutputRefusedError, ParameterError
 from rltscan.io import atomic
 from rltscan.io import shards as io_shards
-from tests.io_helpers import FLAT, PARQUET, ROOT, fingerprint, h5_columns, parquet_columns
+from tests.io_helpers import (
+    FLAT,
+    PARQUET,
+    ROOT,
+    fingerprint,
+    h5_columns,
+    parquet_columns,
+    small_tmpfs,
+)
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
 PQ = {"ends_are": "terminal"}  # the sample's episode ends are terminal
@@ -385,21 +393,11 @@ def test_broken_pipe_on_stdout_is_exit_5(tmp_path: Path) -> None:
 
 
 def test_full_disk_during_hdf5_write_back_is_exit_5_never_a_crash(tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
     src = tmp_path / "src.h5"
     _big_h5(src, 200_000)
     size = src.stat().st_size
-    mnt = tmp_path / "small"
-    mnt.mkdir()
     # room for the input and its temp copy, not for the outputs (2 x 800 kB)
-    made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={2 * size + 400_000}", "tmpfs", str(mnt)],
-        capture_output=True,
-    )
-    if made.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with small_tmpfs(tmp_path, 2 * size + 400_000) as mnt:
         path = mnt / "data.h5"
         shutil.copy(src, path)
         before = fingerprint(h5_columns(path))
@@ -409,8 +407,6 @@ def test_full_disk_during_hdf5_write_back_is_exit_5_never_a_crash(tmp_path: Path
             assert "no space left" in one_line(run.stderr)
             assert fingerprint(h5_columns(path)) == before
             assert sorted(p.name for p in mnt.iterdir()) == ["data.h5"]
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
 
 
 def test_full_disk_in_process_is_one_error_and_no_temp(flat: Path, monkeypatch) -> None:
