@@ -662,7 +662,9 @@ def _default_tiles(n_rows: int, steps: int, time_contiguous: bool, kind: int,
 # points and TD(λ), Retrace move within one, so they keep ptxas's choice. Three settings
 # in one launch (GAE 886 -> 1081 µs) and a per-step γ_t (562 -> 597 µs) ran slower with
 # the cap (and the hints below), and the screen was not measured with it: those launches
-# keep ptxas's choice too. Not yet measured on an H200.
+# keep ptxas's choice too. Again on an H100 with the cap alone
+# (bench/results/kernel-caps-gpu-suite-h100-2026-12-07): GAE 84.0 -> 89.2, V-trace
+# 83.2 -> 87.1, and K = 3 GAE in one launch 1268.9 µs capped. Not yet measured on an H200.
 #
 # Measured there and not kept: every load ``evict_first`` and every store streaming
 # (``.cs``), each step being read and written once: kernel time GAE 84.2 -> 90.2%,
