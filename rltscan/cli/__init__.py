@@ -25,6 +25,7 @@ script's entry point); its modules, by concern:
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -35,6 +36,7 @@ from rltscan import interrupts
 from rltscan.cli.commands import app
 from rltscan.cli.exit_codes import interrupted_line, said
 from rltscan.cli.process import flush_std, leave_process
+from rltscan.errors import OutputRefusedError
 
 __all__ = ["app", "main"]
 
@@ -60,4 +62,22 @@ def main() -> None:
             # where a pending Ctrl-C would end the process by SIGINT instead of 130
             flush_std()
             os._exit(130)
+        if end.code == 1 and _stdout_pacified():
+            # click met a closed stdout (``rltscan --help | true``) and exits 1, a bug's
+            # code: a reader that went away is exit 5 here as everywhere (README, Pipelines)
+            with contextlib.suppress(OSError, ValueError):
+                typer.echo(f"error: {_CLOSED_STDOUT}", err=True)
+            leave_process(OutputRefusedError.exit_code)
         leave_process(end.code)
+
+
+_CLOSED_STDOUT = (
+    "the reader of stdout closed it before the output was complete (broken pipe); "
+    "nothing else was done; redirect stdout to a file to keep it"
+)
+
+
+def _stdout_pacified() -> bool:
+    """Whether click replaced stdout after a broken pipe (its ``PacifyFlushWrapper``,
+    which it installs only then, before its exit 1)."""
+    return type(sys.stdout).__name__.endswith("PacifyFlushWrapper")

@@ -119,6 +119,16 @@ def test_inspect_into_a_closed_pipe_is_exit_5_with_one_line() -> None:
         assert "broken pipe" in line and "stdout" in line
 
 
+def test_version_and_help_into_a_closed_pipe_are_exit_5() -> None:
+    """``rltscan --version | true``: click's own exit for a broken pipe is 1, a bug's
+    code; here it is 5 with one line, as for every other reader that goes away."""
+    for args in (["--version"], ["--help"], ["gae", "--help"]):
+        done = run_into_closed_pipe(*args, stream="stdout")
+        line = one_line(done.stderr)
+        assert done.returncode == 5, (args, line)
+        assert "broken pipe" in line and "stdout" in line
+
+
 def test_a_json_report_into_a_closed_pipe_says_the_outputs_were_written(tmp_path: Path) -> None:
     path = copy_sample(FLAT, tmp_path)
     done = run_into_closed_pipe("gae", path, "--device", "cpu", "--json", stream="stdout")
