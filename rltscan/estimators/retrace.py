@@ -129,9 +129,19 @@ def _expected_next_q(probs: Any, q: Any, validate: bool, terminated: Any) -> Any
         import warnings
 
         off = (p.double().sum(-1) - 1.0).abs() > 1e-4
+        negative = (p < 0).any(-1)
         term = as_tensor("terminated", terminated)
         if term.shape == off.shape:  # rows after a terminal step are never read (§6)
             off &= term == 0
+            negative &= term == 0
+        if bool(negative.any()):  # logits or log-probabilities: no expectation at all
+            raise DataError(
+                f'"next_target_probs" has a negative entry (first at index '
+                f"{tuple(torch.nonzero(negative)[0].tolist())})",
+                "pass probabilities pi(a|s_t+1) (a softmax of the logits), not logits or "
+                "log-probabilities",
+                column="next_target_probs",
+            )
         if bool(off.any()):
             warnings.warn(
                 f'"next_target_probs" rows do not sum to 1 (first at index '

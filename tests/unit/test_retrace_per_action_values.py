@@ -54,3 +54,21 @@ def test_the_gathered_call_is_the_oracle():
         for b in range(B)
     ]
     np.testing.assert_allclose(res.retrace_targets, want, rtol=1e-12)
+
+
+def test_logits_or_log_probabilities_as_next_target_probs_are_refused():
+    """A row of logits (or log-probabilities) can sum to 1 by chance, and a sum check
+    alone only warns: negative entries are refused, since no expectation is meant."""
+    r, q_all, probs, actions, term = _data()
+    q = q_all.gather(-1, actions[..., None])[..., 0]
+    for bad in (torch.log(probs), torch.tensor([1.5, -0.5, 0.0], dtype=torch.float64)):
+        table = bad.expand(B, T, A).clone() if bad.ndim == 1 else bad
+        with pytest.raises(rltscan.DataError, match=r'"next_target_probs" has a negative.*softmax'):
+            rltscan.retrace(r, q, next_target_probs=table, next_q=q_all, terminated=term,
+                            trace="q-lambda")  # fmt: skip
+    # rows after a terminal step are never read: what they hold is not checked
+    after = probs.clone()
+    t = torch.nonzero(term)[0]
+    after[t[0], t[1]] = torch.tensor([1.5, -0.5, 0.0], dtype=torch.float64)
+    rltscan.retrace(r, q, next_target_probs=after, next_q=q_all, terminated=term,
+                    trace="q-lambda")  # fmt: skip
