@@ -1,0 +1,116 @@
+"""API audit: CleanRL's PPO advantage loop (ppo.py / ppo_continuous_action.py), as written
+in CleanRL, on its own tensors: time-major ``[num_steps, num_envs]`` float32 torch
+tensors, ``dones[t]`` the done flag that came with ``obs[t]`` (so
+``nextnonterminal = 1 - dones[t + 1]``), ``next_done`` / ``next_value`` for the step after
+the buffer, ``next_value = agent.get_value(next_obs).reshape(1, -1)``; every end
+(terminated or truncated) is terminal to CleanRL.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import rltscan
+
+
+def cleanrl_gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda):
+    num_steps = rewards.shape[0]
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = 0
+    for t in reversed(range(num_steps)):
+        if t == num_steps - 1:
+            nextnonterminal = 1.0 - next_done
+            nextvalues = next_value
+        else:
+            nextnonterminal = 1.0 - dones[t + 1]
+            nextvalues = values[t + 1]
+        delta = rewards[t] + gamma * nextvalues * nextnonterminal - values[t]
+        advantages[t] = lastgaelam = delta + gamma * gae_lambda * nextnonterminal * lastgaelam
+    return advantages, advantages + values
+
+
+def _buffer(seed, T, B):
+    g = torch.Generator().manual_seed(seed)
+    rewards, values = torch.randn(T, B, generator=g), torch.randn(T, B, generator=g)
+    dones = (torch.rand(T, B, generator=g) < 0.25).float()
+    next_done = (torch.rand(B, generator=g) < 0.25).float()
+    next_value = torch.randn(B, generator=g).reshape(1, -1)
+    return rewards, values, dones, next_value, next_done
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(("T", "B"), [(17, 4), (5, 1), (8, 3)])
+@pytest.mark.parametrize(("gamma", "lam"), [(0.99, 0.95), (0.0, 0.5), (1.0, 1.0), (0.9, 0.0)])
+def test_cleanrl_ppo_loop(seed, T, B, gamma, lam):
+    rewards, values, dones, next_value, next_done = _buffer(seed, T, B)
+    adv, ret = cleanrl_gae(rewards, values, dones, next_value, next_done, gamma, lam)
+    res = rltscan.gae(
+        rewards,
+        values,
+        dones=dones,
+        dones_mean="starts",
+        last_dones=next_done,
+        last_value=next_value.flatten(),
+        ends_are="terminal",
+        time_dim=0,
+        gamma=gamma,
+        lam=lam,
+    )
+    torch.testing.assert_close(res.advantages, adv, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(res.value_targets, ret, rtol=1e-5, atol=1e-5)
+
+
+def test_next_value_as_cleanrl_shapes_it_is_refused_naming_the_shape():
+    """CleanRL's ``next_value`` is ``[1, num_envs]``: refused (not broadcast), naming the
+    per-sequence shape."""
+    rewards, values, dones, next_value, next_done = _buffer(0, 9, 3)
+    with pytest.raises(rltscan.DataError, match="one value per sequence"):
+        rltscan.gae(
+            rewards,
+            values,
+            dones=dones,
+            dones_mean="starts",
+            last_dones=next_done,
+            last_value=next_value,
+            ends_are="terminal",
+            time_dim=0,
+        )
+
+
+def test_forgetting_time_dim_is_refused():
+    """``[num_steps, num_envs]`` without ``time_dim=0``: the per-env ``next_done`` does not
+    fit the time-last reading, so it is refused naming time_dim=0."""
+    rewards, values, dones, next_value, next_done = _buffer(0, 9, 3)
+    with pytest.raises(rltscan.DataError, match="time_dim=0"):
+        rltscan.gae(
+            rewards,
+            values,
+            dones=dones,
+            dones_mean="starts",
+            last_dones=next_done,
+            last_value=next_value.flatten(),
+            ends_are="terminal",
+        )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding: a time-major [T, B] buffer with no per-sequence argument (returns with "
+    "the default missing_bootstrap='zero', or next_values for every step) and time_dim "
+    "left out is read as B'=T sequences of B steps, without an error",
+)
+def test_time_major_buffer_without_time_dim_and_no_per_env_argument():
+    rewards, _, dones, _, next_done = _buffer(1, 9, 3)
+    gamma = 0.99
+    want = torch.zeros_like(rewards)
+    acc = torch.zeros(3)
+    ended = torch.cat([dones[1:], next_done[None]]).bool()
+    for t in reversed(range(9)):
+        acc = rewards[t] + gamma * torch.where(ended[t], 0.0, acc)
+        want[t] = acc
+    try:  # the CleanRL-style buffer, passed as a user would to the returns estimator
+        res = rltscan.discounted_returns(rewards, terminated=ended, gamma=gamma)
+    except rltscan.RltscanError:
+        return
+    torch.testing.assert_close(res.returns, want)
