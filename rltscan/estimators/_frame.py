@@ -389,8 +389,11 @@ def per_row(
 
     Accepts a scalar, the lead (batch) shape, the feature shape, or both, with
     numpy broadcasting; with the frame's trailing length-1 axis too (TorchRL's ``[B,
-    1]``). ``layout`` says in the shape error how the sequences were read (the
-    reference's shape and ``time_dim``); ``flag``: 0/1 flags (kept 1 byte wide).
+    1]``); without features, also the lead shape and a
+    trailing 1 (a value head's ``[B, 1]`` beside ``[T, B]``, SB3's ``last_values``) or
+    one step of the layout (``[1, B]`` beside ``[T, B]``). ``layout`` says in the shape
+    error how the sequences were read (the reference's shape and ``time_dim``);
+    ``flag``: 0/1 flags (kept 1 byte wide).
     """
     if x is None:
         return None
@@ -398,6 +401,13 @@ def per_row(
     lead, feats = frame.lead_shape, frame.feature_shape
     if frame.squeeze and t.ndim == len(lead) + 1 and t.shape[-1] == 1:
         t = t[..., 0]  # [B, 1] beside [B, T, 1]
+    elif not feats and t.ndim == len(lead) + 1:
+        # (a square buffer without time_dim was refused before: these shapes then fit
+        # one reading of the axes only)
+        if tuple(t.shape) == (*lead, 1):  # a value head's [B, 1] beside [T, B] (SB3)
+            t = t[..., 0]
+        elif frame.steps != 1 and tuple(t.shape) == _one_step(frame):
+            t = t.select(frame.time_dim, 0)  # one step of the layout: [1, B] beside [T, B]
     if not feats and tuple(t.shape) == lead and t.is_contiguous():
         return t.reshape(-1)
     user = (*lead, *feats)
@@ -430,6 +440,14 @@ def per_row(
     nl = len(lead)
     perm = [nl + i for i in range(len(feats))] + list(range(nl))
     return full.permute(perm).reshape(-1).contiguous()
+
+
+def _one_step(frame: Frame) -> tuple[int, ...]:
+    """The frame's step shape with its time axis of length 1 (CleanRL's
+    ``next_value.reshape(1, -1)`` beside ``[T, B]``)."""
+    shape = list(frame.step_shape)
+    shape[frame.time_dim] = 1
+    return tuple(shape)
 
 
 def _broadcasts(shape: tuple[int, ...], to: tuple[int, ...]) -> bool:

@@ -61,21 +61,35 @@ def test_cleanrl_ppo_loop(seed, T, B, gamma, lam):
     torch.testing.assert_close(res.value_targets, ret, rtol=1e-5, atol=1e-5)
 
 
-def test_next_value_as_cleanrl_shapes_it_is_refused_naming_the_shape():
-    """CleanRL's ``next_value`` is ``[1, num_envs]``: refused (not broadcast), naming the
-    per-sequence shape."""
-    rewards, values, dones, next_value, next_done = _buffer(0, 9, 3)
-    with pytest.raises(rltscan.DataError, match="one value per sequence"):
-        rltscan.gae(
-            rewards,
-            values,
-            dones=dones,
-            dones_mean="starts",
-            last_dones=next_done,
-            last_value=next_value,
-            ends_are="terminal",
-            time_dim=0,
-        )
+@pytest.mark.parametrize(("T", "B"), [(9, 3), (4, 4)])
+def test_next_value_as_cleanrl_shapes_it(T, B):
+    """CleanRL's ``next_value`` is ``[1, num_envs]``, one step of the ``[T, B]`` layout:
+    with ``time_dim=0`` it is read as one value per env, and the numbers are CleanRL's."""
+    rewards, values, dones, next_value, next_done = _buffer(0, T, B)
+    adv, ret = cleanrl_gae(rewards, values, dones, next_value, next_done, 0.99, 0.95)
+    res = rltscan.gae(
+        rewards,
+        values,
+        dones=dones,
+        dones_mean="starts",
+        last_dones=next_done,
+        last_value=next_value,
+        ends_are="terminal",
+        time_dim=0,
+    )
+    torch.testing.assert_close(res.advantages, adv, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(res.value_targets, ret, rtol=1e-5, atol=1e-5)
+
+
+def test_a_one_step_next_value_without_time_dim_is_refused():
+    """Without ``time_dim`` the ``[T, B]`` buffer reads as ``[B', T']`` = ``[T, B]`` and
+    CleanRL's ``[1, B]`` (or ``[B, 1]``) fits neither one value per row nor one step of
+    that reading: refused, naming time_dim=0 (a square buffer is refused before)."""
+    rewards, values, dones, next_value, _ = _buffer(0, 9, 3)
+    for last in (next_value, next_value.reshape(-1, 1)):
+        with pytest.raises(rltscan.DataError, match="time_dim=0"):
+            rltscan.gae(rewards, values, dones=dones, dones_mean="starts",
+                        last_value=last, ends_are="terminal")  # fmt: skip
 
 
 def test_forgetting_time_dim_is_refused():

@@ -230,14 +230,10 @@ def test_ppo_collect_rollouts_with_a_time_limit(ppo_rollout):
     _close(res.value_targets, buf.returns)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding (refused, not silent): SB3 hands compute_returns_and_advantage "
-    "last_values of shape [n_envs, 1]; the README's SB3 line passes them as last_value and "
-    "rltscan refuses [B, 1] beside a [T, B] buffer (accepted beside [B, T, 1]); the message "
-    "does not say to flatten",
-)
 def test_ppo_last_values_as_sb3_passes_them(ppo_rollout):
+    """SB3 hands compute_returns_and_advantage ``last_values`` of shape ``[n_envs, 1]``
+    (its value head's): beside the ``[T, n_envs]`` buffer with ``time_dim=0`` they are one
+    value per env."""
     seen, buf = ppo_rollout
     res = rltscan.gae(
         seen["rew"],
