@@ -334,6 +334,7 @@ _ROWS = (
             "next_observation",
             "next.observation",
             "next/observation",
+            "new_obs",  # RLlib's Columns.NEXT_OBS (offline output, SampleBatch)
         ),
     ),
     # step within the episode: a jump (not +1) starts an episode, so it must meet an end

@@ -215,13 +215,6 @@ def test_td_lambda_is_exact(output) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: RLlib's next observation column is 'new_obs' (Columns.NEXT_OBS), not among "
-    "the next_observations names, so a hidden end (rows missing between two blocks) is "
-    "passed over: exit 0 with two episodes joined, where the same file with 'next_obs' "
-    "stops naming --ends-from-observations",
-)
 def test_a_gap_between_blocks_is_seen_through_new_obs(output) -> None:
     """RLlib with ``output_max_rows_per_file`` writes only the last of the chunks one
     iteration fills (the write is after its ``while`` loop), and a glob over some of the
