@@ -137,6 +137,10 @@ def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
     if isinstance(column, pa.ChunkedArray):
         with structure(where, f'column "{name}" cannot be read'):
             column = column.combine_chunks()
+    if isinstance(column.type, pa.BaseExtensionType):
+        # a tensor column (Ray's ArrowTensorType, Arrow's fixed_shape_tensor): its
+        # storage is a list per row, read below as (N, size) like any other
+        column = column.storage
     kind = column.type
     dims: list[int] = []
     while pa.types.is_fixed_size_list(kind) and not column.null_count:

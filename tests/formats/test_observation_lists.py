@@ -121,3 +121,26 @@ def test_lists_of_several_lengths_are_refused_with_a_fix_that_works(tmp_path: Pa
     assert asked.returncode == 2 and "drop --ends-from-observations" in asked.stderr
     waived = rltscan("returns", str(path), "--ignore-observation-gaps")
     assert waived.returncode == 0, waived.stderr
+
+
+def test_tensor_extension_observations_are_compared(tmp_path: Path) -> None:
+    """Observations as Arrow's canonical ``fixed_shape_tensor`` (how Ray Data and RLlib's
+    offline output store arrays, in Ray's own tensor extension): read through the
+    extension's storage and compared, so the hidden end is found (it was refused as a
+    column of a type that is not numbers)."""
+    data = d4rl_dict(np.random.default_rng(3))
+    cols = {}
+    for k, v in data.items():
+        if v.ndim > 1:
+            kind = pa.fixed_shape_tensor(pa.float32(), [v.shape[1]])
+            storage = pa.FixedSizeListArray.from_arrays(pa.array(v.reshape(-1)), v.shape[1])
+            cols[k] = pa.ExtensionArray.from_storage(kind, storage)
+        else:
+            cols[k] = pa.array(v)
+    path = tmp_path / "tensors.parquet"
+    pq.write_table(pa.table(cols), path)
+    assert isinstance(pq.read_schema(path).field("observations").type, pa.BaseExtensionType)
+    assert rltscan("returns", str(path)).returncode == 2
+    done = rltscan("returns", str(path), "--ends-from-observations")
+    assert done.returncode == 0, done.stderr
+    assert_the_hidden_end_truncates(path, data)
