@@ -559,7 +559,7 @@ def _id_boundaries(ids: np.ndarray, name: str, where: str) -> np.ndarray:
     starts = ids[np.concatenate([[True], change])]
     if len(np.unique(starts)) != len(starts):
         values, counts = np.unique(starts, return_counts=True)
-        again = values[counts > 1][0].item()
+        again = values[counts > 1][:1].tolist()[0]  # a number or a text id
         raise DataError(
             f'{where}: episode id {again!r} in "{name}" appears in more than one run of rows',
             "sort the table by episode (keeping step order) first",

@@ -165,6 +165,8 @@ def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
             "row per step: explode the lists, keeping each row's number as an episode id "
             "column (--episode-id), or the episodes run into each other"
         )
+    if _is_text(pa, kind) and not column.null_count:
+        return _text_numpy(pa, column)
     if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
         raise DataError(
             f'{where}: column "{name}" has type {kind}, not numbers or booleans; '
@@ -182,6 +184,26 @@ def to_numpy(column: Any, where: str, name: str) -> np.ndarray:
         )
     with structure(where, f'column "{name}" cannot be read'):
         return column.to_numpy(zero_copy_only=False)
+
+
+def _is_text(pa: Any, kind: Any) -> bool:
+    """Strings of any width, or a dictionary of them (pandas' categorical): ids as text."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    view = getattr(pa.types, "is_string_view", None)  # pyarrow >= 16
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind) or (view and view(kind)))
+
+
+def _text_numpy(pa: Any, column: Any) -> np.ndarray:
+    """A text column as an object array of its strings (RLlib's ``eps_id``, HF and polars
+    ids), each distinct string one object: compared by equality, never converted to a
+    number. Only the episode id role takes it (:class:`rltscan.io.resolve.ColumnReader`
+    refuses text for every other role)."""
+    if not pa.types.is_dictionary(column.type):
+        column = column.dictionary_encode()
+    words = np.empty(len(column.dictionary), dtype=object)
+    words[:] = column.dictionary.to_pylist()
+    return words[column.indices.to_numpy(zero_copy_only=False)]
 
 
 def _plain_numpy(column: Any, kind: Any) -> np.ndarray:

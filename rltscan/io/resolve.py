@@ -260,6 +260,15 @@ class ColumnReader:
     def column(self, role: str, name: str) -> np.ndarray | list[np.ndarray]:
         data = self.source.read(name)
         parts = data if isinstance(data, list) else [data]
+        if role != "episode_id" and any(p.dtype == object for p in parts):
+            # text (Parquet strings): an episode id compares it; no other role reads it
+            option = option_of(role)
+            raise DataError(
+                f'{self.source.where}: column "{name}" holds text, not numbers or booleans',
+                f"pass the right column with {option}, or --ignore {name}"
+                if option
+                else f"pass --ignore {name}",
+            )
         self.bytes_read += sum(int(p.nbytes) for p in parts)
         self.roles[role] = name
         self.data[role] = data

@@ -4,10 +4,10 @@ write them.
 A logger that names its episodes (``"ep0007"``, a UUID, a pandas ``Categorical``) writes
 the id column as Arrow ``string`` / ``large_string`` (polars, HF ``datasets``) or
 ``dictionary<values=string>`` (pandas categoricals). An episode ends where the id
-changes (docs/CONVENTIONS.md §1.5), whatever the ids' type. rltscan refuses such a
-column today (exit 4, "has type ..., not numbers or booleans; pass the right column
-with its option"): with terminated/truncated flags beside it, ``--ignore`` of the ids
-gives the right numbers; with ids only (no flags), nothing on the command line does.
+changes (docs/CONVENTIONS.md §1.5), whatever the ids' type. rltscan refused such a
+column (exit 4, "has type ..., not numbers or booleans; pass the right column
+with its option"). They are now read as text and compared by equality, like numeric
+ids: with flags beside them, and with ids only (after ``--ends-are``).
 """
 
 from __future__ import annotations
@@ -76,21 +76,34 @@ TOOLS = ["pandas-categorical", "polars", "hf-datasets"]
 
 
 @pytest.mark.parametrize("tool", TOOLS)
-def test_with_flags_the_ids_set_aside_give_the_numbers(tool: str, tmp_path: Path) -> None:
+def test_with_flags_text_ids_give_the_numbers(tool: str, tmp_path: Path) -> None:
+    """Text ids beside flags: read and compared by equality (they were refused as a
+    column of another type, and only ``--ignore`` of the ids got through); the table's
+    own columns (the id column's text or dictionary type included) are kept."""
     e = episodes()
     path = tmp_path / "log.parquet"
     write(tool, path, e, flags=True)
     raw = path.read_bytes()
     args = ["gae", str(path), "--gamma", str(GAMMA), "--lam", str(LAM), "-q"]
     res = run_cli(*args, in_process=True)
-    assert res.returncode == 4  # refused, never guessed
-    assert '"episode_id"' in one_line_error(res.stderr)
-    assert path.read_bytes() == raw
-    res = run_cli(*args, "--ignore", "episode_id", in_process=True)
     assert res.returncode == 0, res.stderr
     table = pq.read_table(path)
     np.testing.assert_allclose(table["advantages"].to_numpy(), expected(e, False)["advantages"])
     assert table.drop_columns(["advantages", "value_targets"]).equals(pq.read_table(pa_buffer(raw)))
+
+
+def test_text_ids_that_come_back_are_refused(tmp_path: Path) -> None:
+    """An id that appears in two runs of rows (an unsorted log) is refused by its text."""
+    e = episodes()
+    ids = names(e["eid"])
+    ids[-2:] = [ids[0]] * 2  # the last episode's rows carry the first episode's id
+    pl.DataFrame(
+        {"episode_id": ids, "reward": e["r"], "terminated": e["term"], "truncated": e["trunc"]}
+    ).write_parquet(tmp_path / "log.parquet")
+    res = run_cli("returns", str(tmp_path / "log.parquet"), "--gamma", "0.9", "-q")
+    assert res.returncode == 4, res.stderr
+    line = one_line_error(res.stderr)
+    assert f"episode id {ids[0]!r}" in line and "sort the table" in line
 
 
 def pa_buffer(raw: bytes):
@@ -100,12 +113,6 @@ def pa_buffer(raw: bytes):
 
 
 @pytest.mark.parametrize("tool", TOOLS)
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: text episode ids are refused as 'not numbers or booleans; pass the right "
-    "column with its option' (exit 4); with ids only there is no flag at all that reads the "
-    "file, where numeric ids of the same table are read (after --ends-are)",
-)
 def test_ids_only_are_read_like_numeric_ids(tool: str, tmp_path: Path) -> None:
     e = episodes()
     path = tmp_path / "log.parquet"
@@ -133,3 +140,27 @@ def test_numeric_ids_of_the_same_table_are_read(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     got = pq.read_table(path)["lambda_returns"].to_numpy()
     np.testing.assert_allclose(got, expected(e, True)["lambda_returns"])
+
+
+@pytest.mark.parametrize("steps", ["1", "3", "4"])
+def test_text_ids_streamed_in_windows_match_the_whole_file(steps: str, tmp_path: Path) -> None:
+    """Windows that end inside an episode and on its last step: the run across them is
+    one episode where the text id goes on, and an id that comes back in a later window
+    is refused as in a whole read."""
+    e = episodes()
+    path = tmp_path / "log.parquet"
+    write("polars", path, e, flags=True)
+    args = ["gae", str(path), "--gamma", str(GAMMA), "--lam", str(LAM), "-q"]
+    res = run_cli(*args, "--chunk-steps", steps, "--block-steps", steps, in_process=True)
+    assert res.returncode == 0, res.stderr
+    got = pq.read_table(path)["advantages"].to_numpy()
+    np.testing.assert_allclose(got, expected(e, False)["advantages"])
+    ids = names(e["eid"])
+    ids[-2:] = [ids[0]] * 2
+    pl.DataFrame(
+        {"episode_id": ids, "reward": e["r"], "terminated": e["term"], "truncated": e["trunc"]}
+    ).write_parquet(tmp_path / "back.parquet")
+    res = run_cli("returns", str(tmp_path / "back.parquet"), "--gamma", "0.9", "-q",
+                  "--chunk-steps", steps, "--block-steps", steps)  # fmt: skip
+    assert res.returncode == 4, res.stderr
+    assert "sort the table" in one_line_error(res.stderr)

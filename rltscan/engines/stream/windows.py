@@ -463,4 +463,4 @@ def check_id_runs(runs: list[tuple[int, np.ndarray]], name: str, where: str) -> 
                 )
             seen.add(value)
         if len(ids):
-            last = ids[-1].item()
+            last = ids[-1:].tolist()[0]  # a number or a text id
