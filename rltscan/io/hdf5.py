@@ -483,6 +483,7 @@ def _open(
         )
     _refuse_slot_order(fh, name)
     _refuse_unwritten_trajectories(fh, name)
+    _refuse_d3rlpy2(fh, name)
     root = fh[gpath]
     if not isinstance(root, h5py.Group):
         raise DataError(f'{name}: "{gpath}" is a dataset, not a group; pass --group PATH')
@@ -558,6 +559,25 @@ def _refuse_slot_order(fh: Any, name: str) -> None:
         f"{name} is {kind}: its rows are buffer slots, not steps in time order",
         f"load it with {loader}.load_hdf5 and save each env's steps in time order "
         "(buf[buf.sample_indices(0)] of a one-env ReplayBuffer) as a flat file",
+    )
+
+
+def _refuse_d3rlpy2(fh: Any, name: str) -> None:
+    """A d3rlpy 2.x dump (``ReplayBuffer.dump``: ``columns``, ``num_episodes`` and
+    ``version`` beside one dataset per episode and key, ``rewards_<i>``, and a single
+    ``terminated_<i>`` flag per episode; a non-terminated episode's last row is its final
+    observation, not a step) has no per-step column a role could take: refused with how
+    to write it as a flat file (its ``rewards_<i>`` are not offered as the rewards)."""
+    if not all(isinstance(fh.get(k), _h5py().Dataset) for k in ("columns", "num_episodes")):
+        return
+    if "version" not in fh or "rewards_0" not in fh:
+        return
+    raise InputFileError(
+        f"{name} is a d3rlpy 2.x dump (one dataset per episode and key: rewards_0, "
+        "terminated_0, ...), which rltscan does not read",
+        "write it as a flat file: for each episode of ReplayBuffer.load(path, "
+        "InfiniteBuffer()).episodes, its first transition_count steps, with terminals on "
+        "its last step where episode.terminated, else timeouts",
     )
 
 

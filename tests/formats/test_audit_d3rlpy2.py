@@ -6,9 +6,10 @@ by rltscan), 2.x writes one dataset per episode and key: ``observations_<i>``,
 ``actions_<i>``, ``rewards_<i>`` (``(T, 1)`` float32), ``terminated_<i>`` (one bool per
 episode: ``Episode.terminated``), beside ``columns`` (the key names), ``num_episodes``
 and ``version``. A non-terminated 2.x episode's last row is its final observation (its
-transition count is ``T - 1``). rltscan has no reader for it, so it must refuse; it does
-(exit 4), but the line names ``--rewards KEY``, and no key reads the file: every
-``rewards_<i>`` is one episode, and its flag is a scalar.
+transition count is ``T - 1``). rltscan has no reader for it, so it must refuse; it did
+(exit 4), but the line named ``--rewards KEY``, and no key reads the file: every
+``rewards_<i>`` is one episode, and its flag is a scalar. Now the line names the layout
+and how to write it as a flat file (exit 3, as other files whose layout is not read).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def test_refused_in_one_line_and_left_alone(estimator: str, tmp_path: Path) -> N
     dump(path)
     before = digest(path)
     res = run_cli(estimator, str(path), "-q", in_process=True)
-    assert res.returncode == 4
+    assert res.returncode == 3  # an input file rltscan does not read
     one_line_error(res.stderr)
     assert digest(path) == before
     # what the line suggests computes one episode at most and never exits 0 without flags
@@ -53,13 +54,6 @@ def test_refused_in_one_line_and_left_alone(estimator: str, tmp_path: Path) -> N
     assert digest(path) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='finding: a d3rlpy 2.x dump is refused with \'has no column "rewards"; pass '
-    "--rewards KEY (found: ... rewards_0, rewards_1 ...)': the flag it names reads one "
-    "episode, never the dataset; the line should say the layout is not read (d3rlpy 2.x "
-    "per-episode datasets) and how to convert it",
-)
 def test_the_refusal_names_the_layout_not_a_flag_that_cannot_work(tmp_path: Path) -> None:
     path = tmp_path / "dataset.h5"
     dump(path)
