@@ -17,6 +17,16 @@ def _nv(x: float | None) -> float:
     return 0.0 if x is None or math.isnan(float(x)) else float(x)
 
 
+def _back(rt: float, boot: float, terminal: bool, cut: bool, gamma: float, lam: float, nxt: float):
+    """One step of a λ-return, backwards from the next step's ``nxt`` (``lam=1``: the
+    discounted return; ``(1 - 1) * boot`` adds an exact 0, the bootstrap being finite)."""
+    if terminal:
+        return rt
+    if cut:
+        return rt + gamma * boot
+    return rt + gamma * ((1 - lam) * boot + lam * nxt)
+
+
 def estimates(r, v, nv, term, trunc, gamma: float, lam: float) -> dict[str, np.ndarray]:
     """``advantages``, ``value_targets``, ``lambda_returns`` and ``returns`` (the last
     with the same bootstraps); ``v`` may be None for returns only."""
@@ -35,25 +45,26 @@ def estimates(r, v, nv, term, trunc, gamma: float, lam: float) -> dict[str, np.n
             delta = rt - vt if terminal else rt + gamma * boot - vt
             a_next = delta if cut else delta + gamma * lam * a_next
             adv[t] = a_next
-            if terminal:
-                g_next = rt
-            elif cut:
-                g_next = rt + gamma * boot
-            else:
-                g_next = rt + gamma * ((1 - lam) * boot + lam * g_next)
-            lret[t] = g_next
-        if terminal:
-            d_next = rt
-        elif cut:
-            d_next = rt + gamma * boot
-        else:
-            d_next = rt + gamma * d_next
-        ret[t] = d_next
+            lret[t] = g_next = _back(rt, boot, terminal, cut, gamma, lam, g_next)
+        ret[t] = d_next = _back(rt, boot, terminal, cut, gamma, 1.0, d_next)
     out = {"returns": ret}
     if v is not None:
         out |= {"advantages": adv, "value_targets": adv + np.asarray(v, float),
                 "lambda_returns": lret}  # fmt: skip
     return out
+
+
+def episode_ends(lengths: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Episodes of ``lengths`` laid end to end: the first terminated, the second
+    truncated, the third terminated, any after cut by the end of the data. Returns each
+    episode's last row and the ``terminated`` and ``truncated`` flags."""
+    n = sum(lengths)
+    ends = np.cumsum(lengths) - 1
+    term = np.zeros(n, bool)
+    trunc = np.zeros(n, bool)
+    term[ends[[0, 2]]] = True
+    trunc[ends[1]] = True
+    return ends, term, trunc
 
 
 def one_line_error(stderr: str) -> str:

@@ -17,7 +17,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.audit_ref import estimates
+from tests.audit_ref import episode_ends, estimates
 from tests.io_helpers import run_cli
 
 GAMMA, LAM = 0.9, 0.8
@@ -27,11 +27,7 @@ def rollout(path: Path, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     lengths = [5, 7, 4, 6]  # terminated, truncated, terminated, cut by the end of the file
     n = sum(lengths)
-    ends = np.cumsum(lengths) - 1
-    term = np.zeros(n, bool)
-    trunc = np.zeros(n, bool)
-    term[ends[[0, 2]]] = True
-    trunc[ends[1]] = True
+    ends, term, trunc = episode_ends(lengths)
     r = rng.normal(size=n).astype(np.float32)
     v = rng.normal(size=n).astype(">f4")  # big-endian, as a non-numpy tool writes it
     nv = np.append(v[1:], rng.normal()).astype(np.float64)

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from tests.audit_ref import estimates, one_line_error
+from tests.audit_ref import episode_ends, estimates, one_line_error
 from tests.io_helpers import run_cli
 
 pd = pytest.importorskip("pandas")
@@ -32,11 +32,7 @@ def episodes(seed: int = 0) -> dict[str, np.ndarray]:
     """Four episodes: terminated, truncated, terminated, cut by the end of the log."""
     rng = np.random.default_rng(seed)
     n = sum(LENGTHS)
-    ends = np.cumsum(LENGTHS) - 1
-    term = np.zeros(n, bool)
-    trunc = np.zeros(n, bool)
-    term[ends[[0, 2]]] = True
-    trunc[ends[1]] = True
+    ends, term, trunc = episode_ends(LENGTHS)
     v = rng.normal(size=n)
     nv = np.append(v[1:], rng.normal())
     nv[ends[:-1]] = rng.normal(size=len(ends) - 1)  # V(final obs) of each episode
@@ -72,6 +68,29 @@ def expected(e: dict[str, np.ndarray], truncated_ends: bool) -> dict[str, np.nda
     return estimates(e["r"], e["v"], e["nv"], term, trunc, GAMMA, LAM)
 
 
+def write_ids_that_come_back(path: Path, e: dict[str, np.ndarray]) -> list[str]:
+    """A polars log whose last episode's rows carry the first episode's id (an unsorted
+    log); returns the ids written."""
+    ids = names(e["eid"])
+    ids[-2:] = [ids[0]] * 2
+    pl.DataFrame(
+        {"episode_id": ids, "reward": e["r"], "terminated": e["term"], "truncated": e["trunc"]}
+    ).write_parquet(path)
+    return ids
+
+
+def check_ids_only(path: Path, e: dict[str, np.ndarray], in_process: bool) -> None:
+    """Ids only: TD(λ) stops naming ``--ends-are``, then with ``--ends-are truncated``
+    gives the numbers of every end read as a truncation."""
+    args = ["td-lambda", str(path), "--gamma", str(GAMMA), "--lam", str(LAM), "-q"]
+    res = run_cli(*args, in_process=in_process)
+    assert res.returncode == 2 and "--ends-are" in one_line_error(res.stderr)
+    res = run_cli(*args, "--ends-are", "truncated", in_process=in_process)
+    assert res.returncode == 0, res.stderr
+    got = pq.read_table(path)["lambda_returns"].to_numpy()
+    np.testing.assert_allclose(got, expected(e, True)["lambda_returns"])
+
+
 TOOLS = ["pandas-categorical", "polars", "hf-datasets"]
 
 
@@ -94,12 +113,7 @@ def test_with_flags_text_ids_give_the_numbers(tool: str, tmp_path: Path) -> None
 
 def test_text_ids_that_come_back_are_refused(tmp_path: Path) -> None:
     """An id that appears in two runs of rows (an unsorted log) is refused by its text."""
-    e = episodes()
-    ids = names(e["eid"])
-    ids[-2:] = [ids[0]] * 2  # the last episode's rows carry the first episode's id
-    pl.DataFrame(
-        {"episode_id": ids, "reward": e["r"], "terminated": e["term"], "truncated": e["trunc"]}
-    ).write_parquet(tmp_path / "log.parquet")
+    ids = write_ids_that_come_back(tmp_path / "log.parquet", episodes())
     res = run_cli("returns", str(tmp_path / "log.parquet"), "--gamma", "0.9", "-q")
     assert res.returncode == 4, res.stderr
     line = one_line_error(res.stderr)
@@ -117,13 +131,7 @@ def test_ids_only_are_read_like_numeric_ids(tool: str, tmp_path: Path) -> None:
     e = episodes()
     path = tmp_path / "log.parquet"
     write(tool, path, e, flags=False)
-    args = ["td-lambda", str(path), "--gamma", str(GAMMA), "--lam", str(LAM), "-q"]
-    res = run_cli(*args, in_process=True)
-    assert res.returncode == 2 and "--ends-are" in one_line_error(res.stderr)
-    res = run_cli(*args, "--ends-are", "truncated", in_process=True)
-    assert res.returncode == 0, res.stderr
-    got = pq.read_table(path)["lambda_returns"].to_numpy()
-    np.testing.assert_allclose(got, expected(e, True)["lambda_returns"])
+    check_ids_only(path, e, in_process=True)
 
 
 def test_numeric_ids_of_the_same_table_are_read(tmp_path: Path) -> None:
@@ -133,13 +141,7 @@ def test_numeric_ids_of_the_same_table_are_read(tmp_path: Path) -> None:
     pd.DataFrame(
         {"episode_id": e["eid"] * 10 + 3, "reward": e["r"], "value": e["v"], "next_value": e["nv"]}
     ).to_parquet(path)
-    args = ["td-lambda", str(path), "--gamma", str(GAMMA), "--lam", str(LAM), "-q"]
-    res = run_cli(*args)
-    assert res.returncode == 2 and "--ends-are" in one_line_error(res.stderr)
-    res = run_cli(*args, "--ends-are", "truncated")
-    assert res.returncode == 0, res.stderr
-    got = pq.read_table(path)["lambda_returns"].to_numpy()
-    np.testing.assert_allclose(got, expected(e, True)["lambda_returns"])
+    check_ids_only(path, e, in_process=False)
 
 
 @pytest.mark.parametrize("steps", ["1", "3", "4"])
@@ -155,11 +157,7 @@ def test_text_ids_streamed_in_windows_match_the_whole_file(steps: str, tmp_path:
     assert res.returncode == 0, res.stderr
     got = pq.read_table(path)["advantages"].to_numpy()
     np.testing.assert_allclose(got, expected(e, False)["advantages"])
-    ids = names(e["eid"])
-    ids[-2:] = [ids[0]] * 2
-    pl.DataFrame(
-        {"episode_id": ids, "reward": e["r"], "terminated": e["term"], "truncated": e["trunc"]}
-    ).write_parquet(tmp_path / "back.parquet")
+    write_ids_that_come_back(tmp_path / "back.parquet", e)
     res = run_cli("returns", str(tmp_path / "back.parquet"), "--gamma", "0.9", "-q",
                   "--chunk-steps", steps, "--block-steps", steps)  # fmt: skip
     assert res.returncode == 4, res.stderr

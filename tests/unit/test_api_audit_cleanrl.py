@@ -39,26 +39,36 @@ def _buffer(seed, T, B):
     return rewards, values, dones, next_value, next_done
 
 
+def _gae(rewards, values, dones, next_done, last_value, **kw):
+    """rltscan's call on CleanRL's tensors: ``dones`` mean starts, ``next_done`` is the
+    step after the buffer's, every end terminal (``kw``: time_dim, γ, λ)."""
+    return rltscan.gae(
+        rewards,
+        values,
+        dones=dones,
+        dones_mean="starts",
+        last_dones=next_done,
+        last_value=last_value,
+        ends_are="terminal",
+        **kw,
+    )
+
+
+def _assert_as_cleanrl(res, adv, ret):
+    torch.testing.assert_close(res.advantages, adv, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(res.value_targets, ret, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize(("T", "B"), [(17, 4), (5, 1), (8, 3)])
 @pytest.mark.parametrize(("gamma", "lam"), [(0.99, 0.95), (0.0, 0.5), (1.0, 1.0), (0.9, 0.0)])
 def test_cleanrl_ppo_loop(seed, T, B, gamma, lam):
     rewards, values, dones, next_value, next_done = _buffer(seed, T, B)
     adv, ret = cleanrl_gae(rewards, values, dones, next_value, next_done, gamma, lam)
-    res = rltscan.gae(
-        rewards,
-        values,
-        dones=dones,
-        dones_mean="starts",
-        last_dones=next_done,
-        last_value=next_value.flatten(),
-        ends_are="terminal",
-        time_dim=0,
-        gamma=gamma,
-        lam=lam,
+    res = _gae(
+        rewards, values, dones, next_done, next_value.flatten(), time_dim=0, gamma=gamma, lam=lam
     )
-    torch.testing.assert_close(res.advantages, adv, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(res.value_targets, ret, rtol=1e-5, atol=1e-5)
+    _assert_as_cleanrl(res, adv, ret)
 
 
 @pytest.mark.parametrize(("T", "B"), [(9, 3), (4, 4)])
@@ -67,18 +77,8 @@ def test_next_value_as_cleanrl_shapes_it(T, B):
     with ``time_dim=0`` it is read as one value per env, and the numbers are CleanRL's."""
     rewards, values, dones, next_value, next_done = _buffer(0, T, B)
     adv, ret = cleanrl_gae(rewards, values, dones, next_value, next_done, 0.99, 0.95)
-    res = rltscan.gae(
-        rewards,
-        values,
-        dones=dones,
-        dones_mean="starts",
-        last_dones=next_done,
-        last_value=next_value,
-        ends_are="terminal",
-        time_dim=0,
-    )
-    torch.testing.assert_close(res.advantages, adv, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(res.value_targets, ret, rtol=1e-5, atol=1e-5)
+    res = _gae(rewards, values, dones, next_done, next_value, time_dim=0)  # γ, λ: defaults
+    _assert_as_cleanrl(res, adv, ret)
 
 
 def test_a_one_step_next_value_without_time_dim_is_refused():
@@ -97,15 +97,7 @@ def test_forgetting_time_dim_is_refused():
     fit the time-last reading, so it is refused naming time_dim=0."""
     rewards, values, dones, next_value, next_done = _buffer(0, 9, 3)
     with pytest.raises(rltscan.DataError, match="time_dim=0"):
-        rltscan.gae(
-            rewards,
-            values,
-            dones=dones,
-            dones_mean="starts",
-            last_dones=next_done,
-            last_value=next_value.flatten(),
-            ends_are="terminal",
-        )
+        _gae(rewards, values, dones, next_done, next_value.flatten())
 
 
 @pytest.mark.xfail(

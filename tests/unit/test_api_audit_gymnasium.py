@@ -51,6 +51,25 @@ def _truth(rows):
     return out
 
 
+def _env_rows(log, v, nv, b, keep=slice(None)):
+    """Env ``b``'s ``(r, v, nv, term, trunc)``, the rows ``keep``, for ``_truth``."""
+    return log["r"][keep, b], v[keep, b], nv[keep, b], log["term"][keep, b], log["trunc"][keep, b]
+
+
+def _gae(log, v, nv):
+    """The logged ``[T, B]`` columns with next-state values ``nv``."""
+    return rltscan.gae(
+        log["r"].astype(np.float64),
+        v,
+        next_values=nv,
+        terminated=log["term"],
+        truncated=log["trunc"],
+        gamma=GAMMA,
+        lam=LAM,
+        time_dim=0,
+    )
+
+
 def _rollout(mode, seed):
     env = _env(mode)
     obs, _ = env.reset(seed=seed)
@@ -88,22 +107,8 @@ def test_same_step_with_final_obs(seed):
     log = _rollout(AutoresetMode.SAME_STEP, seed)
     assert log["trunc"].any() and log["term"].any()
     v, nv = V(log["obs"]), V(log["final_obs"])
-    res = rltscan.gae(
-        log["r"].astype(np.float64),
-        v,
-        next_values=nv,
-        terminated=log["term"],
-        truncated=log["trunc"],
-        gamma=GAMMA,
-        lam=LAM,
-        time_dim=0,
-    )
-    want = _truth(
-        [
-            (log["r"][:, b], v[:, b], nv[:, b], log["term"][:, b], log["trunc"][:, b])
-            for b in range(B)
-        ]
-    )
+    res = _gae(log, v, nv)
+    want = _truth([_env_rows(log, v, nv, b) for b in range(B)])
     np.testing.assert_allclose(res.advantages, np.stack(want, 1), rtol=1e-10, atol=1e-10)
 
 
@@ -114,29 +119,10 @@ def test_next_step_real_rows_are_exact_with_next_values(seed):
     reset = log["reset_row"]
     assert (log["r"][reset] == 0).all() and not (log["term"] | log["trunc"])[reset].any()
     v, nv = V(log["obs"]), V(log["next_obs"])
-    res = rltscan.gae(
-        log["r"].astype(np.float64),
-        v,
-        next_values=nv,
-        terminated=log["term"],
-        truncated=log["trunc"],
-        gamma=GAMMA,
-        lam=LAM,
-        time_dim=0,
-    )
+    res = _gae(log, v, nv)
     for b in range(B):
         keep = ~reset[:, b]
-        (want,) = _truth(
-            [
-                (
-                    log["r"][keep, b],
-                    v[keep, b],
-                    nv[keep, b],
-                    log["term"][keep, b],
-                    log["trunc"][keep, b],
-                )
-            ]
-        )
+        (want,) = _truth([_env_rows(log, v, nv, b, keep)])
         np.testing.assert_allclose(res.advantages[keep, b], want, rtol=1e-10, atol=1e-10)
 
 

@@ -151,18 +151,16 @@ def test_discount_alone_is_refused_naming_terminated():
 # --------------------------------------------------------------------------- V-trace
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize(
-    ("gamma", "lam"), [(0.9, 1.0), (1.0, 1.0), (0.0, 1.0), (0.9, 0.7), (0.95, 0.0)]
-)
-@pytest.mark.parametrize(("rho_clip", "pg_clip"), [(1.0, 1.0), (1.3, 0.8), (np.inf, np.inf)])
-def test_vtrace_vs(seed, gamma, lam, rho_clip, pg_clip):
+def _vtrace_window(seed: int, gamma: float):
+    """``_window`` with importance ratios ``rho`` (target over behaviour)."""
     rng, r, v, _, disc = _window(seed, gamma)
-    rho = np.exp(0.7 * rng.normal(size=r.shape))
-    out = rlax.vtrace_td_error_and_advantage(
-        J(v[:-1]), J(v[1:]), J(r), J(disc), J(rho), lam, rho_clip, pg_clip
-    )
-    res = rltscan.vtrace(
+    return r, v, disc, np.exp(0.7 * rng.normal(size=r.shape))
+
+
+def _vtrace(r, v, disc, rho, lam, **clips):
+    """rlax's arguments in rltscan's: ``v_t`` as next values, the ratios as
+    ``logp_target`` over a zero ``logp_behavior``, no flags (the discount has the ends)."""
+    return rltscan.vtrace(
         r,
         v[:-1],
         next_values=v[1:],
@@ -171,10 +169,21 @@ def test_vtrace_vs(seed, gamma, lam, rho_clip, pg_clip):
         logp_target=np.log(rho),
         logp_behavior=np.zeros_like(r),
         lam=lam,
-        rho_clip=rho_clip,
-        c_clip=1.0,
-        pg_rho_clip=pg_clip,
+        **clips,
     )
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(
+    ("gamma", "lam"), [(0.9, 1.0), (1.0, 1.0), (0.0, 1.0), (0.9, 0.7), (0.95, 0.0)]
+)
+@pytest.mark.parametrize(("rho_clip", "pg_clip"), [(1.0, 1.0), (1.3, 0.8), (np.inf, np.inf)])
+def test_vtrace_vs(seed, gamma, lam, rho_clip, pg_clip):
+    r, v, disc, rho = _vtrace_window(seed, gamma)
+    out = rlax.vtrace_td_error_and_advantage(
+        J(v[:-1]), J(v[1:]), J(r), J(disc), J(rho), lam, rho_clip, pg_clip
+    )
+    res = _vtrace(r, v, disc, rho, lam, rho_clip=rho_clip, c_clip=1.0, pg_rho_clip=pg_clip)
     _close(res.vs, np.asarray(out.errors) + v[:-1])
     if lam == 1.0:
         _close(res.pg_advantages, out.pg_advantage)
@@ -188,23 +197,30 @@ def test_vtrace_vs(seed, gamma, lam, rho_clip, pg_clip):
 )
 @pytest.mark.parametrize("lam", [0.0, 0.7])
 def test_vtrace_pg_advantages_with_lambda_below_one(lam):
-    rng, r, v, _, disc = _window(0, 0.9)
-    rho = np.exp(0.7 * rng.normal(size=r.shape))
+    r, v, disc, rho = _vtrace_window(0, 0.9)
     out = rlax.vtrace_td_error_and_advantage(J(v[:-1]), J(v[1:]), J(r), J(disc), J(rho), lam)
-    res = rltscan.vtrace(
-        r,
-        v[:-1],
-        next_values=v[1:],
-        discount=disc,
-        terminated=np.zeros(r.shape, bool),
-        logp_target=np.log(rho),
-        logp_behavior=np.zeros_like(r),
-        lam=lam,
-    )
+    res = _vtrace(r, v, disc, rho, lam)
     _close(res.pg_advantages, out.pg_advantage)
 
 
 # --------------------------------------------------------------------------- off-policy returns
+
+
+def _retrace_shifted(r, q_t, v_t, disc, log_c, **kw):
+    """rlax's window shifted by one step into rltscan's indexing: ``q_t`` and ``log_c``
+    (K−1 entries, at t+1) behind an unread first entry, ``v_t`` as ``next_expected_q``,
+    no flags (the discount has the ends)."""
+    K = r.size
+    return rltscan.retrace(
+        r,
+        np.concatenate([[0.0], q_t]),
+        next_expected_q=v_t,
+        discount=disc,
+        terminated=np.zeros(K, bool),
+        logp_target=np.concatenate([[0.0], log_c]),
+        logp_behavior=np.zeros(K),
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -220,17 +236,7 @@ def test_general_off_policy_returns_from_q_and_v(seed, gamma):
     want = rlax.general_off_policy_returns_from_q_and_v(J(q_t), J(v_t), J(r), J(disc), J(c_t))
     with warnings.catch_warnings():  # γ·λ·c̄ > 1 with the unclipped trace
         warnings.simplefilter("ignore")
-        res = rltscan.retrace(
-            r,
-            np.concatenate([[0.0], q_t]),
-            next_expected_q=v_t,
-            discount=disc,
-            terminated=np.zeros(K, bool),
-            logp_target=np.concatenate([[0.0], np.log(c_t)]),
-            logp_behavior=np.zeros(K),
-            trace="is",
-            lam=1.0,
-        )
+        res = _retrace_shifted(r, q_t, v_t, disc, np.log(c_t), trace="is", lam=1.0)
     _close(res.retrace_targets, want)
 
 
@@ -242,14 +248,5 @@ def test_retrace_continuous(seed, gamma, lam):
     q_tm1, q_t, v_t = rng.normal(size=T), rng.normal(size=T - 1), rng.normal(size=T)
     log_rhos = rng.normal(size=T - 1)
     want = rlax.retrace_continuous(J(q_tm1), J(q_t), J(v_t), J(r), J(disc), J(log_rhos), lam)
-    res = rltscan.retrace(
-        r,
-        np.concatenate([[0.0], q_t]),
-        next_expected_q=v_t,
-        discount=disc,
-        terminated=np.zeros(T, bool),
-        logp_target=np.concatenate([[0.0], log_rhos]),
-        logp_behavior=np.zeros(T),
-        lam=lam,
-    )
+    res = _retrace_shifted(r, q_t, v_t, disc, log_rhos, lam=lam)
     _close(res.retrace_targets - q_tm1, want)

@@ -31,6 +31,7 @@ from ray.rllib.utils.postprocessing.value_predictions import (
 
 RTOL, ATOL = 1e-5, 1e-5
 ADV, VT = Postprocessing.ADVANTAGES, Postprocessing.VALUE_TARGETS
+BATCH_GAMMA, BATCH_LAM = 0.9, 0.8  # the learner batch's postprocessing
 
 
 def _trajectory(rng, L: int, eps_id: int, end: str) -> tuple[SampleBatch, float]:
@@ -56,6 +57,15 @@ def _close(got, want):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=RTOL, atol=ATOL)
 
 
+def _gae(b, gamma: float = BATCH_GAMMA, lam: float = BATCH_LAM, **kw):
+    """GAE on an old-stack batch's columns, ``terminateds``/``truncateds`` as the flags;
+    ``kw`` gives the bootstrap and may replace ``truncated``."""
+    kw.setdefault("truncated", b["truncateds"])
+    return rltscan.gae(
+        b["rewards"], b["vf_preds"], terminated=b["terminateds"], gamma=gamma, lam=lam, **kw
+    )
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("end", ["term", "trunc", "cut"])
 @pytest.mark.parametrize(("gamma", "lam"), [(0.99, 0.95), (0.0, 0.5), (1.0, 1.0), (0.9, 0.0)])
@@ -63,27 +73,11 @@ def test_compute_advantages_on_one_trajectory(seed, end, gamma, lam):
     rng = np.random.default_rng(seed)
     b, last_r = _trajectory(rng, 7 + seed, 1, end)
     want = compute_advantages(b.copy(), last_r, gamma=gamma, lambda_=lam)
-    res = rltscan.gae(
-        b["rewards"],
-        b["vf_preds"],
-        terminated=b["terminateds"],
-        truncated=b["truncateds"],
-        last_value=last_r,
-        gamma=gamma,
-        lam=lam,
-    )
+    res = _gae(b, gamma, lam, last_value=last_r)
     _close(res.advantages, want[ADV])
     _close(res.value_targets, want[VT])
     # the same with the values_bootstrapped column as next_values
-    res = rltscan.gae(
-        b["rewards"],
-        b["vf_preds"],
-        terminated=b["terminateds"],
-        truncated=b["truncateds"],
-        next_values=b["values_bootstrapped"],
-        gamma=gamma,
-        lam=lam,
-    )
+    res = _gae(b, gamma, lam, next_values=b["values_bootstrapped"])
     _close(res.advantages, want[ADV])
 
 
@@ -110,7 +104,9 @@ def test_compute_advantages_without_gae(seed, end):
 def _learner_batch(seed: int, plan: list[str]):
     rng = np.random.default_rng(seed)
     parts = [_trajectory(rng, int(rng.integers(3, 8)), i, end) for i, end in enumerate(plan)]
-    processed = [compute_advantages(b.copy(), r, gamma=0.9, lambda_=0.8) for b, r in parts]
+    processed = [
+        compute_advantages(b.copy(), r, gamma=BATCH_GAMMA, lambda_=BATCH_LAM) for b, r in parts
+    ]
     return concat_samples([b for b, _ in parts]), concat_samples(processed)
 
 
@@ -119,15 +115,7 @@ def test_concatenated_batch_with_flagged_ends(seed):
     """Episodes that all end with a flag (terminated or truncated), concatenated: the
     natural call on the learner batch's columns is exact."""
     batch, want = _learner_batch(seed, ["term", "trunc", "term", "trunc", "term"])
-    res = rltscan.gae(
-        batch["rewards"],
-        batch["vf_preds"],
-        terminated=batch["terminateds"],
-        truncated=batch["truncateds"],
-        next_values=batch["values_bootstrapped"],
-        gamma=0.9,
-        lam=0.8,
-    )
+    res = _gae(batch, next_values=batch["values_bootstrapped"])
     _close(res.advantages, want[ADV])
 
 
@@ -141,15 +129,7 @@ def test_concatenated_batch_with_flagged_ends(seed):
 def test_concatenated_batch_with_a_fragment_cut(seed):
     batch, want = _learner_batch(seed, ["term", "cut", "trunc", "term", "cut"])
     try:
-        res = rltscan.gae(
-            batch["rewards"],
-            batch["vf_preds"],
-            terminated=batch["terminateds"],
-            truncated=batch["truncateds"],
-            next_values=batch["values_bootstrapped"],
-            gamma=0.9,
-            lam=0.8,
-        )
+        res = _gae(batch, next_values=batch["values_bootstrapped"])
     except rltscan.RltscanError:
         return  # refused: exact-or-refused holds
     _close(res.advantages, want[ADV])
@@ -160,14 +140,10 @@ def test_concatenated_batch_with_cuts_marked_from_eps_id():
     batch, want = _learner_batch(0, ["term", "cut", "trunc", "term", "cut"])
     ids = batch["eps_id"]
     cut = np.append(ids[1:] != ids[:-1], True)
-    res = rltscan.gae(
-        batch["rewards"],
-        batch["vf_preds"],
-        terminated=batch["terminateds"],
+    res = _gae(
+        batch,
         truncated=batch["truncateds"] | (cut & ~batch["terminateds"]),
         next_values=batch["values_bootstrapped"],
-        gamma=0.9,
-        lam=0.8,
     )
     _close(res.advantages, want[ADV])
 

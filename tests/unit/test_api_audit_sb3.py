@@ -25,9 +25,8 @@ def _close(got, want):
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=RTOL, atol=ATOL)
 
 
-def _filled_buffer(seed: int, T: int, B: int, gamma: float, lam: float):
-    rng = np.random.default_rng(seed)
-    buf = sb3_buffers.RolloutBuffer(
+def _rollout_buffer(T: int, B: int, gamma: float, lam: float):
+    return sb3_buffers.RolloutBuffer(
         T,
         gym.spaces.Box(-1, 1, (2,)),
         gym.spaces.Discrete(2),
@@ -36,6 +35,27 @@ def _filled_buffer(seed: int, T: int, B: int, gamma: float, lam: float):
         gamma=gamma,
         n_envs=B,
     )
+
+
+def _gae_as_sb3(rewards, values, starts, last_values, gamma, lam, **dones):
+    """The README's SB3 line: SB3's time-major buffer, every end terminal; ``dones`` is
+    the final step's (``dones=`` or ``last_dones=``)."""
+    return rltscan.gae(
+        rewards,
+        values,
+        episode_starts=starts,
+        last_value=last_values,
+        ends_are="terminal",
+        time_dim=0,
+        gamma=gamma,
+        lam=lam,
+        **dones,
+    )
+
+
+def _filled_buffer(seed: int, T: int, B: int, gamma: float, lam: float):
+    rng = np.random.default_rng(seed)
+    buf = _rollout_buffer(T, B, gamma, lam)
     starts = rng.random(B) < 0.3
     for _ in range(T):
         buf.add(
@@ -58,31 +78,11 @@ def test_rollout_buffer(seed, T, B, gamma, lam):
     buf, last_values, dones = _filled_buffer(seed, T, B, gamma, lam)
     rew, val, starts = buf.rewards.copy(), buf.values.copy(), buf.episode_starts.copy()
     buf.compute_returns_and_advantage(last_values, dones)
-    res = rltscan.gae(
-        rew,
-        val,
-        episode_starts=starts,
-        dones=dones,
-        last_value=last_values,
-        ends_are="terminal",
-        time_dim=0,
-        gamma=gamma,
-        lam=lam,
-    )
+    res = _gae_as_sb3(rew, val, starts, last_values, gamma, lam, dones=dones)
     _close(res.advantages, buf.advantages)
     _close(res.value_targets, buf.returns)
     # the same final dones given as last_dones
-    res = rltscan.gae(
-        rew,
-        val,
-        episode_starts=starts,
-        last_dones=dones,
-        last_value=last_values,
-        ends_are="terminal",
-        time_dim=0,
-        gamma=gamma,
-        lam=lam,
-    )
+    res = _gae_as_sb3(rew, val, starts, last_values, gamma, lam, last_dones=dones)
     _close(res.advantages, buf.advantages)
 
 
@@ -118,29 +118,11 @@ def test_timeout_folded_into_rewards_equals_an_explicit_truncation(seed):
     starts[1:] = ended[:-1]
     starts[0] = rng.random(B) < 0.3
     last_values = torch.tensor(rng.normal(size=B), dtype=torch.float32)
-    buf = sb3_buffers.RolloutBuffer(
-        T,
-        gym.spaces.Box(-1, 1, (2,)),
-        gym.spaces.Discrete(2),
-        device="cpu",
-        gae_lambda=lam,
-        gamma=gamma,
-        n_envs=B,
-    )
+    buf = _rollout_buffer(T, B, gamma, lam)
     buf.rewards[:], buf.values[:], buf.episode_starts[:] = folded, val, starts
     buf.full = True
     buf.compute_returns_and_advantage(last_values, ended[-1].astype(np.float32))
-    res = rltscan.gae(
-        folded,
-        val,
-        episode_starts=starts,
-        dones=ended[-1],
-        last_value=last_values,
-        ends_are="terminal",
-        time_dim=0,
-        gamma=gamma,
-        lam=lam,
-    )
+    res = _gae_as_sb3(folded, val, starts, last_values, gamma, lam, dones=ended[-1])
     _close(res.advantages, buf.advantages)
     boot = np.where(trunc, term_value, np.nan).astype(np.float32)
     boot[-1] = np.where(trunc[-1], term_value[-1], last_values.numpy())  # the data's end
@@ -210,22 +192,19 @@ def ppo_rollout():
     return _ppo_rollout()
 
 
+def _gae_on_rollout(seen, last_value):
+    """The README's SB3 line on what the spy saw, with the rollout's γ and λ."""
+    return _gae_as_sb3(
+        seen["rew"], seen["val"], seen["starts"], last_value, 0.97, 0.9, dones=seen["dones"]
+    )
+
+
 def test_ppo_collect_rollouts_with_a_time_limit(ppo_rollout):
     """The README's SB3 line on a real rollout, ``last_values`` flattened (as SB3 does
     inside ``compute_returns_and_advantage``)."""
     seen, buf = ppo_rollout
     assert seen["last"].shape == (3, 1)  # what SB3 passes: predict_values' [n_envs, 1]
-    res = rltscan.gae(
-        seen["rew"],
-        seen["val"],
-        episode_starts=seen["starts"],
-        dones=seen["dones"],
-        last_value=seen["last"].flatten(),
-        ends_are="terminal",
-        time_dim=0,
-        gamma=0.97,
-        lam=0.9,
-    )
+    res = _gae_on_rollout(seen, seen["last"].flatten())
     _close(res.advantages, buf.advantages)
     _close(res.value_targets, buf.returns)
 
@@ -235,15 +214,5 @@ def test_ppo_last_values_as_sb3_passes_them(ppo_rollout):
     (its value head's): beside the ``[T, n_envs]`` buffer with ``time_dim=0`` they are one
     value per env."""
     seen, buf = ppo_rollout
-    res = rltscan.gae(
-        seen["rew"],
-        seen["val"],
-        episode_starts=seen["starts"],
-        dones=seen["dones"],
-        last_value=seen["last"],
-        ends_are="terminal",
-        time_dim=0,
-        gamma=0.97,
-        lam=0.9,
-    )
+    res = _gae_on_rollout(seen, seen["last"])
     _close(res.advantages, buf.advantages)

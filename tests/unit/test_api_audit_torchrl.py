@@ -31,6 +31,12 @@ def _batch(shape, seed):
     return done, term, r, v, nv
 
 
+def _ends(nv, done, time_dim, **flags):
+    """TorchRL's ``next_state_value`` and ``done`` (any end) as rltscan's arguments;
+    ``flags``: ``terminated=`` or ``ends_are=``."""
+    return dict(next_values=nv, dones=done, dones_mean="ended", time_dim=time_dim, **flags)
+
+
 # (shape, TorchRL time_dim, rltscan time_dim); F > 1 features are independent sequences
 LAYOUTS = [
     ((3, 9, 1), -2, -2),
@@ -49,17 +55,7 @@ LAYOUTS = [
 def test_gae_layouts(seed, shape, tdim, rdim, gamma, lam):
     done, term, r, v, nv = _batch(shape, seed)
     adv, target = F.generalized_advantage_estimate(gamma, lam, v, nv, r, done, term, time_dim=tdim)
-    res = rltscan.gae(
-        r,
-        v,
-        next_values=nv,
-        dones=done,
-        dones_mean="ended",
-        terminated=term,
-        gamma=gamma,
-        lam=lam,
-        time_dim=rdim,
-    )
+    res = rltscan.gae(r, v, gamma=gamma, lam=lam, **_ends(nv, done, rdim, terminated=term))
     _close(res.advantages, adv)
     _close(res.value_targets, target)
 
@@ -68,7 +64,7 @@ def test_gae_layouts(seed, shape, tdim, rdim, gamma, lam):
 @pytest.mark.parametrize(("shape", "tdim", "rdim"), LAYOUTS, ids=str)
 def test_td_lambda_td1_td0_layouts(seed, shape, tdim, rdim):
     done, term, r, _, nv = _batch(shape, seed)
-    kw = dict(next_values=nv, dones=done, dones_mean="ended", terminated=term, time_dim=rdim)
+    kw = _ends(nv, done, rdim, terminated=term)
     want = F.td_lambda_return_estimate(0.9, 0.7, nv, r, done, term, time_dim=tdim)
     _close(rltscan.td_lambda(r, gamma=0.9, lam=0.7, **kw).lambda_returns, want)
     want = F.td1_return_estimate(0.9, nv, r, done, term, time_dim=tdim)
@@ -91,16 +87,12 @@ def test_vtrace_layouts(seed, shape, tdim, rdim, rho, c):
     res = rltscan.vtrace(
         r,
         v,
-        next_values=nv,
         logp_target=lp,
         logp_behavior=lm,
-        dones=done,
-        dones_mean="ended",
-        terminated=term,
         gamma=0.9,
         rho_clip=rho,
         c_clip=c,
-        time_dim=rdim,
+        **_ends(nv, done, rdim, terminated=term),
     )
     _close(res.vs, vs)
     _close(res.pg_advantages, adv)
@@ -112,18 +104,8 @@ def test_done_without_terminated_is_refused():
     done, _, r, v, nv = _batch((3, 9, 1), 0)
     adv, _ = F.generalized_advantage_estimate(0.9, 0.8, v, nv, r, done)
     with pytest.raises(rltscan.AmbiguousInputError, match='ends_are="terminal"'):
-        rltscan.gae(r, v, next_values=nv, dones=done, dones_mean="ended", time_dim=-2)
-    res = rltscan.gae(
-        r,
-        v,
-        next_values=nv,
-        dones=done,
-        dones_mean="ended",
-        ends_are="terminal",
-        gamma=0.9,
-        lam=0.8,
-        time_dim=-2,
-    )
+        rltscan.gae(r, v, **_ends(nv, done, -2))
+    res = rltscan.gae(r, v, gamma=0.9, lam=0.8, **_ends(nv, done, -2, ends_are="terminal"))
     _close(res.advantages, adv)
 
 
@@ -132,16 +114,7 @@ def test_per_step_gamma_is_torchrls_rolling_gamma():
     done, term, r, _, nv = _batch((3, 9, 1), 2)
     gamma = 0.5 + 0.5 * torch.rand(3, 9, 1, generator=torch.Generator().manual_seed(3), dtype=D)
     want = F.td_lambda_return_estimate(gamma, 0.8, nv, r, done, term, rolling_gamma=True)
-    res = rltscan.td_lambda(
-        r,
-        next_values=nv,
-        dones=done,
-        dones_mean="ended",
-        terminated=term,
-        gamma=gamma,
-        lam=0.8,
-        time_dim=-2,
-    )
+    res = rltscan.td_lambda(r, gamma=gamma, lam=0.8, **_ends(nv, done, -2, terminated=term))
     _close(res.lambda_returns, want)
 
 
