@@ -327,9 +327,11 @@ def _ends_without_flags(
         return Ends(np.zeros(shape, bool), np.zeros(shape, bool), ended, {}, meaning)
     if not needed:
         return Ends(None, None, np.zeros(shape, bool), {}, meaning)
+    # the decisions already open are named too, so one run says everything (§1.10)
+    also = "".join(f"; and {d.what}: {d.fix}" for d in res.pending)
     raise DataError(
         f'{source.where} has no "terminals" or "timeouts" column (nor dones or episode ids)',
-        f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)})",
+        f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)}){also}",
     )
 
 
