@@ -163,8 +163,12 @@ def _walk_in_child(path: Path, size: int, budget: float) -> str | None:
     """None if the walk finished; else what went wrong, for the message."""
     _h5py()  # imported here: the child must not import (a lock held at fork time)
     read_end, write_end = os.pipe()
-    with warnings.catch_warnings():  # (3.12+ warns about forking with threads)
+    # The child walks and leaves by os._exit, touching nothing another library's threads
+    # hold: Python 3.12+'s warning about forking with threads, and JAX's (its at-fork
+    # hook, in a process that imported jax), would only become a misleading report note.
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
         pid = os.fork()
     if pid == 0:  # the child: walk, then leave without running any exit handler
         status = 0

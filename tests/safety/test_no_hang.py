@@ -330,3 +330,30 @@ def test_datasets_whose_storage_overlaps_are_refused(tmp_path: Path) -> None:
         assert f["values"][0] != 2.0
     with pytest.raises(InputFileError, match="two datasets' storage shares bytes"):
         api.run("gae", str(path), device="cpu", missing_bootstrap="zero")
+
+
+def test_the_structure_walk_fork_warns_nothing_where_jax_is_imported(tmp_path: Path) -> None:
+    """A training process that imported JAX (its at-fork hook warns "os.fork() ... will
+    likely lead to a deadlock") and calls rltscan.run on an HDF5 file: the walk's child
+    only reads the file and leaves by os._exit, so no such warning (it became a
+    report note) — run in a subprocess, keeping JAX out of the test workers."""
+    import importlib.util
+
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("jax is not installed")
+    script = f"""
+import warnings, numpy as np, h5py, jax.numpy as jnp, rltscan
+jnp.zeros(3).block_until_ready()  # JAX's threads are up
+with h5py.File({str(tmp_path / "b.h5")!r}, "w") as f:
+    f["rewards"] = np.ones(10, np.float32)
+    f["terminals"] = np.eye(10, dtype=bool)[9]
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    report = rltscan.run("returns", {str(tmp_path / "b.h5")!r}, params={{"gamma": 0.9}},
+                         device="cpu")
+print([str(w.message) for w in seen], report.notes)
+"""
+    done = subprocess.run([sys.executable, "-c", script], env=ENV, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "os.fork()" not in done.stdout, done.stdout
