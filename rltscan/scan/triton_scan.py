@@ -441,7 +441,7 @@ def _scan_kernel(
     cols = (c0_ptr, c1_ptr, c2_ptr, c3_ptr, c4_ptr, c5_ptr)
     ptrs = (term_ptr, trunc_ptr, row_ptr, nxt_ptr, nlr_ptr, pdone_ptr)
     at = (offs, offs1, mask, at_end, rows, rmask, offs_c, t0, stride_t)
-    st = kinds.load(KIND, (cols, at, NV_MODE, HAS_V, TRACE, ROWS, CHUNK, COMPUTE))
+    st = kinds.load(KIND, (cols, at, NV_MODE, HAS_V, TRACE, ROWS, CHUNK, PER, COMPUTE))
 
     tl.debug_barrier()
     if HAS_TERM:

@@ -7,25 +7,28 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from rltscan.scan._tile import _flag, _ld, _put
+from rltscan.scan._tile import _flag, _ld, _ld_next, _put
 
 # the per-step γ_t, λ_t columns (docs/CONVENTIONS.md §1.7) of the kinds that take them
 STEP_SLOTS = {"discount": "disc", "lam_per_step": "lamt"}
 
 
 @triton.jit
-def _dense_next(v_ptr, src_ptr, offs, offs1, mask, at_end, NV_MODE: tl.constexpr,
-                HAS_V: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
-    """The part of nv_t read at every step (no flag needed): the ``next_values``
-    column, or V at t+1 (the same cache lines as V at t; a cut's slot is read and
-    dropped by :func:`_next_value`)."""
+def _dense_next(v_ptr, src_ptr, at, NV_MODE: tl.constexpr, HAS_V: tl.constexpr,
+                ROWS: tl.constexpr, CHUNK: tl.constexpr, PER: tl.constexpr,
+                COMPUTE: tl.constexpr):  # fmt: skip
+    """(V at t where it is read, else zeros; the part of nv_t read at every step, no flag
+    needed): the ``next_values`` column, or V at t+1 from V at t (:func:`_ld_next`; a
+    cut's slot is read and dropped by :func:`_next_value`)."""
+    offs, offs1, mask, at_end, _, _, _, _, _ = at
+    v = tl.zeros(offs.shape, COMPUTE)
+    dense = v
     if NV_MODE == 0:
         dense = _ld(src_ptr, offs, mask, COMPUTE)
     elif HAS_V:
-        dense = _ld(v_ptr, offs1, mask & ~at_end, COMPUTE)
-    else:
-        dense = tl.zeros(offs.shape, COMPUTE)
-    return dense
+        v = _ld(v_ptr, offs, mask, COMPUTE)
+        dense = _ld_next(v_ptr, v, offs, offs1, mask & ~at_end, ROWS, CHUNK, PER, COMPUTE)
+    return v, dense
 
 
 @triton.jit
@@ -54,24 +57,28 @@ def _next_value(dense, src_ptr, row_ptr, offs, mask, rows, rmask, term, boot, la
 
 @triton.jit
 def load_next(cols, at, NV_MODE: tl.constexpr, HAS_V: tl.constexpr, TRACE: tl.constexpr,
-              ROWS: tl.constexpr, CHUNK: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
+              ROWS: tl.constexpr, CHUNK: tl.constexpr, PER: tl.constexpr,
+              COMPUTE: tl.constexpr):  # fmt: skip
     """The rewards and the dense part of nv_t (TD(λ), returns; GAE and V-trace read more)."""
     r_ptr, v_ptr, nv_ptr, _, _, _ = cols
-    offs, offs1, mask, at_end, _, _, _, _, _ = at
+    offs, _, mask, _, _, _, _, _, _ = at
     r = _ld(r_ptr, offs, mask, COMPUTE)
-    dense_nv = _dense_next(v_ptr, nv_ptr, offs, offs1, mask, at_end, NV_MODE, HAS_V, COMPUTE)
+    _, dense_nv = _dense_next(v_ptr, nv_ptr, at, NV_MODE, HAS_V, ROWS, CHUNK, PER, COMPUTE)
     return r, dense_nv
 
 
 @triton.jit
 def load_delta(cols, at, NV_MODE: tl.constexpr, HAS_V: tl.constexpr, TRACE: tl.constexpr,
-               ROWS: tl.constexpr, CHUNK: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
+               ROWS: tl.constexpr, CHUNK: tl.constexpr, PER: tl.constexpr,
+               COMPUTE: tl.constexpr):  # fmt: skip
     """(r, the dense part of nv_t, V): the columns of the TD error r_t + γ nv_t - V_t
-    (GAE; V-trace reads its log-ratios beside)."""
-    r, dense_nv = load_next(cols, at, NV_MODE, HAS_V, TRACE, ROWS, CHUNK, COMPUTE)
-    _, v_ptr, _, _, _, _ = cols
+    (GAE; V-trace reads its log-ratios beside). V is read once where nv_t is V at t+1."""
+    r_ptr, v_ptr, nv_ptr, _, _, _ = cols
     offs, _, mask, _, _, _, _, _, _ = at
-    v = _ld(v_ptr, offs, mask, COMPUTE)
+    r = _ld(r_ptr, offs, mask, COMPUTE)
+    v, dense_nv = _dense_next(v_ptr, nv_ptr, at, NV_MODE, HAS_V, ROWS, CHUNK, PER, COMPUTE)
+    if NV_MODE == 0 or not HAS_V:
+        v = _ld(v_ptr, offs, mask, COMPUTE)
     return r, dense_nv, v
 
 
@@ -102,7 +109,8 @@ def prepare_next(st, cols, ptrs, at, term, boot, last, missing, log_rho, log_c,
 
 @triton.jit
 def load_x(cols, at, NV_MODE: tl.constexpr, HAS_V: tl.constexpr, TRACE: tl.constexpr,
-           ROWS: tl.constexpr, CHUNK: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
+           ROWS: tl.constexpr, CHUNK: tl.constexpr, PER: tl.constexpr,
+           COMPUTE: tl.constexpr):  # fmt: skip
     """The forward kinds' one column, x (b_t)."""
     x_ptr, _, _, _, _, _ = cols
     offs, _, mask, _, _, _, _, _, _ = at

@@ -11,7 +11,8 @@ from rltscan.scan._tile import _ld
 
 @triton.jit
 def load(cols, at, NV_MODE: tl.constexpr, HAS_V: tl.constexpr, TRACE: tl.constexpr,
-         ROWS: tl.constexpr, CHUNK: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
+         ROWS: tl.constexpr, CHUNK: tl.constexpr, PER: tl.constexpr,
+         COMPUTE: tl.constexpr):  # fmt: skip
     a_ptr, b_ptr, _, _, _, _ = cols
     offs, _, mask, _, _, _, _, _, _ = at
     a_in = _ld(a_ptr, offs, mask, COMPUTE)

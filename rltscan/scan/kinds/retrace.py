@@ -24,7 +24,8 @@ TRACES = {"retrace": 0, "tree-backup": 1, "q-lambda": 2, "is": 3}
 
 @triton.jit
 def load(cols, at, NV_MODE: tl.constexpr, HAS_V: tl.constexpr, TRACE: tl.constexpr,
-         ROWS: tl.constexpr, CHUNK: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
+         ROWS: tl.constexpr, CHUNK: tl.constexpr, PER: tl.constexpr,
+         COMPUTE: tl.constexpr):  # fmt: skip
     r_ptr, q_ptr, ev_ptr, lt_ptr, lb_ptr, _ = cols
     offs, offs1, mask, at_end, _, _, _, _, _ = at
     r = _ld(r_ptr, offs, mask, COMPUTE)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from rltscan.scan._tile import _ld, _nonfinite
+from rltscan.scan._tile import _ld, _ld_next, _nonfinite
 from rltscan.scan.kinds._common import STEP_SLOTS, load_delta, next_value, put_out
 
 SLOTS = {
@@ -22,8 +22,9 @@ SLOTS = {
 
 @triton.jit
 def load(cols, at, NV_MODE: tl.constexpr, HAS_V: tl.constexpr, TRACE: tl.constexpr,
-         ROWS: tl.constexpr, CHUNK: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
-    r, dense_nv, v = load_delta(cols, at, NV_MODE, HAS_V, TRACE, ROWS, CHUNK, COMPUTE)
+         ROWS: tl.constexpr, CHUNK: tl.constexpr, PER: tl.constexpr,
+         COMPUTE: tl.constexpr):  # fmt: skip
+    r, dense_nv, v = load_delta(cols, at, NV_MODE, HAS_V, TRACE, ROWS, CHUNK, PER, COMPUTE)
     _, _, _, lt_ptr, lb_ptr, _ = cols
     offs, _, mask, _, _, _, _, _, _ = at
     lt = _ld(lt_ptr, offs, mask, COMPUTE)
@@ -73,17 +74,20 @@ def epilogue(st, y, carry, g, cut, cols, ptrs, at, outs, log_pg, HAS_OUT1: tl.co
     out0_ptr, _, oofs, _, _, _ = outs
     vs = v + y
     put_out(0, vs, outs, at, ROWS, CHUNK, PER)
-    # vs_{t+1} is re-read below, written by a neighbour thread. A register shift
-    # (tl.gather) instead measured slower on the H200: 64% of copy bandwidth against
-    # 73% at 65536x1024 (bench/results/kernel-probe-h200-2026-12-03-b).
+    # vs_{t+1} as stored (in the outputs' dtype): a thread's own steps moved along its
+    # registers, the step after its last re-read once the neighbour thread has written it
+    # (_ld_next). Re-reading every step (8 misaligned loads a thread) was the form before;
+    # a register shift through tl.gather measured slower on the H200 (64% of copy
+    # bandwidth against 73% at 65536x1024, bench/results/kernel-probe-h200-2026-12-03-b).
     tl.debug_barrier()
     tile_end = (offs_c == CHUNK - 1)[None, :]
     inside = mask & ~cut
     vedge = tile_end
     if CONTINUES:  # past the chunk end: vs = the next chunk's first V + the carry y
         vedge = tile_end | at_end
-    vs_next = tl.load(out0_ptr + oofs + stride_t, mask=inside & ~vedge, other=0.0)
-    vs_next = vs_next.to(COMPUTE)
+    stored = vs.to(out0_ptr.dtype.element_ty).to(COMPUTE)
+    vs_next = _ld_next(out0_ptr, stored, oofs, oofs + stride_t, inside & ~vedge, ROWS, CHUNK,
+                       PER, COMPUTE)  # fmt: skip
     v_next = _ld(v_ptr, offs1, inside & tile_end & ~at_end, COMPUTE)
     if CONTINUES:
         nx = tl.load(nxt_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
