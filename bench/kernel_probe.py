@@ -51,7 +51,8 @@ from bench import harness
 from rltscan import bench
 from rltscan.scan import triton_scan
 
-KINDS = ("gae", "returns", "td_lambda", "vtrace", "retrace")
+# $PROBE_KINDS (comma-separated) narrows a run to some of them
+KINDS = tuple(os.environ.get("PROBE_KINDS", "gae,returns,td_lambda,vtrace,retrace").split(","))
 SMALL = sys.argv[4:5] == ["small"]
 DEVICE = "cpu" if SMALL else "cuda"
 if SMALL:

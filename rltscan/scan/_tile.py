@@ -117,8 +117,9 @@ def _ld_next(ptr, x, offs, offs1, has_next, ROWS: tl.constexpr, CHUNK: tl.conste
     sm_90a SASS (Triton 3.6, the launches of 2^26 flat steps), global load instructions
     a thread: GAE 45 -> 30, TD(λ) 23 -> 18, V-trace 38 -> 24 (its ``vs_{t+1}`` too),
     no register more (bench/results/kernel-nextv-sass-sm90-2026-12-07); kernel time on an
-    H100 at 2^26 flat steps, % of the copy floor: TD(λ) 80.2 -> 81.1, V-trace 86.2-87.1
-    -> 87.8-88.5 (bench/results/kernel-nextv-h100-2026-12-07)."""
+    H100 at 2^26 flat steps, % of the copy floor: GAE 89.6 -> 91.7, V-trace 86.5-87.2 ->
+    88.6-88.7, TD(λ) 80.6 -> 81.5, and TD(λ) on 2048-step tiles 88.5
+    (bench/results/kernel-nextv-h100-2026-12-07, call2)."""
     if PER > 1 and PER <= 32:
         o_last = _last(tl.reshape(offs, [ROWS, CHUNK // PER, PER]), ROWS, CHUNK // PER, PER)
         h_last = _last(tl.reshape(has_next, [ROWS, CHUNK // PER, PER]), ROWS, CHUNK // PER, PER)
