@@ -616,11 +616,15 @@ def choose_tiles(n_rows: int, steps: int, time_contiguous: bool, kind: int,
 # the copy floor, 1024-step default -> 2048/4 (bench/results/kernel-sweep-h100-2026-12-06):
 # GAE 77.7 -> 84.3, 88.1 -> 90.0, 66.0 -> 73.6; returns 75.7 -> 89.2, 81.8 -> 99.3,
 # 75.5 -> 91.5. The same tile is worse for V-trace (83.6 -> 67.1 at 2^26) and Retrace
-# (98.7 -> 97.7, 80.0 -> 70.3), mixed for TD(λ) (80.4 -> 80.6, 97.3 -> 84.6, 65.7 ->
-# 69.0): they keep 1024. 4096 and 8192 steps a tile were slower for all but returns
-# (88.6 at 4096/4, below 2048/4). On the H200 (bench/results/kernel-tiles-h200-2026-12-06)
-# at 2^26 flat: GAE 66 -> 71.5%, returns 61 -> 78.9%.
-_LONG_TILE_KINDS = frozenset({KINDS["gae"], KINDS["returns"]})
+# (98.7 -> 97.7, 80.0 -> 70.3): they keep 1024. 4096 and 8192 steps a tile were slower
+# for all but returns (88.6 at 4096/4, below 2048/4). On the H200
+# (bench/results/kernel-tiles-h200-2026-12-06) at 2^26 flat: GAE 66 -> 71.5%, returns 61
+# -> 78.9%. TD(λ) was mixed on this tile (80.4 -> 80.6, 97.3 -> 84.6, 65.7 -> 69.0) while
+# it read V at t+1 misaligned; read from registers (``_tile._ld_next``) it gains on every
+# shape of the sweep, on an H100 (bench/results/kernel-nextv-h100-2026-12-07, call3):
+# 81.3 -> 88.5, 103.5 -> 115.9 (16×131072: its 29 MB stay in L2), 67.6 ->
+# 72.9; with episode ends every ~10 steps at 2^26 it loses 1.6 points (77.8 -> 76.2).
+_LONG_TILE_KINDS = frozenset({KINDS["gae"], KINDS["returns"], KINDS["td_lambda"]})
 _LONG_CHUNK = 2048
 
 

@@ -1,5 +1,5 @@
-"""The default tile of a launch (``triton_scan.choose_tiles``): GAE and discounted
-returns take 2048-step tiles on rows longer than one tile in float32 (measured faster,
+"""The default tile of a launch (``triton_scan.choose_tiles``): GAE, discounted returns
+and TD(λ) take 2048-step tiles on rows longer than one tile in float32 (measured faster,
 see the function's comment), every other case keeps the tile it had, and rows on the
 long tiles give the float64 oracle's answer through the look-back (interpreted Triton
 in CI, compiled with ``-m gpu``)."""
@@ -33,7 +33,7 @@ def _small_triton_tiles():
         ("gae", 1, 1 << 26, True, DEFAULT),  # float64: not measured on the long tile
         ("vtrace", 1, 1 << 26, False, DEFAULT),
         ("retrace", 1, 1 << 26, False, DEFAULT),
-        ("td_lambda", 1, 1 << 26, False, DEFAULT),
+        ("td_lambda", 1, 1 << 26, False, LONG),
         ("traces", 1, 1 << 26, False, DEFAULT),
         ("linear", 1, 1 << 26, False, DEFAULT),
         ("gae", 4096, 1024, False, Tiles(1, 1024, 8)),  # a row in one tile: as before
@@ -49,7 +49,7 @@ def test_time_major_tiles_do_not_depend_on_the_kind():
     assert tiles == {Tiles(32, 128, 4)}
 
 
-@pytest.mark.parametrize("name", ["gae", "discounted_returns"])
+@pytest.mark.parametrize("name", ["gae", "discounted_returns", "td_lambda"])
 @pytest.mark.parametrize(("T", "p_done"), [(2049, 0.3), (4097, 0.0)])
 def test_long_tile_rows_match_the_oracle(name, T, p_done, rng):
     case = make_case(name, rng, B=2, T=T, p_done=p_done, dtype=torch.float32)
