@@ -121,10 +121,11 @@ def _ld_next(ptr, x, offs, offs1, has_next, ROWS: tl.constexpr, CHUNK: tl.conste
     88.6-88.7, TD(λ) 80.6 -> 81.5, and TD(λ) on 2048-step tiles 88.5
     (bench/results/kernel-nextv-h100-2026-12-07, call2)."""
     if PER > 1 and PER <= 32:
-        o_last = _last(tl.reshape(offs, [ROWS, CHUNK // PER, PER]), ROWS, CHUNK // PER, PER)
+        o_next = _last(tl.reshape(offs1, [ROWS, CHUNK // PER, PER]), ROWS, CHUNK // PER, PER)
         h_last = _last(tl.reshape(has_next, [ROWS, CHUNK // PER, PER]), ROWS, CHUNK // PER, PER)
-        nx = tl.load(ptr + o_last + 1, mask=h_last, other=0.0).to(COMPUTE)
-        # (a step without a successor reads 0 either way: ``x`` is 0 past the window)
+        nx = tl.load(ptr + o_next, mask=h_last, other=0.0).to(COMPUTE)
+        # (a step without a successor takes x's next step: 0 past the window where x was
+        # loaded there, else a value the caller drops)
         y = _shift(tl.reshape(x, [ROWS, CHUNK // PER, PER]), nx, ROWS, CHUNK // PER, PER)
         y = tl.reshape(y, [ROWS, CHUNK])
     else:

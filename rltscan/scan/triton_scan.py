@@ -909,9 +909,12 @@ class Launch:
                     *ptrs, *self.ints, epoch, check_id, *self.scalars, *self._tail,
                 )  # fmt: skip
                 return
+        # FMA contraction said, not left to Triton's default: Triton 3.9 warns that its
+        # default turns to no contraction in 3.10, which would change the kernel's rounding
+        # (and its speed) with the Triton version a user happens to have.
         ck = _scan_kernel[(self.grid,)](
             *tensors, *self.ints, epoch, check_id, *self.scalars,
-            **dict(self.consts), num_warps=self.num_warps,
+            **dict(self.consts), num_warps=self.num_warps, enable_fp_fusion=True,
             **({"maxnreg": self.max_registers} if self.max_registers else {}),
         )  # fmt: skip
         if DIRECT and _direct_supported(ck) and all(t.data_ptr() % 16 == 0 for t in tensors):

@@ -7,12 +7,15 @@ kinds read V at t+1 (interpreted Triton in CI, compiled with ``-m gpu``)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from cases import BACKWARD, ESTIMATORS, make_case, run
 from conftest import assert_close_to_oracle
 
+import rltscan
 from rltscan.scan import triton_scan
+from tests.unit.test_chunks import BY_KIND, call, chunked, make
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +48,7 @@ def test_every_kind_at_every_steps_a_thread(name, tiles, rng):
         assert_close_to_oracle(got[key], want, torch.float32)
 
 
-@pytest.mark.parametrize("form", ["next", "boot", "last"])
+@pytest.mark.parametrize("form", ["next", "boot", "last", "zero"])
 @pytest.mark.parametrize("name", [n for n in BACKWARD if n != "retrace"])
 @pytest.mark.parametrize("tiles", [(128, 1, 1), (512, 1, 1)], ids=_ids)
 def test_next_value_in_registers_every_bootstrap_form(name, form, tiles, rng):
@@ -74,3 +77,43 @@ def test_flat_float64_and_time_major_take_the_same_values(name, tiles, rng):
     for key, want in case.expected.items():
         assert_close_to_oracle(wide[key], want, torch.float64)
         assert_close_to_oracle(tm[key], want, torch.float64)
+
+
+BACKWARD_V = ["gae", "td_lambda", "returns", "vtrace"]  # the kinds that read V at t+1
+
+
+@pytest.mark.parametrize("tiles", [(128, 1, 1), (512, 1, 1), (256, 2, 2)], ids=_ids)
+@pytest.mark.parametrize("kind", ["gae", "vtrace"])
+def test_several_settings_in_one_launch(kind, tiles, rng):
+    """Each setting's block of outputs (V-trace reads its own ``vs_{t+1}`` back from
+    it) against the float64 solve of that setting alone."""
+    chunk, rows, warps = tiles
+    inputs = make(kind, (2, 2 * chunk + 5), rng, 0.02)
+    gammas = [0.9, 0.99, 1.0]
+    fn = getattr(rltscan, BY_KIND[kind].function_name)
+    with triton_scan.tile_override(rows=rows, chunk=chunk, num_warps=warps):
+        got = fn(**inputs, gamma=gammas, lam=0.9, backend="triton")
+    for k, g in enumerate(gammas):
+        want = fn(**inputs, gamma=g, lam=0.9, backend="torch")
+        for name, arr in want.items():
+            assert_close_to_oracle(getattr(got, name)[k], arr, torch.float64)
+
+
+@pytest.mark.parametrize("tiles", [(128, 1, 1), (512, 1, 1)], ids=_ids)
+@pytest.mark.parametrize("kind", BACKWARD_V)
+def test_chunk_ends_inside_a_thread_and_at_its_last_step(kind, tiles, rng):
+    """A chunk's window end mid-group and at a thread's last step: V at t+1 there is the
+    next chunk's first V (the carry), not a shifted register."""
+    chunk, rows, warps = tiles
+    T = 3 * chunk
+    inputs = make(kind, (T,), rng, 0.01)
+    per = triton_scan.Tiles(rows, chunk, warps).per_thread(True)
+    # pieces of chunk + 3, chunk - per, per and chunk - 3 steps: their last steps fall
+    # mid-group, at a thread's last step inside a tile, and at group 0's last step
+    cuts = [chunk + 3, 2 * chunk + 3 - per, 2 * chunk + 3]
+    whole = dict(call(kind, inputs, time_dim=0, backend="torch"))  # (test_chunks' call)
+    with triton_scan.tile_override(rows=rows, chunk=chunk, num_warps=warps):
+        got = chunked(kind, inputs, cuts, 0, backend="triton")
+    for k, want in whole.items():
+        assert np.isfinite(got[k]).all(), k
+        assert_close_to_oracle(got[k], want, torch.float64)
