@@ -38,8 +38,9 @@ so 2.1× and 2.2×: the scans, not the reads, bound it. The kernel before ran se
 virtual rows (each re-read its row's inputs from L1; a K of 3 padded to 4): 2113 µs.
 
 Memory traffic per step is what the README's memory floor counts: each input read once,
-each output written once (V-trace re-reads its own ``vs`` from L1/L2 to form
-``vs_{t+1}``). The look-back's words are 16 bytes per tile row and setting (32 in
+each output written once (V-trace re-reads one step a thread of its own ``vs`` from
+L1/L2 to form ``vs_{t+1}``; V at t+1 is V at t moved along a thread's registers,
+``_tile._ld_next``). The look-back's words are 16 bytes per tile row and setting (32 in
 float64), never zeroed between launches: each carries the epoch of its launch.
 
 Measured on the H200 at 2^26 flat steps, episode ends every ~1000, full-call µs
