@@ -30,8 +30,9 @@ default (the flat default rows alone: one kernel file against another, a
 run per tree), settings, per-step, shapes (the other shapes). ``bash bench/device.sh
 kernel`` runs flat and shapes, ``bash bench/device.sh settings`` settings and per-step.
 
-``run`` measures the rltscan on ``PYTHONPATH`` (run it once per tree to compare trees:
-LABEL names it) and writes OUT_PREFIX.json and .md; ``merge`` writes one table of
+``$PROBE_KINDS`` (comma-separated, default every estimator above) times some
+estimators alone. ``run`` measures the rltscan on ``PYTHONPATH`` (run it once per tree
+to compare trees: LABEL names it) and writes OUT_PREFIX.json and .md; ``merge`` writes one table of
 several runs. ``small``: tiny shapes and host timers, a check of this script under
 Triton's interpreter, not a measurement.
 """
