@@ -59,7 +59,7 @@ from rltscan.estimators.declaration import (
     settings_of,
     sweep_refusal,
 )
-from rltscan.scan import resolve_backend
+from rltscan.scan import host_tensor, resolve_backend
 
 MODULES: dict[str, ModuleType] = {d.name: declared_module(d.name) for d in DECLARATIONS.values()}
 
@@ -510,7 +510,7 @@ def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
 
 def _check_unit_column(name: str, x: Any) -> None:
     """A per-step γ_t or λ_t: every entry in [0, 1] (NaN refused), named at the first bad."""
-    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x))
+    t = x if isinstance(x, torch.Tensor) else host_tensor(np.asarray(x))
     if t.dtype.is_complex:
         raise DataError(f'"{name}" has dtype {t.dtype}; pass real numbers in [0, 1]')
     bad = ~((t >= 0) & (t <= 1))
@@ -732,7 +732,7 @@ def _on_compute_device(d: Declaration, args: dict[str, Any]) -> tuple[bool, dict
     moved = dict(args)
     for n in arrays:
         if not isinstance(args[n], torch.Tensor):
-            moved[n] = torch.as_tensor(np.asarray(args[n])).to(device)
+            moved[n] = host_tensor(np.asarray(args[n])).to(device)
     return True, moved
 
 

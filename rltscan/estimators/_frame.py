@@ -23,6 +23,7 @@ from rltscan.errors import (
     ParameterError,
 )
 from rltscan.estimators._problem import ArrayLike
+from rltscan.scan import host_tensor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,14 +156,10 @@ def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Te
                 "pass a numeric (float or 0/1 flag) array",
                 column=name,
             )
-        t = (
-            torch.from_numpy(x)
-            if x.dtype.isnative
-            else torch.from_numpy(x.astype(x.dtype.newbyteorder("=")))
-        )
+        t = host_tensor(x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("=")))
     else:
         try:
-            t = torch.as_tensor(np.asarray(x))
+            t = host_tensor(np.asarray(x))
         except (TypeError, ValueError) as e:
             raise DTypeError(
                 f'"{name}" is not an array ({type(x).__name__})',

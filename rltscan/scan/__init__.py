@@ -180,6 +180,21 @@ def _warn_fallback() -> None:
     )
 
 
+def host_tensor(x: Any) -> Tensor:
+    """``torch.as_tensor(x)`` (a numpy array's memory shared), without torch's warning for
+    a read-only array (``np.load(mmap_mode="r")``, a pandas Series under copy-on-write):
+    rltscan never writes into its inputs, so the warning would only be noise in the
+    user's log."""
+    import numpy as np
+    import torch
+
+    if not isinstance(x, np.ndarray) or x.flags.writeable:
+        return torch.as_tensor(x)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.as_tensor(x)
+
+
 def linear_scan(
     a: Tensor,
     b: Tensor,
@@ -196,7 +211,7 @@ def linear_scan(
     """
     import torch
 
-    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    a, b = host_tensor(a), host_tensor(b)
     if a.shape != b.shape:
         raise DataError(
             f'"a" has shape {tuple(a.shape)} but "b" has {tuple(b.shape)}; pass equal shapes'
