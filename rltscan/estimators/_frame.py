@@ -159,8 +159,19 @@ def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Te
         t = host_tensor(x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("=")))
     else:
         try:
-            t = host_tensor(np.asarray(x))
+            arr = np.asarray(x)
+            if arr.dtype == object:  # e.g. pandas' nullable dtypes holding pd.NA
+                raise DTypeError(
+                    f'"{name}" ({type(x).__name__}) holds Python objects or missing values,'
+                    " not numbers",
+                    "pass numbers: a flag cannot be missing (fill it, e.g. .fillna(False));"
+                    " a missing float is NaN (e.g. .to_numpy(dtype=float, na_value=np.nan))",
+                    column=name,
+                )
+            t = host_tensor(arr)
         except (TypeError, ValueError) as e:
+            if isinstance(e, DTypeError):
+                raise
             raise DTypeError(
                 f'"{name}" is not an array ({type(x).__name__})',
                 "pass a numpy array or torch tensor",

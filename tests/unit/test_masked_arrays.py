@@ -67,3 +67,22 @@ def test_masked_integer_rewards_name_a_fix_that_runs():
     assert "x.astype(np.float64).filled(np.nan)" in err.value.fix
     with pytest.raises(DataError, match='"rewards" has NaN'):  # refused where it is read
         rltscan.discounted_returns(r.astype(np.float64).filled(np.nan), terminated=Z, gamma=0.9)
+
+
+def test_pandas_missing_values_are_read_or_refused_by_what_they_mean():
+    """pandas' nullable dtypes: a missing float (pd.NA in Float64) arrives as NaN and is
+    refused where it is read, naming the step; a missing flag (pd.NA in "boolean") or a
+    list holding None is refused naming the fill, not as "not an array"."""
+    pd = pytest.importorskip("pandas")
+    with pytest.raises(DataError, match=r'"rewards" has NaN or Inf at index 1'):
+        rltscan.gae(pd.Series([1.0, None, 3.0, 4.0], dtype="Float64"), V, terminated=Z,
+                    last_value=0.0)  # fmt: skip
+    flags = pd.Series([False, pd.NA, False, True], dtype="boolean")
+    with pytest.raises(rltscan.DTypeError, match=r'"terminated" \(Series\) holds .*fillna'):
+        rltscan.gae(R, V, terminated=flags)
+    with pytest.raises(rltscan.DTypeError, match=r'"values" \(list\) holds .*na_value=np.nan'):
+        rltscan.gae(R, [0.5, None, 0.5, 0.5], terminated=Z, last_value=0.0)
+    got = rltscan.gae(pd.Series(R, dtype="Float64"), V, terminated=pd.Series(Z),
+                      last_value=0.0)  # fmt: skip
+    want = rltscan.gae(R, V, terminated=Z, last_value=0.0)
+    assert np.array_equal(got.advantages, want.advantages)
