@@ -164,8 +164,9 @@ def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Te
                 raise DTypeError(
                     f'"{name}" ({type(x).__name__}) holds Python objects or missing values,'
                     " not numbers",
-                    "pass numbers: a flag cannot be missing (fill it, e.g. .fillna(False));"
-                    " a missing float is NaN (e.g. .to_numpy(dtype=float, na_value=np.nan))",
+                    "pass numbers: a flag cannot be missing (fill it: pandas .fillna(False),"
+                    " polars .fill_null(False)); a missing float is NaN (pandas"
+                    " .to_numpy(dtype=float, na_value=np.nan))",
                     column=name,
                 )
             t = host_tensor(arr)

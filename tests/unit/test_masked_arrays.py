@@ -70,9 +70,10 @@ def test_masked_integer_rewards_name_a_fix_that_runs():
 
 
 def test_pandas_missing_values_are_read_or_refused_by_what_they_mean():
-    """pandas' nullable dtypes: a missing float (pd.NA in Float64) arrives as NaN and is
-    refused where it is read, naming the step; a missing flag (pd.NA in "boolean") or a
-    list holding None is refused naming the fill, not as "not an array"."""
+    """pandas' (and polars') nullable dtypes: a missing float (pd.NA in Float64) arrives
+    as NaN and is refused where it is read, naming the step; a missing flag (pd.NA in
+    "boolean", None in polars) or a list holding None is refused naming the fill, not as
+    "not an array"."""
     pd = pytest.importorskip("pandas")
     with pytest.raises(DataError, match=r'"rewards" has NaN or Inf at index 1'):
         rltscan.gae(pd.Series([1.0, None, 3.0, 4.0], dtype="Float64"), V, terminated=Z,
@@ -86,3 +87,6 @@ def test_pandas_missing_values_are_read_or_refused_by_what_they_mean():
                       last_value=0.0)  # fmt: skip
     want = rltscan.gae(R, V, terminated=Z, last_value=0.0)
     assert np.array_equal(got.advantages, want.advantages)
+    pl = pytest.importorskip("polars")
+    with pytest.raises(rltscan.DTypeError, match=r'"terminated" \(Series\) holds .*fill_null'):
+        rltscan.gae(R, V, terminated=pl.Series([False, None, False, True]))
