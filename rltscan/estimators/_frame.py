@@ -141,6 +141,14 @@ def torch_readable(name: str, x: np.ndarray) -> np.ndarray:
     return x.copy() if any(s < 0 for s in x.strides) else x
 
 
+def _not_an_array(name: str, x: object) -> DTypeError:
+    return DTypeError(
+        f'"{name}" is not an array ({type(x).__name__})',
+        "pass a numpy array or torch tensor",
+        column=name,
+    )
+
+
 def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Tensor:
     """Wrap without copying where possible (numpy shares memory; we never write into it).
 
@@ -160,24 +168,21 @@ def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Te
     else:
         try:
             arr = np.asarray(x)
-            if arr.dtype == object:  # e.g. pandas' nullable dtypes holding pd.NA
-                raise DTypeError(
-                    f'"{name}" ({type(x).__name__}) holds Python objects or missing values,'
-                    " not numbers",
-                    "pass numbers: a flag cannot be missing (fill it: pandas .fillna(False),"
-                    " polars .fill_null(False)); a missing float is NaN (pandas"
-                    " .to_numpy(dtype=float, na_value=np.nan))",
-                    column=name,
-                )
+        except (TypeError, ValueError) as e:
+            raise _not_an_array(name, x) from e
+        if arr.dtype == object:  # e.g. pandas' nullable dtypes holding pd.NA
+            raise DTypeError(
+                f'"{name}" ({type(x).__name__}) holds Python objects or missing values,'
+                " not numbers",
+                "pass numbers: a flag cannot be missing (fill it: pandas .fillna(False),"
+                " polars .fill_null(False)); a missing float is NaN (pandas"
+                " .to_numpy(dtype=float, na_value=np.nan))",
+                column=name,
+            )
+        try:
             t = host_tensor(arr)
         except (TypeError, ValueError) as e:
-            if isinstance(e, DTypeError):
-                raise
-            raise DTypeError(
-                f'"{name}" is not an array ({type(x).__name__})',
-                "pass a numpy array or torch tensor",
-                column=name,
-            ) from e
+            raise _not_an_array(name, x) from e
     if device is not None and t.device != device:
         t = t.to(device)
     return t

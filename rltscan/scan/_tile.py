@@ -14,11 +14,10 @@ def _ld(ptr, offs, mask, COMPUTE: tl.constexpr):
 
 
 @triton.jit
-def _halves(x, ROWS: tl.constexpr, G: tl.constexpr, N: tl.constexpr):
-    """``x`` (``[ROWS, G * N]`` or ``[ROWS, G, N]``, ``N`` consecutive steps a thread) as
-    the two halves of every thread's steps, each ``[ROWS, G, N // 2]``: a renaming of
-    registers, no data moves."""
-    x4 = tl.reshape(x, [ROWS, G, 2, N // 2])
+def _halves(x, ROWS: tl.constexpr, CHUNK: tl.constexpr, PER: tl.constexpr):
+    """``x`` ([ROWS, CHUNK], ``PER`` consecutive steps a thread) as the two halves of
+    every thread's steps, each ``[ROWS, CHUNK // PER, PER // 2]``."""
+    x4 = tl.reshape(x, [ROWS, CHUNK // PER, 2, PER // 2])
     return tl.split(tl.permute(x4, (0, 1, 3, 2)))
 
 
@@ -37,7 +36,7 @@ def _put(ptr, x, offs, mask, o3, m3a, m3b, ROWS: tl.constexpr, CHUNK: tl.constex
     touches 16-byte pieces 64 bytes apart, where through shared memory it writes 512
     contiguous bytes. Those tiles keep Triton's store."""
     if PER == 8:
-        x0, x1 = _halves(x, ROWS, CHUNK // PER, 8)
+        x0, x1 = _halves(x, ROWS, CHUNK, PER)
         tl.store(ptr + o3, x0, mask=m3a)
         tl.store(ptr + o3 + PER // 2, x1, mask=m3b)
     else:

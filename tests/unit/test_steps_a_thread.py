@@ -1,9 +1,9 @@
 """The kernel's register paths at every number of consecutive steps a thread holds
 (``Tiles.per_thread``: 1 to 32): V at t+1 shifted out of V at t in each thread's
-registers (``_tile._ld_next``) and outputs stored in 4-step groups (``_tile._put``),
-against the float64 oracle. Odd lengths leave a partial group at the window's end, two
-or more tiles per row take the look-back, and the three bootstrap forms decide which
-kinds read V at t+1 (interpreted Triton in CI, compiled with ``-m gpu``)."""
+registers (``_tile._ld_next``) and outputs stored in 16-byte halves at 8 a thread
+(``_tile._put``), against the float64 oracle. Odd lengths leave a partial group at the
+window's end, two or more tiles per row take the look-back, and the bootstrap forms
+decide which kinds read V at t+1 (interpreted Triton in CI, compiled with ``-m gpu``)."""
 
 from __future__ import annotations
 
