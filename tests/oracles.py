@@ -260,6 +260,22 @@ def ratios_from_logp(logp_target, logp_behavior) -> list[float]:
     ]
 
 
+def _vtrace_pg(rewards, values, nv, ratios, terminated, ends, vs, gamma, pg_clip) -> list:
+    """V-trace's policy-gradient advantages from its targets ``vs`` (both forms below):
+    rho_s (r_s + gamma vs_{s+1} - V(x_s)) inside an episode, the raw next-state value at
+    truncations / the window end (D7), no bootstrap at a termination."""
+    pg = []
+    for s in range(len(rewards)):
+        if terminated[s]:
+            target = rewards[s]
+        elif ends[s]:
+            target = rewards[s] + gamma * nv[s]
+        else:
+            target = rewards[s] + gamma * vs[s + 1]
+        pg.append(min(pg_clip, ratios[s]) * (target - values[s]))
+    return pg
+
+
 def vtrace(
     rewards,
     values,
@@ -295,16 +311,7 @@ def vtrace(
             vs[s] = values[s] + delta
         else:
             vs[s] = values[s] + delta + gamma * c * (vs[s + 1] - values[s + 1])
-    pg = []
-    for s in range(n):
-        rho_pg = min(pg_clip, ratios[s])
-        if terminated[s]:
-            target = rewards[s]
-        elif ends[s]:
-            target = rewards[s] + gamma * nv[s]
-        else:
-            target = rewards[s] + gamma * vs[s + 1]
-        pg.append(rho_pg * (target - values[s]))
+    pg = _vtrace_pg(rewards, values, nv, ratios, terminated, ends, vs, gamma, pg_clip)
     return {"vs": vs, "pg_advantages": pg}
 
 
@@ -338,15 +345,7 @@ def vtrace_sum(
             total = total + weight * delta[t]
             weight = weight * gamma * lam * min(c_clip, ratios[t])
         vs.append(values[s] + total)
-    pg = []
-    for s in range(n):
-        if terminated[s]:
-            target = rewards[s]
-        elif ends[s]:
-            target = rewards[s] + gamma * nv[s]
-        else:
-            target = rewards[s] + gamma * vs[s + 1]
-        pg.append(min(pg_clip, ratios[s]) * (target - values[s]))
+    pg = _vtrace_pg(rewards, values, nv, ratios, terminated, ends, vs, gamma, pg_clip)
     return {"vs": vs, "pg_advantages": pg}
 
 
