@@ -212,25 +212,18 @@ def timed(data: Path, out: Path, **kw) -> dict:
 # --------------------------------------------------------------------------- machine probes
 
 
-def _write_fsync(args: tuple[str, int]) -> float:
-    path, mb = args
+def _write(args: tuple[str, int, bool]) -> float:
+    """Seconds to write ``mb`` MiB to ``path`` and close it; with ``fsync`` the file is
+    durable before the clock stops (``fsync_each``), else left staged for one batch."""
+    path, mb, fsync = args
     block = np.random.default_rng(0).bytes(1 << 20)
     t0 = time.perf_counter()
     with open(path, "wb") as f:
         for _ in range(mb):
             f.write(block)
-        f.flush()
-        os.fsync(f.fileno())
-    return time.perf_counter() - t0
-
-
-def _write_staged(args: tuple[str, int]) -> float:
-    path, mb = args
-    block = np.random.default_rng(0).bytes(1 << 20)
-    t0 = time.perf_counter()
-    with open(path, "wb") as f:
-        for _ in range(mb):
-            f.write(block)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
     return time.perf_counter() - t0
 
 
@@ -246,14 +239,14 @@ def disk_probe(directory: Path, writers: list[int], mb: int) -> list[dict]:
     directory.mkdir(parents=True, exist_ok=True)
     out = []
     for w in writers:
-        for mode, fn in (("fsync_each", _write_fsync), ("staged_batch", _write_staged)):
-            paths = [(str(directory / f"probe-{i}"), mb) for i in range(w)]
+        for mode, fsync in (("fsync_each", True), ("staged_batch", False)):
+            paths = [(str(directory / f"probe-{i}"), mb, fsync) for i in range(w)]
             with mp.get_context("spawn").Pool(w) as pool:
                 pool.map(time.sleep, [0.0] * w)  # start the processes untimed
                 t0 = time.perf_counter()
-                pool.map(fn, paths)
-                if mode == "staged_batch":
-                    fsync_all([Path(p) for p, _ in paths])
+                pool.map(_write, paths)
+                if not fsync:
+                    fsync_all([Path(p) for p, _, _ in paths])
                 wall = time.perf_counter() - t0
             out.append(
                 {
@@ -264,7 +257,7 @@ def disk_probe(directory: Path, writers: list[int], mb: int) -> list[dict]:
                     "gb_per_s": w * mb * 2**20 / wall / 1e9,
                 }
             )
-            for p, _ in paths:
+            for p, _, _ in paths:
                 os.unlink(p)
     for row in out:  # against one writer of the same mode
         one = next((r for r in out if r["mode"] == row["mode"] and r["writers"] == 1), None)
