@@ -35,6 +35,13 @@ def copy_sample(src: Path, tmp: Path) -> Path:
     return dst
 
 
+def fresh(src: Path, directory: Path) -> Path:
+    """A copy of a file or directory in ``directory`` (made if missing): one per run, so
+    every run starts from the untouched input."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return copy_sample(src, directory)
+
+
 def h5_columns(path: Path) -> dict[str, np.ndarray]:
     """Every dataset of an HDF5 file by path."""
     out: dict[str, np.ndarray] = {}

@@ -62,6 +62,66 @@ class Produced:
     extra: dict = field(default_factory=dict)
 
 
+# --------------------------------------------------------------------------- small hand-made files
+
+
+def cleanrl_buffer(path: Path, rng: np.random.Generator) -> Path:
+    """A CleanRL-style ``[T, B]`` buffer (8 x 3): ``dones`` with two ends, ``next_value``
+    and ``next_done`` per env (the ``inspect``/provenance tests' random layouts)."""
+    t, b = 8, 3
+    with h5py.File(path, "w") as f:
+        f["rewards"] = rng.normal(size=(t, b)).astype(np.float32)
+        f["values"] = rng.normal(size=(t, b)).astype(np.float32)
+        dones = np.zeros((t, b), np.float32)
+        dones[3, 0] = dones[5, 2] = 1
+        f["dones"] = dones
+        f["next_value"] = rng.normal(size=b).astype(np.float32)
+        f["next_done"] = np.zeros(b, np.float32)
+    return path
+
+
+def torchrl_dump(path: Path, rng: np.random.Generator, *, observations: bool) -> Path:
+    """``TensorDict.to_h5`` of a ``[B, T]`` collector batch (2 x 9), by hand (names,
+    shapes, the ``next/`` group, a trailing dim 1); with ``observations``, the
+    ``observation`` and ``next/observation`` leaves too."""
+    b, t = 2, 9
+    term = np.zeros((b, t, 1), bool)
+    trunc = np.zeros((b, t, 1), bool)
+    term[0, 3] = trunc[1, 5] = True
+    with h5py.File(path, "w") as f:
+        if observations:
+            f["observation"] = rng.normal(size=(b, t, 4)).astype(np.float32)
+        f["state_value"] = rng.normal(size=(b, t, 1)).astype(np.float32)
+        for key in ("done", "terminated", "truncated"):
+            f[key] = np.zeros((b, t, 1), bool)
+        f["next/reward"] = rng.normal(size=(b, t, 1)).astype(np.float32)
+        f["next/terminated"] = term
+        f["next/truncated"] = trunc
+        f["next/done"] = term | trunc
+        f["next/state_value"] = rng.normal(size=(b, t, 1)).astype(np.float32)
+        if observations:
+            f["next/observation"] = rng.normal(size=(b, t, 4)).astype(np.float32)
+    return path
+
+
+def torchrl_gae(td, gamma: float, lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """torchrl's own GAE of a ``[B, T]`` collector rollout (a TensorDict with
+    ``state_value`` and the ``("next", ...)`` outcomes): (advantage, value_target) as
+    float64 ``[B, T, 1]``. Needs torchrl."""
+    from torchrl.objectives.value.functional import generalized_advantage_estimate
+
+    adv, target = generalized_advantage_estimate(
+        gamma,
+        lam,
+        td["state_value"],
+        td["next", "state_value"],
+        td["next", "reward"],
+        td["next", "done"],
+        td["next", "terminated"],
+    )
+    return adv.numpy().astype(np.float64), target.numpy().astype(np.float64)
+
+
 # --------------------------------------------------------------------------- episode streams
 
 

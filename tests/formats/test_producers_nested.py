@@ -14,7 +14,6 @@ axes are never guessed (the refusal names ``--layout``).
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import h5py
@@ -23,6 +22,8 @@ import pytest
 
 from rltscan import api
 from rltscan.errors import AmbiguousInputError
+from tests.io_helpers import fresh
+from tests.producers import torchrl_gae
 
 GAMMA, LAM = 0.9, 0.8
 B, T = 3, 50
@@ -42,7 +43,6 @@ def rollout(tmp_path_factory: pytest.TempPathFactory) -> dict:
     from torchrl.envs import GymEnv, SerialEnv, StepCounter, TransformedEnv
     from torchrl.envs.utils import RandomPolicy
     from torchrl.modules import ValueOperator
-    from torchrl.objectives.value.functional import generalized_advantage_estimate
 
     torch.manual_seed(0)
     env = SerialEnv(B, lambda: TransformedEnv(GymEnv("CartPole-v1"), StepCounter(max_steps=15)))
@@ -56,15 +56,7 @@ def rollout(tmp_path_factory: pytest.TempPathFactory) -> dict:
     with torch.no_grad():
         critic(td)
         critic(td["next"])
-    adv, target = generalized_advantage_estimate(
-        GAMMA,
-        LAM,
-        td["state_value"],
-        td["next", "state_value"],
-        td["next", "reward"],
-        td["next", "done"],
-        td["next", "terminated"],
-    )
+    adv, target = torchrl_gae(td, GAMMA, LAM)
     root = tmp_path_factory.mktemp("torchrl")
     h5 = root / "rollout.h5"
     td.to_h5(str(h5))
@@ -78,19 +70,12 @@ def rollout(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {
         "h5": h5,
         "parquet": parquet,
-        "advantages": adv.squeeze(-1).numpy().astype(np.float64),
-        "value_targets": target.squeeze(-1).numpy().astype(np.float64),
+        "advantages": adv.squeeze(-1),
+        "value_targets": target.squeeze(-1),
         "terminated": int(td["next", "terminated"].sum()),
         "truncated": int(td["next", "truncated"].sum()),
         "root_done": int(td["done"].sum() + td["terminated"].sum() + td["truncated"].sum()),
     }
-
-
-def fresh(path: Path, tmp_path: Path) -> Path:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    dst = tmp_path / path.name
-    shutil.copy(path, dst)
-    return dst
 
 
 def gae(path: Path, **kw) -> api.RunReport:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,7 +43,7 @@ from rltscan.errors import AmbiguousInputError, DataError, ParameterError
 from rltscan.roles import ROLES
 from tests import oracles
 from tests.conftest import assert_close_to_oracle
-from tests.io_helpers import digest
+from tests.io_helpers import digest, fresh
 from tests.producers import (
     BUILDERS,
     Meaning,
@@ -98,13 +97,7 @@ def oracle(m: Meaning, estimator: str) -> dict[str, np.ndarray]:
 
 
 def fresh_copy(produced: Produced, tmp: Path) -> Path:
-    tmp.mkdir(parents=True, exist_ok=True)
-    dst = tmp / produced.path.name
-    if produced.path.is_dir():
-        shutil.copytree(produced.path, dst)
-    else:
-        shutil.copy(produced.path, dst)
-    return dst
+    return fresh(produced.path, tmp)
 
 
 def max_error(got: np.ndarray, want: np.ndarray) -> float:

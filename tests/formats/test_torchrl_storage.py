@@ -42,6 +42,7 @@ from rltscan.errors import (
     ParameterError,
 )
 from tests.io_helpers import ROOT
+from tests.producers import torchrl_gae
 
 torch = pytest.importorskip("torch")
 tensordict = pytest.importorskip("tensordict")
@@ -66,18 +67,7 @@ NAMED = {
 
 def gae_reference(td: TensorDict) -> tuple[np.ndarray, np.ndarray]:
     """torchrl's GAE of a ``[B, T]`` rollout: (advantage, value_target), ``[B, T, 1]``."""
-    from torchrl.objectives.value.functional import generalized_advantage_estimate
-
-    adv, target = generalized_advantage_estimate(
-        GAMMA,
-        LAM,
-        td["state_value"],
-        td["next", "state_value"],
-        td["next", "reward"],
-        td["next", "done"],
-        td["next", "terminated"],
-    )
-    return adv.numpy().astype(np.float64), target.numpy().astype(np.float64)
+    return torchrl_gae(td, GAMMA, LAM)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ Anything that is not an :class:`~rltscan.errors.RltscanError` fails the test (a 
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +32,8 @@ from hypothesis import strategies as st
 from rltscan import api
 from rltscan.errors import RltscanError
 from rltscan.estimators import DECLARATIONS
-from tests.producers import episodes
+from tests.io_helpers import fresh
+from tests.producers import cleanrl_buffer, episodes, torchrl_dump
 
 PLAN = [(4, "term"), (3, "trunc"), (5, "term"), (3, "cut")]
 
@@ -69,37 +69,12 @@ def _gym_parquet(root: Path, rng: np.random.Generator) -> tuple[Path, dict]:
 
 
 def _cleanrl(root: Path, rng: np.random.Generator) -> tuple[Path, dict]:
-    t, b = 8, 3
-    path = root / "cleanrl.h5"
-    with h5py.File(path, "w") as f:
-        f["rewards"] = rng.normal(size=(t, b)).astype(np.float32)
-        f["values"] = rng.normal(size=(t, b)).astype(np.float32)
-        dones = np.zeros((t, b), np.float32)
-        dones[3, 0] = dones[5, 2] = 1
-        f["dones"] = dones
-        f["next_value"] = rng.normal(size=b).astype(np.float32)
-        f["next_done"] = np.zeros(b, np.float32)
+    path = cleanrl_buffer(root / "cleanrl.h5", rng)
     return path, {"values": ["values"], "last_values": ["next_value"], "layout": ["time-major"]}
 
 
 def _torchrl(root: Path, rng: np.random.Generator) -> tuple[Path, dict]:
-    """``TensorDict.to_h5`` of a ``[B, T]`` collector batch, by hand (names, shapes)."""
-    b, t = 2, 9
-    path = root / "torchrl.h5"
-    term = np.zeros((b, t, 1), bool)
-    trunc = np.zeros((b, t, 1), bool)
-    term[0, 3] = trunc[1, 5] = True
-    with h5py.File(path, "w") as f:
-        f["observation"] = rng.normal(size=(b, t, 4)).astype(np.float32)
-        f["state_value"] = rng.normal(size=(b, t, 1)).astype(np.float32)
-        for key in ("done", "terminated", "truncated"):
-            f[key] = np.zeros((b, t, 1), bool)
-        f["next/reward"] = rng.normal(size=(b, t, 1)).astype(np.float32)
-        f["next/terminated"] = term
-        f["next/truncated"] = trunc
-        f["next/done"] = term | trunc
-        f["next/state_value"] = rng.normal(size=(b, t, 1)).astype(np.float32)
-        f["next/observation"] = rng.normal(size=(b, t, 4)).astype(np.float32)
+    path = torchrl_dump(root / "torchrl.h5", rng, observations=True)
     return path, {"values": ["state_value"], "layout": ["batch-major"]}
 
 
@@ -193,16 +168,6 @@ def reading(draw: st.DrawFn, choices: dict) -> dict:
         if words and draw(st.booleans()):
             kw[key] = draw(st.sampled_from(words))
     return kw
-
-
-def fresh(path: Path, directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    dst = directory / path.name
-    if path.is_dir():
-        shutil.copytree(path, dst)
-    else:
-        shutil.copy(path, dst)
-    return dst
 
 
 def goes(command: str, path: Path, kw: dict, *, dry_run: bool) -> tuple[bool, str]:

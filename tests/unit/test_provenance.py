@@ -14,7 +14,6 @@ compared bit for bit; so are runs given the recorded columns and reading explici
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +25,8 @@ import pytest
 
 from rltscan import api
 from rltscan.roles import option_of
-from tests.producers import episodes, fixed_list
+from tests.io_helpers import fresh
+from tests.producers import cleanrl_buffer, episodes, fixed_list, torchrl_dump
 
 PLAN = [(4, "term"), (3, "trunc"), (5, "term"), (2, "trunc"), (3, "cut")]
 
@@ -81,17 +81,7 @@ def _robomimic(root: Path, rng: np.random.Generator) -> Path:
 
 
 def _cleanrl(root: Path, rng: np.random.Generator) -> Path:
-    t, b = 8, 3
-    path = root / "cleanrl.h5"
-    with h5py.File(path, "w") as f:
-        f["rewards"] = rng.normal(size=(t, b)).astype(np.float32)
-        f["values"] = rng.normal(size=(t, b)).astype(np.float32)
-        dones = np.zeros((t, b), np.float32)
-        dones[3, 0] = dones[5, 2] = 1
-        f["dones"] = dones
-        f["next_value"] = rng.normal(size=b).astype(np.float32)
-        f["next_done"] = np.zeros(b, np.float32)
-    return path
+    return cleanrl_buffer(root / "cleanrl.h5", rng)
 
 
 def _rlds(root: Path, rng: np.random.Generator) -> Path:
@@ -119,21 +109,7 @@ def _rlds(root: Path, rng: np.random.Generator) -> Path:
 
 
 def _torchrl(root: Path, rng: np.random.Generator) -> Path:
-    b, t = 2, 9
-    path = root / "torchrl.h5"
-    term = np.zeros((b, t, 1), bool)
-    trunc = np.zeros((b, t, 1), bool)
-    term[0, 3] = trunc[1, 5] = True
-    with h5py.File(path, "w") as f:
-        f["state_value"] = rng.normal(size=(b, t, 1)).astype(np.float32)
-        for key in ("done", "terminated", "truncated"):
-            f[key] = np.zeros((b, t, 1), bool)
-        f["next/reward"] = rng.normal(size=(b, t, 1)).astype(np.float32)
-        f["next/terminated"] = term
-        f["next/truncated"] = trunc
-        f["next/done"] = term | trunc
-        f["next/state_value"] = rng.normal(size=(b, t, 1)).astype(np.float32)
-    return path
+    return torchrl_dump(root / "torchrl.h5", rng, observations=False)
 
 
 # (builder, command, options that change numbers, what the record must say)
@@ -188,16 +164,6 @@ CASES: dict[str, tuple[Callable, str, dict, dict]] = {
     ),
 }
 CASES = {k: v for k, v in CASES.items() if v[3] is not None}
-
-
-def fresh(path: Path, directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    dst = directory / path.name
-    if path.is_dir():
-        shutil.copytree(path, dst)
-    else:
-        shutil.copy(path, dst)
-    return dst
 
 
 def outputs_and_records(path: Path) -> tuple[dict[str, np.ndarray], dict[str, dict]]:
