@@ -14,6 +14,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -103,6 +104,73 @@ def run_cli(*args: str, in_process: bool = False) -> subprocess.CompletedProcess
     return subprocess.run(
         [sys.executable, "-m", "rltscan", *args], capture_output=True, text=True, timeout=300
     )
+
+
+def rltscan_process(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess:
+    """``python -m rltscan ARGS`` in ``env``, its output captured as bytes."""
+    return subprocess.run(
+        [sys.executable, "-m", "rltscan", *map(str, args)],
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+
+
+# A ``python -c`` program that runs the CLI (its arguments) and SIGKILLs itself after the
+# ``$KILL_AFTER``-th rename that follows the writing of a commit journal.
+KILL_AFTER_RENAMES = """
+import os, signal, sys
+import rltscan.io.shards as s
+journal, state = s.write_journal, {"armed": False, "moved": 0}
+def write_journal(stage, moves):
+    journal(stage, moves)
+    state["armed"] = True
+real_replace = os.replace
+def replace(a, b, **k):
+    real_replace(a, b, **k)
+    if state["armed"]:
+        state["moved"] += 1
+        if state["moved"] == int(os.environ["KILL_AFTER"]):
+            os.kill(os.getpid(), signal.SIGKILL)
+s.write_journal = write_journal
+os.replace = replace
+from rltscan.cli import main
+sys.argv = ["rltscan", *sys.argv[1:]]
+main()
+"""
+
+
+def big_flat_h5(path: Path, n: int) -> None:
+    """A flat D4RL-style HDF5 of ``n`` random steps (seed 0) with 8-wide observations:
+    big enough that writing it back takes a while."""
+    rng = np.random.default_rng(0)
+    with h5py.File(path, "w") as f:
+        f["rewards"] = rng.normal(size=n).astype(np.float32)
+        f["terminals"] = rng.random(n) < 0.01
+        f["timeouts"] = rng.random(n) < 0.005
+        f["values"] = rng.normal(size=n).astype(np.float32)
+        f["next_values"] = rng.normal(size=n).astype(np.float32)
+        f["observations"] = rng.normal(size=(n, 8)).astype(np.float32)
+
+
+def big_flat_parquet(
+    path: Path, n: int, row_groups: int, metadata: dict[str, str] | None = None
+) -> None:
+    """The Parquet counterpart of :func:`big_flat_h5` (8 observation columns first) in
+    ``row_groups`` row groups, with the schema metadata given, if any."""
+    rng = np.random.default_rng(0)
+    cols = {f"obs_{i}": rng.normal(size=n).astype(np.float32) for i in range(8)}
+    cols |= {
+        "reward": rng.normal(size=n).astype(np.float32),
+        "terminated": rng.random(n) < 0.01,
+        "truncated": rng.random(n) < 0.005,
+        "value": rng.normal(size=n).astype(np.float32),
+        "next_value": rng.normal(size=n).astype(np.float32),
+    }
+    table = pa.table(cols)
+    if metadata is not None:
+        table = table.replace_schema_metadata(metadata)
+    pq.write_table(table, path, row_group_size=n // row_groups)
 
 
 @contextlib.contextmanager

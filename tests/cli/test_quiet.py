@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rltscan.estimators import DECLARATIONS
-from tests.io_helpers import FLAT, ROOT, copy_sample
+from tests.io_helpers import FLAT, ROOT, copy_sample, rltscan_process
 
 COMMANDS = list(DECLARATIONS)
 # a terminal stderr would get a bar; these are pipes (and the bar would show at once)
@@ -27,12 +26,7 @@ ENV.pop("NO_COLOR", None)
 
 
 def rltscan(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "rltscan", *map(str, args)],
-        env=ENV,
-        capture_output=True,
-        timeout=300,
-    )
+    return rltscan_process(ENV, *args)
 
 
 def one_error_line(stderr: bytes) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import h5py
@@ -24,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests import oracles
-from tests.io_helpers import ROOT
+from tests.io_helpers import ROOT, rltscan_process
 
 minari = pytest.importorskip("minari")
 gym = pytest.importorskip("gymnasium")
@@ -41,12 +40,7 @@ def _datasets_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def rltscan(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "rltscan", *map(str, args)],
-        env=ENV,
-        capture_output=True,
-        timeout=300,
-    )
+    return rltscan_process(ENV, *args)
 
 
 def _buffers(rng: np.random.Generator, with_infos: bool, extra_info: str | None = None) -> list:

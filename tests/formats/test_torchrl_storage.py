@@ -41,7 +41,7 @@ from rltscan.errors import (
     OutputRefusedError,
     ParameterError,
 )
-from tests.io_helpers import ROOT
+from tests.io_helpers import KILL_AFTER_RENAMES, ROOT, rltscan_process
 from tests.producers import torchrl_gae
 
 torch = pytest.importorskip("torch")
@@ -102,13 +102,12 @@ def run(path: Path, **kw) -> api.RunReport:
     return api.run("gae", str(path), device="cpu", params={"gamma": GAMMA, "lam": LAM}, **kw)
 
 
-def cli(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "rltscan", *map(str, args)],
-        env=ENV,
-        capture_output=True,
-        timeout=300,
-    )
+def cli_gae_report(path: Path) -> dict:
+    """``rltscan gae PATH --json`` with the rollout's gamma and lam: its report (the run
+    must succeed)."""
+    done = rltscan_process(ENV, "gae", path, "--gamma", GAMMA, "--lam", LAM, "--json")
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout)
 
 
 def leaves(td: TensorDict) -> dict[str, np.ndarray]:
@@ -149,9 +148,7 @@ def test_memmap_rollout_gives_torchrl_gae_through_the_cli(rollout: dict, tmp_pat
     """``rltscan gae DIR`` on ``td.memmap_(DIR)`` with no options: the advantages of
     torchrl's GAE, as new leaves that ``TensorDict.load_memmap`` sees."""
     path, before = memmap_dir(rollout, tmp_path)
-    done = cli("gae", path, "--gamma", GAMMA, "--lam", LAM, "--json")
-    assert done.returncode == 0, done.stderr.decode()
-    report = json.loads(done.stdout)
+    report = cli_gae_report(path)
     assert report["format"] == "torchrl/memmap" and report["layout"] == "batch-major"
     assert report["columns"]["terminated"] == "next/terminated"
     check_memmap(path, rollout, before)
@@ -354,9 +351,7 @@ def test_wrapped_replay_buffer_gives_torchrl_gae_through_the_cli(
     slices cut where the trajectory ids change, every advantage torchrl's."""
     path = flat_buffer(rollout, tmp_path)
     before = leaves(loaded_buffer(path, 200))
-    done = cli("gae", path, "--gamma", GAMMA, "--lam", LAM, "--json")
-    assert done.returncode == 0, done.stderr.decode()
-    report = json.loads(done.stdout)
+    report = cli_gae_report(path)
     assert report["format"] == "torchrl/replay-buffer" and report["layout"] == "flat"
     assert report["columns"]["episode_id"] == "collector/traj_ids"
     check_flat_buffer(path, rollout, before)
@@ -588,28 +583,6 @@ def test_sigkill_during_write_back_leaves_the_storage_loadable(tmp_path: Path) -
         assert not list(path.glob(".rltscan-*")), "a staging directory was left behind"
         assert check_loadable(path, before, outputs) == set(outputs)
     assert killed, "no trial was killed mid-run; the timing window is off"
-
-
-KILL_AFTER_RENAMES = """
-import os, signal, sys
-import rltscan.io.shards as s
-journal, state = s.write_journal, {"armed": False, "moved": 0}
-def write_journal(stage, moves):
-    journal(stage, moves)
-    state["armed"] = True
-real_replace = os.replace
-def replace(a, b, **k):
-    real_replace(a, b, **k)
-    if state["armed"]:
-        state["moved"] += 1
-        if state["moved"] == int(os.environ["KILL_AFTER"]):
-            os.kill(os.getpid(), signal.SIGKILL)
-s.write_journal = write_journal
-os.replace = replace
-from rltscan.cli import main
-sys.argv = ["rltscan", *sys.argv[1:]]
-main()
-"""
 
 
 @pytest.mark.slow

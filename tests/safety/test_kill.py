@@ -23,47 +23,29 @@ import sys
 import time
 from pathlib import Path
 
-import h5py
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from tests.io_helpers import ROOT, fingerprint, h5_columns, parquet_columns
+from tests.io_helpers import (
+    ROOT,
+    big_flat_h5,
+    big_flat_parquet,
+    fingerprint,
+    h5_columns,
+    parquet_columns,
+)
 
 N = 1_500_000  # rows: big enough that the write takes a while, small enough for CI
 TRIALS = 6
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
 
 
-def make_h5(path: Path) -> None:
-    rng = np.random.default_rng(0)
-    with h5py.File(path, "w") as f:
-        f["rewards"] = rng.normal(size=N).astype(np.float32)
-        f["terminals"] = rng.random(N) < 0.01
-        f["timeouts"] = rng.random(N) < 0.005
-        f["values"] = rng.normal(size=N).astype(np.float32)
-        f["next_values"] = rng.normal(size=N).astype(np.float32)
-        f["observations"] = rng.normal(size=(N, 8)).astype(np.float32)
-
-
-def make_parquet(path: Path) -> None:
-    rng = np.random.default_rng(0)
-    cols = {f"obs_{i}": rng.normal(size=N).astype(np.float32) for i in range(8)}
-    cols |= {
-        "reward": rng.normal(size=N).astype(np.float32),
-        "terminated": rng.random(N) < 0.01,
-        "truncated": rng.random(N) < 0.005,
-        "value": rng.normal(size=N).astype(np.float32),
-        "next_value": rng.normal(size=N).astype(np.float32),
-    }
-    table = pa.table(cols).replace_schema_metadata({"origin": "kill test"})
-    pq.write_table(table, path, row_group_size=N // 6)
-
-
 FORMATS = {
-    "hdf5": ("data.h5", make_h5, h5_columns),
-    "parquet": ("data.parquet", make_parquet, parquet_columns),
+    "hdf5": ("data.h5", lambda path: big_flat_h5(path, N), h5_columns),
+    "parquet": (
+        "data.parquet",
+        lambda path: big_flat_parquet(path, N, 6, {"origin": "kill test"}),
+        parquet_columns,
+    ),
 }
 
 

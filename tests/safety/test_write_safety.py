@@ -33,8 +33,11 @@ from rltscan.io import atomic
 from rltscan.io import shards as io_shards
 from tests.io_helpers import (
     FLAT,
+    KILL_AFTER_RENAMES,
     PARQUET,
     ROOT,
+    big_flat_h5,
+    big_flat_parquet,
     fingerprint,
     h5_columns,
     parquet_columns,
@@ -234,34 +237,13 @@ def test_immutable_directory_is_one_line_exit_5(flat: Path) -> None:
 # --------------------------------------------------------------------------- 5 concurrent writers
 
 
-def _big_h5(path: Path, n: int = 400_000) -> None:
-    rng = np.random.default_rng(0)
-    with h5py.File(path, "w") as f:
-        f["rewards"] = rng.normal(size=n).astype(np.float32)
-        f["terminals"] = rng.random(n) < 0.01
-        f["timeouts"] = rng.random(n) < 0.005
-        f["values"] = rng.normal(size=n).astype(np.float32)
-        f["next_values"] = rng.normal(size=n).astype(np.float32)
-        f["observations"] = rng.normal(size=(n, 8)).astype(np.float32)
-
-
-def _big_parquet(path: Path, n: int = 400_000) -> None:
-    rng = np.random.default_rng(0)
-    cols = {f"obs_{i}": rng.normal(size=n).astype(np.float32) for i in range(8)}
-    cols |= {
-        "reward": rng.normal(size=n).astype(np.float32),
-        "terminated": rng.random(n) < 0.01,
-        "truncated": rng.random(n) < 0.005,
-        "value": rng.normal(size=n).astype(np.float32),
-        "next_value": rng.normal(size=n).astype(np.float32),
-    }
-    pq.write_table(pa.table(cols), path, row_group_size=n // 4)
-
-
 @pytest.mark.parametrize("suffix", [".h5", ".parquet"])
 def test_two_concurrent_write_backs_keep_both_updates(tmp_path: Path, suffix: str) -> None:
     path = tmp_path / f"data{suffix}"
-    (_big_h5 if suffix == ".h5" else _big_parquet)(path)
+    if suffix == ".h5":
+        big_flat_h5(path, 400_000)
+    else:
+        big_flat_parquet(path, 400_000, 4)
     cmds = [
         [sys.executable, "-m", "rltscan", est, str(path), "--device", "cpu", "-q"]
         for est in ("gae", "returns")
@@ -373,7 +355,7 @@ def test_owner_group_mode_and_xattrs_are_kept(flat: Path) -> None:
 
 def test_broken_pipe_on_stdout_is_exit_5(tmp_path: Path) -> None:
     path = tmp_path / "big.parquet"
-    _big_parquet(path, 300_000)  # megabytes: more than a pipe buffer
+    big_flat_parquet(path, 300_000, 4)  # megabytes: more than a pipe buffer
     producer = subprocess.Popen(
         [sys.executable, "-m", "rltscan", "gae", str(path), "-o", "-", "--device", "cpu", "-q"],
         stdout=subprocess.PIPE,
@@ -394,7 +376,7 @@ def test_broken_pipe_on_stdout_is_exit_5(tmp_path: Path) -> None:
 
 def test_full_disk_during_hdf5_write_back_is_exit_5_never_a_crash(tmp_path: Path) -> None:
     src = tmp_path / "src.h5"
-    _big_h5(src, 200_000)
+    big_flat_h5(src, 200_000)
     size = src.stat().st_size
     # room for the input and its temp copy, not for the outputs (2 x 800 kB)
     with small_tmpfs(tmp_path, 2 * size + 400_000) as mnt:
@@ -474,29 +456,6 @@ def _shards(root: Path, count: int = 4) -> None:
         pq.write_table(t.slice(i * step, step), root / f"part-{i}.parquet")
 
 
-KILL_AFTER_TWO_RENAMES = """
-import os, signal, sys
-import rltscan.io.shards as s
-journal = s.write_journal
-state = {"armed": False, "moved": 0}
-def write_journal(stage, moves):
-    journal(stage, moves)
-    state["armed"] = True
-real_replace = os.replace
-def replace(a, b, **k):
-    real_replace(a, b, **k)
-    if state["armed"]:
-        state["moved"] += 1
-        if state["moved"] == 2:
-            os.kill(os.getpid(), signal.SIGKILL)
-s.write_journal = write_journal
-s.os.replace = replace
-from rltscan.cli import main
-sys.argv = ["rltscan", *sys.argv[1:]]
-main()
-"""
-
-
 def test_a_kill_during_the_sharded_commit_is_completed_by_the_next_start(
     tmp_path: Path,
 ) -> None:
@@ -506,7 +465,7 @@ def test_a_kill_during_the_sharded_commit_is_completed_by_the_next_start(
         [
             sys.executable,
             "-c",
-            KILL_AFTER_TWO_RENAMES,
+            KILL_AFTER_RENAMES,
             "gae",
             str(root),
             "--ends-are",
@@ -516,7 +475,7 @@ def test_a_kill_during_the_sharded_commit_is_completed_by_the_next_start(
             "-q",
         ],
         capture_output=True,
-        env=ENV,
+        env={**ENV, "KILL_AFTER": "2"},
         timeout=300,
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
