@@ -16,12 +16,8 @@ import pytest
 
 from rltscan import api
 from rltscan.errors import DataError, ParameterError, RltscanError
+from tests.io_helpers import BUFFER, FLAT, MINARI, PARQUET, h5_columns
 
-ROOT = Path(__file__).resolve().parents[2]
-FLAT = ROOT / "sample_data" / "cartpole_flat.h5"
-BUFFER = ROOT / "sample_data" / "cartpole_buffer.h5"
-PARQUET = ROOT / "sample_data" / "cartpole.parquet"
-MINARI = ROOT / "sample_data" / "cartpole_minari"
 CPU = {"device": "cpu"}
 
 
@@ -39,16 +35,14 @@ def _same_when_run_again(out: Path, tmp_path: Path, **kw: object) -> None:
     _close(t2.column("b_advantages").to_numpy(), t2.column("advantages").to_numpy())
 
 
-def _h5(path: Path) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-
-    def keep(name: str, obj: object) -> None:
-        if isinstance(obj, h5py.Dataset):
-            out[name] = obj[()]
-
-    with h5py.File(path) as f:
-        f.visititems(keep)
-    return out
+def _round_trip(src: Path, tmp_path: Path, command: str, **back: object) -> tuple[Path, dict, dict]:
+    """``src`` to Parquet (a ``command`` run), then back to HDF5 (a ``returns`` run given
+    ``back``): the HDF5 file, its datasets and the source's."""
+    pq_path = tmp_path / "via.parquet"
+    api.run(command, str(src), output=str(pq_path), **CPU)
+    back_path = tmp_path / "back.h5"
+    api.run("returns", str(pq_path), output=str(back_path), **back, **CPU)
+    return back_path, h5_columns(back_path), h5_columns(src)
 
 
 def _meta(table: pa.Table) -> dict:
@@ -59,7 +53,7 @@ def test_flat_hdf5_to_parquet_carries_every_dataset(tmp_path: Path) -> None:
     out = tmp_path / "x.parquet"
     api.run("gae", str(FLAT), output=str(out), **CPU)
     table = pq.read_table(out)
-    source = _h5(FLAT)
+    source = h5_columns(FLAT)
     per_step = {k for k, v in source.items() if v.ndim and v.shape[0] == 1024}
     assert per_step <= set(table.column_names)
     assert {"observations", "next_observations", "actions", "infos/action_log_probs"} <= per_step
@@ -81,7 +75,7 @@ def test_buffer_to_parquet_is_env_major_with_index_columns(tmp_path: Path) -> No
     out = tmp_path / "buf.parquet"
     api.run("gae", str(BUFFER), output=str(out), **CPU)
     table = pq.read_table(out)
-    source = _h5(BUFFER)
+    source = h5_columns(BUFFER)
     t, b = source["rewards"].shape
     assert table.num_rows == t * b
     assert table.column("traj_id").to_pylist() == np.repeat(np.arange(b), t).tolist()
@@ -105,11 +99,7 @@ def test_buffer_to_parquet_is_env_major_with_index_columns(tmp_path: Path) -> No
 
 
 def test_buffer_round_trip_through_parquet_restores_the_buffer(tmp_path: Path) -> None:
-    pq_path = tmp_path / "buf.parquet"
-    api.run("gae", str(BUFFER), output=str(pq_path), **CPU)
-    back = tmp_path / "back.h5"
-    api.run("returns", str(pq_path), output=str(back), ends_are="truncated", **CPU)
-    restored, source = _h5(back), _h5(BUFFER)
+    back, restored, source = _round_trip(BUFFER, tmp_path, "gae", ends_are="truncated")
     for name, arr in source.items():
         np.testing.assert_array_equal(restored[name], arr, err_msg=name)
     with h5py.File(back) as f:
@@ -118,7 +108,7 @@ def test_buffer_round_trip_through_parquet_restores_the_buffer(tmp_path: Path) -
     # the restored buffer is a [T, B] buffer again: the same advantages
     again = tmp_path / "again.h5"
     api.run("gae", str(back), output=str(again), prefix="c_", **CPU)
-    out = _h5(again)
+    out = h5_columns(again)
     _close(out["c_advantages"], out["advantages"])
 
 
@@ -131,11 +121,7 @@ def test_flat_round_trip_through_parquet_restores_scalars_and_attributes(tmp_pat
     with h5py.File(src, "a") as f:
         f.attrs["env"] = "CartPole-v1"
         f["rewards"].attrs["unit"] = "points"
-    pq_path = tmp_path / "flat.parquet"
-    api.run("returns", str(src), output=str(pq_path), **CPU)
-    back = tmp_path / "back.h5"
-    api.run("returns", str(pq_path), output=str(back), prefix="b_", **CPU)
-    restored, source = _h5(back), _h5(src)
+    back, restored, source = _round_trip(src, tmp_path, "returns", prefix="b_")
     for name, arr in source.items():
         np.testing.assert_array_equal(restored[name], arr, err_msg=name)
     with h5py.File(back) as f:
@@ -162,7 +148,7 @@ def test_parquet_to_hdf5_is_a_flat_file_with_every_column(tmp_path: Path) -> Non
     out = tmp_path / "p.h5"
     api.run("gae", str(PARQUET), output=str(out), ends_are="truncated", **CPU)
     table = pq.read_table(PARQUET)
-    got = _h5(out)
+    got = h5_columns(out)
     for name in table.column_names:
         np.testing.assert_array_equal(got[name], table.column(name).to_numpy(), err_msg=name)
     with h5py.File(out) as f:
@@ -170,16 +156,12 @@ def test_parquet_to_hdf5_is_a_flat_file_with_every_column(tmp_path: Path) -> Non
         assert f["advantages"].attrs["estimator"] == "gae"
     again = tmp_path / "again.h5"
     api.run("gae", str(out), output=str(again), prefix="b_", ends_are="truncated", **CPU)
-    res = _h5(again)
+    res = h5_columns(again)
     _close(res["b_advantages"], res["advantages"])
 
 
 def test_fixed_size_lists_go_back_to_arrays(tmp_path: Path) -> None:
-    pq_path = tmp_path / "flat.parquet"
-    api.run("returns", str(FLAT), output=str(pq_path), **CPU)
-    back = tmp_path / "back.h5"
-    api.run("returns", str(pq_path), output=str(back), prefix="b_", **CPU)
-    got, source = _h5(back), _h5(FLAT)
+    _, got, source = _round_trip(FLAT, tmp_path, "returns", prefix="b_")
     for name, arr in source.items():
         if arr.ndim and arr.shape[0] == 1024:
             np.testing.assert_array_equal(got[name], arr, err_msg=name)
@@ -298,12 +280,12 @@ def test_batch_major_buffer_round_trip(tmp_path: Path) -> None:
     assert table.column("traj_id").to_pylist() == np.repeat(np.arange(b), t).tolist()
     back = tmp_path / "back.h5"
     api.run("returns", str(table_path), output=str(back), ends_are="truncated", **CPU)
-    got, want = _h5(back), _h5(src)
+    got, want = h5_columns(back), h5_columns(src)
     for name, arr in want.items():
         np.testing.assert_array_equal(got[name], arr, err_msg=name)
     with h5py.File(back) as f:
         assert f.attrs["layout"] == "batch_major"
     again = tmp_path / "again.h5"
     api.run("gae", str(back), output=str(again), prefix="z_", **CPU)
-    res = _h5(again)
+    res = h5_columns(again)
     _close(res["z_advantages"], res["advantages"])
