@@ -516,14 +516,34 @@ def ids_no_flags(tmp: Path, rng: np.random.Generator) -> Produced:
     return Produced("ids-no-flags", path, "parquet", meaning_of(s), fix)
 
 
+def minari_cartpole(name: str, buffers: list, description: str, data_format: str = "hdf5") -> Path:
+    """A CartPole-v1 dataset written by the real ``minari`` package from its episode
+    buffers (``create_dataset_from_buffers`` under ``$MINARI_DATASETS_PATH``): its root.
+    Needs minari, gymnasium and pillow."""
+    import gymnasium as gym
+    import minari
+
+    dataset = minari.create_dataset_from_buffers(
+        name,
+        buffers,
+        env=gym.make("CartPole-v1"),
+        algorithm_name="random",
+        author="rltscan tests",
+        author_email="tests@example.invalid",
+        code_permalink="https://example.invalid",
+        description=description,
+        eval_env=gym.make("CartPole-v1"),
+        data_format=data_format,
+    )
+    return Path(dataset.spec.data_path).parent
+
+
 def minari_package(tmp: Path, rng: np.random.Generator) -> Produced:
     """The same episodes written by the real ``minari`` package
     (``create_dataset_from_buffers``, HDF5 backend; needs minari, gymnasium and
     pillow), then the user's ``values`` (T+1 rows) added to each episode group."""
     import os
 
-    import gymnasium as gym
-    import minari
     from minari.data_collector.episode_buffer import EpisodeBuffer
 
     ends = ["term", "trunc", "both", "term", "trunc", "term", "both", "trunc", "term", "term"]
@@ -545,19 +565,7 @@ def minari_package(tmp: Path, rng: np.random.Generator) -> Produced:
             )
         )
     os.environ["MINARI_DATASETS_PATH"] = str(tmp)
-    dataset = minari.create_dataset_from_buffers(
-        "rltscan/cartpole/real-v0",
-        buffers,
-        env=gym.make("CartPole-v1"),
-        algorithm_name="random",
-        author="rltscan tests",
-        author_email="tests@example.invalid",
-        code_permalink="https://example.invalid",
-        description="rltscan real-layout test",
-        eval_env=gym.make("CartPole-v1"),
-        data_format="hdf5",
-    )
-    root = Path(dataset.spec.data_path).parent
+    root = minari_cartpole("rltscan/cartpole/real-v0", buffers, "rltscan real-layout test")
     with h5py.File(root / "data" / "main_data.hdf5", "a") as f:
         for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
             f[f"episode_{i}"]["values"] = np.append(s["v"][lo:hi], s["nv"][hi - 1]).astype(

@@ -24,9 +24,10 @@ import pytest
 
 from tests import oracles
 from tests.io_helpers import ROOT, rltscan_process
+from tests.producers import minari_cartpole
 
 minari = pytest.importorskip("minari")
-gym = pytest.importorskip("gymnasium")
+pytest.importorskip("gymnasium")
 pytest.importorskip("PIL")  # minari's storages import it unconditionally
 
 GAMMA, LAM = 0.99, 0.95
@@ -86,19 +87,8 @@ def _create(
     os.environ["MINARI_DATASETS_PATH"] = str(tmp / "datasets")
     name = f"rltscan/cartpole/{data_format}{'-infos' if with_infos else ''}-v0"
     rng = np.random.default_rng([len(data_format), with_infos])
-    dataset = minari.create_dataset_from_buffers(
-        name,
-        _buffers(rng, with_infos, extra_info),
-        env=gym.make("CartPole-v1"),
-        algorithm_name="random",
-        author="rltscan tests",
-        author_email="tests@example.invalid",
-        code_permalink="https://example.invalid",
-        description="rltscan write-back test",
-        eval_env=gym.make("CartPole-v1"),
-        data_format=data_format,
-    )
-    root = Path(dataset.spec.data_path).parent
+    buffers = _buffers(rng, with_infos, extra_info)
+    root = minari_cartpole(name, buffers, "rltscan write-back test", data_format)
     _add_values(root, data_format, rng)
     return name, root
 
