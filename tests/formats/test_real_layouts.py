@@ -168,16 +168,22 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Produced]:
 PRODUCERS = list(BUILDERS)
 
 
+def run_and_check(produced: Produced, estimator: str, tmp: Path, *, fixed: bool) -> None:
+    """One in-process run of ``estimator`` on a fresh copy in ``tmp``, with the meaning's
+    flags (``fixed``) or none, judged by :func:`check_rule`."""
+    path = fresh_copy(produced, tmp)
+    before = digest(path)
+    args = [estimator, str(path), *ESTIMATORS[estimator][0], *COMMON]
+    code, stderr = invoke(args + (produced.fix if fixed else []))
+    check_rule(produced, estimator, path, before, code, stderr, fixed=fixed)
+
+
 @pytest.mark.parametrize("estimator", list(ESTIMATORS))
 @pytest.mark.parametrize("producer", PRODUCERS)
 def test_no_flags_exact_or_exit_2(
     built: dict[str, Produced], producer: str, estimator: str, tmp_path: Path
 ) -> None:
-    produced = built[producer]
-    path = fresh_copy(produced, tmp_path)
-    before = digest(path)
-    code, stderr = invoke([estimator, str(path), *ESTIMATORS[estimator][0], *COMMON])
-    check_rule(produced, estimator, path, before, code, stderr, fixed=False)
+    run_and_check(built[producer], estimator, tmp_path, fixed=False)
 
 
 @pytest.mark.parametrize("estimator", list(ESTIMATORS))
@@ -185,12 +191,7 @@ def test_no_flags_exact_or_exit_2(
 def test_meaning_flags_give_the_oracle(
     built: dict[str, Produced], producer: str, estimator: str, tmp_path: Path
 ) -> None:
-    produced = built[producer]
-    path = fresh_copy(produced, tmp_path)
-    before = digest(path)
-    args = [estimator, str(path), *ESTIMATORS[estimator][0], *COMMON, *produced.fix]
-    code, stderr = invoke(args)
-    check_rule(produced, estimator, path, before, code, stderr, fixed=True)
+    run_and_check(built[producer], estimator, tmp_path, fixed=True)
 
 
 SUBPROCESS = ["done=terminated+truncated", "[B,T]-no-attr", "cleanrl-[T,B]", "minari-hdf5"]
@@ -223,11 +224,7 @@ def test_real_minari_package(estimator: str, tmp_path: Path, monkeypatch) -> Non
         warnings.simplefilter("ignore")
         produced = minari_package(tmp_path / "datasets", np.random.default_rng(7))
     for fixed in (False, True):
-        path = fresh_copy(produced, tmp_path / ("fixed" if fixed else "bare"))
-        before = digest(path)
-        args = [estimator, str(path), *ESTIMATORS[estimator][0], *COMMON]
-        code, stderr = invoke(args + (produced.fix if fixed else []))
-        check_rule(produced, estimator, path, before, code, stderr, fixed=fixed)
+        run_and_check(produced, estimator, tmp_path / ("fixed" if fixed else "bare"), fixed=fixed)
 
 
 def test_producers_write_what_they_mean(built: dict[str, Produced]) -> None:
