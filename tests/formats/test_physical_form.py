@@ -61,6 +61,18 @@ def observations(n: int = N, seed: int = 1) -> list[list[float]]:
 # --------------------------------------------------------------------------- the comparison
 
 
+def _zigzag_varint(data: bytes, at: int) -> tuple[int, int]:
+    """The zigzag varint at ``data[at]`` (Thrift compact's i16/i32): (value, next offset)."""
+    raw, shift = 0, 0
+    while True:
+        raw |= (data[at] & 0x7F) << shift
+        shift += 7
+        at += 1
+        if not data[at - 1] & 0x80:
+            break
+    return (raw >> 1) ^ -(raw & 1), at
+
+
 def page_header(path: Path, offset: int) -> tuple[int, bool]:
     """(page type, has a crc) of the Thrift compact PageHeader at ``offset``: field 1 is
     the type (0 data page v1, 3 data page v2), field 4 the optional crc."""
@@ -72,24 +84,10 @@ def page_header(path: Path, offset: int) -> tuple[int, bool]:
         if head >> 4:
             fid += head >> 4
         else:  # a long-form field id: zigzag varint
-            raw, shift = 0, 0
-            while True:
-                raw |= (data[at] & 0x7F) << shift
-                shift += 7
-                at += 1
-                if not data[at - 1] & 0x80:
-                    break
-            fid = (raw >> 1) ^ -(raw & 1)
+            fid, at = _zigzag_varint(data, at)
         if head & 0x0F != 5:  # the first non-i32 field: the page's own header
             break
-        raw, shift = 0, 0
-        while True:
-            raw |= (data[at] & 0x7F) << shift
-            shift += 7
-            at += 1
-            if not data[at - 1] & 0x80:
-                break
-        found[fid] = (raw >> 1) ^ -(raw & 1)
+        found[fid], at = _zigzag_varint(data, at)
     return found[1], 4 in found
 
 
