@@ -114,25 +114,27 @@ class _Libc:
         return 1
 
 
+@pytest.fixture
+def libc(monkeypatch: pytest.MonkeyPatch) -> _Libc:
+    """A stand-in for the C library that records the allocator calls made to it."""
+    fake = _Libc()
+    monkeypatch.setattr(windows, "_libc", lambda: fake)
+    return fake
+
+
 def test_a_library_streamed_run_leaves_the_allocator_setting_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, libc: _Libc
 ) -> None:
-    libc = _Libc()
-    monkeypatch.setattr(windows, "_libc", lambda: libc)
     path = copy_sample(FLAT, tmp_path)
     rltscan.run("gae", str(path), device="cpu", chunk_steps=256, block_steps=256)
     assert "malloc_trim" in libc.calls and "mallopt" not in libc.calls
 
 
-def test_the_cli_sets_the_mmap_threshold_for_its_own_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_cli_sets_the_mmap_threshold_for_its_own_process(tmp_path: Path, libc: _Libc) -> None:
     from typer.testing import CliRunner
 
     from rltscan import cli
 
-    libc = _Libc()
-    monkeypatch.setattr(windows, "_libc", lambda: libc)
     path = copy_sample(FLAT, tmp_path)
     res = CliRunner().invoke(cli.app, ["gae", str(path), "--device", "cpu", "-q"])
     assert res.exit_code == 0, res.output
