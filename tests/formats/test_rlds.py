@@ -159,15 +159,23 @@ def test_per_step_discount_is_aligned_as_rlds_defines_it(tmp_path: Path) -> None
     np.testing.assert_allclose(got[np.isfinite(got)], want_gae(s), rtol=1e-5, atol=1e-5)
 
 
+def _asked_which_rows(tmp_path: Path, seed: int, end: str, final: str) -> tuple[dict, Path]:
+    """Three episodes (4, 3, 5 steps) that all end with ``end``, as an RLDS table whose
+    is_last rows are ``final`` (see :func:`rlds_rows`), and the refusal that asks
+    --is-last-row without the discount column: (the episodes, the file)."""
+    rng = np.random.default_rng(seed)
+    plan = [(4, end), (3, end), (5, end)]
+    s = episodes(rng, plan)
+    path = write(rlds_rows(s, plan, final, rng), tmp_path / "rlds.parquet")
+    with pytest.raises(AmbiguousInputError, match="--is-last-row"):
+        gae(path, ignore=["discount"])
+    return s, path
+
+
 def test_all_terminal_rows_are_still_asked(tmp_path: Path) -> None:
     """Every is_last row terminal proves nothing (rlds_dataset_builder marks its real last
     steps so, tests/formats/test_rlds_builders.py): asked; with the word, exact."""
-    rng = np.random.default_rng(2)
-    plan = [(4, "term"), (3, "term"), (5, "term")]
-    s = episodes(rng, plan)
-    path = write(rlds_rows(s, plan, "all", rng), tmp_path / "rlds.parquet")
-    with pytest.raises(AmbiguousInputError, match="--is-last-row"):
-        gae(path, ignore=["discount"])
+    s, path = _asked_which_rows(tmp_path, 2, "term", "all")
     gae(path, ignore=["discount"], is_last_row="observation")
     got = stored(path, "advantages")
     np.testing.assert_allclose(got[np.isfinite(got)], want_gae(s), rtol=1e-5, atol=1e-5)
@@ -177,12 +185,7 @@ def test_last_step_marked_is_last(tmp_path: Path) -> None:
     """A converter with no final observation (TFDS D4RL export of truncated episodes):
     every is_last row is a step. Ambiguous without the flag; with it, exact (no V(s_T):
     the missing-bootstrap rule names the first truncation)."""
-    rng = np.random.default_rng(3)
-    plan = [(4, "trunc"), (3, "trunc"), (5, "trunc")]
-    s = episodes(rng, plan)
-    path = write(rlds_rows(s, plan, "none", rng), tmp_path / "rlds.parquet")
-    with pytest.raises(AmbiguousInputError, match="--is-last-row"):
-        gae(path, ignore=["discount"])
+    s, path = _asked_which_rows(tmp_path, 3, "trunc", "none")
     with pytest.raises(MissingBootstrapError, match=r"row 3 is a truncation"):
         gae(path, ignore=["discount"], is_last_row="transition")
     gae(path, ignore=["discount"], is_last_row="transition", missing_bootstrap="zero")
