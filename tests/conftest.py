@@ -96,18 +96,40 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def launch_kinds(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
-    """The (KIND, HAS_DISC, HAS_LAMT) of every kernel launch through ``Launch.fire``
-    from now on (a bound call's direct launches do not pass there)."""
+def torch_rollout(g: torch.Generator, shape: tuple[int, ...], trunc_rate: float) -> tuple:
+    """(rewards, values, terminated, truncated, bootstrap_values) drawn from ``g``: about
+    one step in ten terminated, ``trunc_rate`` of the rest truncated."""
+    r = torch.randn(shape, generator=g)
+    v = torch.randn(shape, generator=g)
+    term = torch.rand(shape, generator=g) < 0.1
+    trunc = (torch.rand(shape, generator=g) < trunc_rate) & ~term
+    boot = torch.randn(shape, generator=g)
+    return r, v, term, trunc, boot
+
+
+def _record_launches(monkeypatch: pytest.MonkeyPatch, pick) -> list:
+    """``pick(consts)`` of every kernel launch through ``Launch.fire`` from now on (a
+    bound call's direct launches do not pass there)."""
     from rltscan.scan import triton_scan
 
-    seen: list[tuple] = []
+    seen: list = []
     orig = triton_scan.Launch.fire
 
     def fire(self, *a, **kw):
-        c = dict(self.consts)
-        seen.append((c["KIND"], c["HAS_DISC"], c["HAS_LAMT"]))
+        seen.append(pick(dict(self.consts)))
         return orig(self, *a, **kw)
 
     monkeypatch.setattr(triton_scan.Launch, "fire", fire)
     return seen
+
+
+def launch_kinds(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """The (KIND, HAS_DISC, HAS_LAMT) of every kernel launch through ``Launch.fire``
+    from now on (a bound call's direct launches do not pass there)."""
+    return _record_launches(monkeypatch, lambda c: (c["KIND"], c["HAS_DISC"], c["HAS_LAMT"]))
+
+
+def launch_nsets(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The NSET (settings in one launch) of every kernel launch through ``Launch.fire``
+    from now on."""
+    return _record_launches(monkeypatch, lambda c: c["NSET"])

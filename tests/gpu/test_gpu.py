@@ -16,7 +16,7 @@ import rltscan
 from bench import harness
 from rltscan import bench
 from rltscan.scan import triton_scan
-from tests.conftest import assert_close_to_oracle, launch_kinds
+from tests.conftest import assert_close_to_oracle, launch_kinds, launch_nsets
 
 pytestmark = pytest.mark.gpu
 
@@ -295,12 +295,7 @@ def _sweep(kind):
 def test_settings_in_one_launch_match_float64(kind, shape, layout, dtype, monkeypatch):
     from rltscan.estimators import _bound
 
-    nsets = []
-    orig = triton_scan.Launch.fire
-    monkeypatch.setattr(
-        triton_scan.Launch, "fire",
-        lambda self, *a, **kw: (nsets.append(dict(self.consts)["NSET"]), orig(self, *a, **kw)),
-    )  # fmt: skip
+    nsets = launch_nsets(monkeypatch)
 
     inputs = bench.make_inputs(kind, shape, ep_len=300.0, device="cuda", seed=13)
     inputs = {

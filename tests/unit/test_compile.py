@@ -12,18 +12,14 @@ import torch
 
 import rltscan
 import rltscan.ops as ops
-from tests.conftest import assert_close_to_oracle
+from tests.conftest import assert_close_to_oracle, torch_rollout
 
 
 def _inputs(seed: int, shape=(4, 37)):
     g = torch.Generator().manual_seed(seed)
-    r = torch.randn(shape, generator=g)
-    v = torch.randn(shape, generator=g)
-    term = torch.rand(shape, generator=g) < 0.1
-    trunc = (torch.rand(shape, generator=g) < 0.05) & ~term
-    boot = torch.randn(shape, generator=g)
+    batch = torch_rollout(g, shape, trunc_rate=0.05)
     lp = lambda: torch.log(torch.rand(shape, generator=g) * 0.9 + 0.1)  # noqa: E731
-    return r, v, term, trunc, boot, lp(), lp()
+    return *batch, lp(), lp()
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -16,7 +16,7 @@ import torch
 import rltscan
 from rltscan.estimators import DECLARATIONS
 from tests import oracles
-from tests.conftest import assert_close_to_oracle
+from tests.conftest import assert_close_to_oracle, torch_rollout
 
 ROOT = pathlib.Path(rltscan.__file__).parent
 
@@ -175,13 +175,7 @@ def test_result_classes_hold_the_declared_outputs(d):
 
 
 def _batch(seed: int, shape=(3, 29)):
-    g = torch.Generator().manual_seed(seed)
-    r = torch.randn(shape, generator=g)
-    v = torch.randn(shape, generator=g)
-    term = torch.rand(shape, generator=g) < 0.1
-    trunc = (torch.rand(shape, generator=g) < 0.08) & ~term
-    boot = torch.randn(shape, generator=g)
-    return r, v, term, trunc, boot
+    return torch_rollout(torch.Generator().manual_seed(seed), shape, trunc_rate=0.08)
 
 
 def _oracle_rows(r, v, term, trunc, boot, gamma, lam):

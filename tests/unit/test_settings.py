@@ -15,7 +15,12 @@ import torch
 
 import rltscan
 from rltscan.scan import triton_scan
-from tests.conftest import assert_close_to_oracle, is_slow_backend, launch_kinds
+from tests.conftest import (
+    assert_close_to_oracle,
+    is_slow_backend,
+    launch_kinds,
+    launch_nsets,
+)
 from tests.io_helpers import run_cli
 
 
@@ -304,19 +309,13 @@ def _check_settings(fn: str, inp: dict, res, dtype) -> None:
     ids=["K1-flat-f64", "K3-batch-f32", "K5-flat-f32", "K4-time-f64", "K2-time-f32"],
 )
 def test_one_launch_matches_the_float64_loop(fn, trace, k, shape, layout, dtype, rng, monkeypatch):
-    fires = []
-    orig = triton_scan.Launch.fire
-    monkeypatch.setattr(
-        triton_scan.Launch,
-        "fire",
-        lambda self, *a, **kw: (fires.append(self), orig(self, *a, **kw)),
-    )
+    nsets = launch_nsets(monkeypatch)
     inp = _arrays(fn, trace, rng, shape, dtype)
     if layout == "time-major":
         inp = _time_major(inp)
     res = getattr(rltscan, fn)(**inp, **_sweep(fn, k), backend="triton")
     assert len(res.settings) == k
-    assert [dict(f_.consts)["NSET"] for f_ in fires] == [k], "one launch for every setting"
+    assert nsets == [k], "one launch for every setting"
     _check_settings(fn, inp, res, dtype)
 
 
@@ -711,12 +710,7 @@ def test_per_step_with_several_lambdas_runs_one_fused_launch_per_setting(rng, mo
     one fused launch."""
     inp = _arrays("gae", None, rng, (2, 9), torch.float64)
     g = _step_columns(rng, (2, 9), torch.float64, "discount")["discount"]
-    nsets = []
-    orig = triton_scan.Launch.fire
-    monkeypatch.setattr(
-        triton_scan.Launch, "fire",
-        lambda self, *a, **kw: (nsets.append(dict(self.consts)["NSET"]), orig(self, *a, **kw)),
-    )  # fmt: skip
+    nsets = launch_nsets(monkeypatch)
     seen = launch_kinds(monkeypatch)
     res = rltscan.gae(**inp, discount=g, lam=[0.5, 0.9], backend="triton")
     assert nsets == [1, 1] and seen == [(triton_scan.KINDS["gae"], True, False)] * 2
