@@ -60,6 +60,20 @@ def test_every_conventions_section_cited_exists():
     assert cited and cited <= sections, cited - sections
 
 
+def _worked_example() -> dict:
+    """The inputs of docs/CONVENTIONS.md's worked examples (§4 and §1.7): six steps, a
+    termination at step 2, a truncation at step 4, the window cut after step 5."""
+    import numpy as np
+
+    return {
+        "rewards": np.array([1.0, -0.5, 2.0, 0.5, 1.5, -1.0]),
+        "values": np.array([0.5, 0.2, 1.0, 0.8, 0.3, 0.6]),
+        "terminated": np.array([0, 0, 1, 0, 0, 0], bool),
+        "truncated": np.array([0, 0, 0, 0, 1, 0], bool),
+        "bootstrap_values": np.array([np.nan] * 4 + [0.9, 0.7]),
+    }
+
+
 def test_conventions_worked_example_is_what_gae_computes():
     import numpy as np
 
@@ -67,15 +81,7 @@ def test_conventions_worked_example_is_what_gae_computes():
 
     text = (ROOT / "docs" / "CONVENTIONS.md").read_text()
     conventions = text[text.index("## 4. ") :]  # the §4 table (§1.7 has its own)
-    res = rltscan.gae(
-        np.array([1.0, -0.5, 2.0, 0.5, 1.5, -1.0]),
-        np.array([0.5, 0.2, 1.0, 0.8, 0.3, 0.6]),
-        terminated=np.array([0, 0, 1, 0, 0, 0], bool),
-        truncated=np.array([0, 0, 0, 0, 1, 0], bool),
-        bootstrap_values=np.array([np.nan] * 4 + [0.9, 0.7]),
-        gamma=0.9,
-        lam=0.8,
-    )
+    res = rltscan.gae(**_worked_example(), gamma=0.9, lam=0.8)
     for name in ("advantages", "value_targets"):
         row = next(line for line in conventions.splitlines() if line.startswith(f"| {name} |"))
         shown = [float(c.replace("−", "-")) for c in row.strip("|").split("|")[1:]]
@@ -95,13 +101,5 @@ def test_per_step_discount_worked_example_is_what_gae_computes():
         line = next(x for x in section.splitlines() if x.startswith(f"| {name} |"))
         return [float(c.replace("−", "-")) for c in line.strip("|").split("|")[1:]]
 
-    res = rltscan.gae(
-        np.array([1.0, -0.5, 2.0, 0.5, 1.5, -1.0]),
-        np.array([0.5, 0.2, 1.0, 0.8, 0.3, 0.6]),
-        terminated=np.array([0, 0, 1, 0, 0, 0], bool),
-        truncated=np.array([0, 0, 0, 0, 1, 0], bool),
-        bootstrap_values=np.array([np.nan] * 4 + [0.9, 0.7]),
-        discount=np.array(row("γ_t")),
-        lam=0.8,
-    )
+    res = rltscan.gae(**_worked_example(), discount=np.array(row("γ_t")), lam=0.8)
     np.testing.assert_allclose(res.advantages, row("advantages"), atol=1e-12)
