@@ -104,22 +104,25 @@ def test_valid_base_inputs_run(rng):
 # ---------------------------------------------------------------------------
 
 
+def refused(rng, name: str, named: str, *, quoted: bool = True, **bad) -> None:
+    """``name`` called on valid inputs with the parameters ``bad``: a ParameterError
+    that names ``named`` (see :func:`check_error`)."""
+    args, kw = base(rng, name)
+    with pytest.raises(ParameterError) as ei:
+        call(name, args, kw, **bad)
+    check_error(ei.value, ParameterError, named, quoted=quoted)
+
+
 @pytest.mark.parametrize("name", WITH_GAMMA)
 @pytest.mark.parametrize("bad", [-0.1, 1.0001, 2.0, NAN, -INF, INF])
 def test_gamma_out_of_range(name, bad, rng):
-    args, kw = base(rng, name)
-    with pytest.raises(ParameterError) as ei:
-        call(name, args, kw, gamma=bad)
-    check_error(ei.value, ParameterError, "gamma", quoted=False)
+    refused(rng, name, "gamma", quoted=False, gamma=bad)
 
 
 @pytest.mark.parametrize("name", WITH_LAM)
 @pytest.mark.parametrize("bad", [-1e-9, 1.5, NAN])
 def test_lam_out_of_range(name, bad, rng):
-    args, kw = base(rng, name)
-    with pytest.raises(ParameterError) as ei:
-        call(name, args, kw, lam=bad)
-    check_error(ei.value, ParameterError, "lam", quoted=False)
+    refused(rng, name, "lam", quoted=False, lam=bad)
 
 
 @pytest.mark.parametrize("name", WITH_LAM)
@@ -147,31 +150,19 @@ def test_gamma_as_numpy_or_torch_scalar(scalar, rng):
 )  # fmt: skip
 @pytest.mark.parametrize("bad", [0.0, -1.0, NAN])
 def test_clip_must_be_positive(name, param, bad, rng):
-    args, kw = base(rng, name)
-    with pytest.raises(ParameterError) as ei:
-        call(name, args, kw, **{param: bad})
-    check_error(ei.value, ParameterError, param, quoted=False)
+    refused(rng, name, param, quoted=False, **{param: bad})
 
 
 def test_unknown_missing_bootstrap_mode(rng):
-    args, kw = base(rng, "gae")
-    with pytest.raises(ParameterError) as ei:
-        call("gae", args, kw, missing_bootstrap="ignore")
-    check_error(ei.value, ParameterError, "ignore", quoted=False)
+    refused(rng, "gae", "ignore", quoted=False, missing_bootstrap="ignore")
 
 
 def test_unknown_backend(rng):
-    args, kw = base(rng, "gae")
-    with pytest.raises(ParameterError) as ei:
-        call("gae", args, kw, backend="cuda-please")
-    check_error(ei.value, ParameterError, "cuda-please")
+    refused(rng, "gae", "cuda-please", backend="cuda-please")
 
 
 def test_time_dim_out_of_range(rng):
-    args, kw = base(rng, "gae")
-    with pytest.raises(ParameterError) as ei:
-        call("gae", args, kw, time_dim=1)
-    check_error(ei.value, ParameterError, "time_dim", quoted=False)
+    refused(rng, "gae", "time_dim", quoted=False, time_dim=1)
 
 
 # ---------------------------------------------------------------------------
