@@ -140,6 +140,16 @@ main()
 """
 
 
+def bare_dones_buffer(path: Path, steps: int) -> Path:
+    """A time-major ``[steps, 2]`` HDF5 buffer with rewards and an all-zero ``dones``
+    alone: nothing says whether "dones" means ended or starts."""
+    with h5py.File(path, "w") as f:
+        f["rewards"] = np.ones((steps, 2), np.float32)
+        f["dones"] = np.zeros((steps, 2), bool)
+        f.attrs["layout"] = "time_major"
+    return path
+
+
 def big_flat_h5(path: Path, n: int) -> None:
     """A flat D4RL-style HDF5 of ``n`` random steps (seed 0) with 8-wide observations:
     big enough that writing it back takes a while."""

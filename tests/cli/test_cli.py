@@ -19,7 +19,17 @@ from rltscan.cli import estimate
 from rltscan.cli.options import PARAM_OPTIONS
 from rltscan.errors import ParameterError
 from rltscan.estimators import DECLARATIONS
-from tests.io_helpers import BUFFER, FLAT, MINARI, PARQUET, B, T, copy_sample, h5_columns
+from tests.io_helpers import (
+    BUFFER,
+    FLAT,
+    MINARI,
+    PARQUET,
+    B,
+    T,
+    bare_dones_buffer,
+    copy_sample,
+    h5_columns,
+)
 
 runner = CliRunner()
 CPU = ["--device", "cpu", "--backend", "torch"]
@@ -256,11 +266,7 @@ def test_flags_not_0_1(tmp_path: Path) -> None:
 
 
 def test_ambiguous_dones(tmp_path: Path) -> None:
-    path = tmp_path / "buffer.h5"
-    with h5py.File(path, "w") as f:
-        f["rewards"] = np.ones((8, 2), np.float32)
-        f["dones"] = np.zeros((8, 2), bool)
-        f.attrs["layout"] = "time_major"
+    path = bare_dones_buffer(tmp_path / "buffer.h5", 8)
     result = invoke("returns", path, *CPU)
     assert result.exit_code == 2
     assert first_err(result).startswith(f'error: {path}: "dones" may mean "episode ended')

@@ -32,6 +32,7 @@ from tests.io_helpers import (
     PARQUET,
     B,
     T,
+    bare_dones_buffer,
     copy_sample,
     fingerprint,
     h5_columns,
@@ -165,11 +166,7 @@ def test_minari_episode_groups_sorted_numerically(tmp_path: Path) -> None:
 
 
 def test_bare_dones_is_never_guessed(tmp_path: Path) -> None:
-    path = tmp_path / "dones.h5"
-    with h5py.File(path, "w") as f:
-        f["rewards"] = np.ones((5, 2), np.float32)
-        f["dones"] = np.zeros((5, 2), bool)
-        f.attrs["layout"] = "time_major"
+    path = bare_dones_buffer(tmp_path / "dones.h5", 5)
     source = open_input(str(path))
     with pytest.raises(AmbiguousInputError, match="pass --dones-mean ended or --dones-mean starts"):
         prepare(source, arguments=("rewards",), required=("rewards", "terminated"))
