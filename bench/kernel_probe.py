@@ -17,7 +17,9 @@ Sections (each row names its own):
   as with the default tiles;
 - ``settings``: K = 3 (γ = 0.9, 0.99, 0.999) in one call (one launch), as three calls,
   and one setting alone; floor = inputs once + K outputs;
-- ``per-step``: a per-step γ_t column against the scalar γ.
+- ``per-step``: a per-step γ_t column against the scalar γ;
+- ``set-tiles``: the K = 3 one-launch rows at 2^26 flat across tile shapes (phase
+  ``settings-tiles``, not part of ``all``).
 
 rl-triton and the torch.compile scan beside these shapes: ``bench/table.py``.
 
@@ -27,7 +29,7 @@ rl-triton and the torch.compile scan beside these shapes: ``bench/table.py``.
 PHASES (comma-separated, default all, or $PROBE): flat (default, validate and tiles at
 2^26 flat), sweep (the same at 2^26 flat, 16×131072 and 2^22 flat),
 default (the flat default rows alone: one kernel file against another, a
-run per tree), settings, per-step, shapes (the other shapes). ``bash bench/device.sh
+run per tree), settings, per-step, shapes (the other shapes), settings-tiles. ``bash bench/device.sh
 kernel`` runs flat and shapes, ``bash bench/device.sh settings`` settings and per-step.
 
 ``$PROBE_KINDS`` (comma-separated, default every estimator above) times some
@@ -62,6 +64,7 @@ if SMALL:
     LONG = [FLAT]
     TILES = [(1, 64, 1), (2, 64, 1)]
     SETTING_CASES = [("gae", (1001,)), ("gae", (5, 64))]
+    SET_TILES = [(1, 32, 1)]
     STEP_CASES = [("gae", (1001,))]
 else:
     SHAPES = [
@@ -78,6 +81,8 @@ else:
     # kernel-probe-h200-2026-12-04-b, kernel-tiles-h100-2026-12-06)
     TILES = [(1, 1024, 4), (1, 2048, 8), (1, 2048, 4), (1, 4096, 8), (1, 4096, 4), (1, 8192, 8)]
     SETTING_CASES = [("gae", (1 << 26,)), ("vtrace", (1 << 26,)), ("gae", (4096, 1024))]
+    # also for K settings: 4 steps a thread (K accumulators a step hold more registers)
+    SET_TILES = [(1, 1024, 8), (1, 512, 4)]
     STEP_CASES = [("gae", (1 << 26,)), ("gae", (4096, 1024))]
 GAMMAS = [0.9, 0.99, 0.999]
 
@@ -184,9 +189,13 @@ def estimators(p: Probe, shapes: list, variants: bool) -> None:
                 torch.cuda.empty_cache()
 
 
-def settings(p: Probe) -> None:
+def settings(p: Probe, tiles: bool = False) -> None:
+    """K settings in one launch, as K calls and one setting alone; with ``tiles`` the one
+    launch of the flat rows across :data:`TILES` instead."""
     fns = {"gae": bench.function("gae"), "vtrace": bench.function("vtrace")}
     for kind, shape in SETTING_CASES:
+        if tiles and len(shape) != 1:
+            continue
         inp = inputs_for(kind, shape, 1000.0, seed=1)
         kw = bench.call_kwargs(kind, inp, validate=False)
         kw.pop("gamma", None)
@@ -210,6 +219,12 @@ def settings(p: Probe) -> None:
             res = [f(**kw, gamma=g) for g in GAMMAS]
             return {f"{o}#{i}": getattr(r, o) for i, r in enumerate(res) for o in names}
 
+        if tiles:
+            for r, c, w in [*TILES, *SET_TILES]:
+                with tiles_of(r, c, w):
+                    p.row("set-tiles", kind, shape, 1000.0, every, want, n_bytes,
+                          k=len(GAMMAS), tile=f"{r}x{c}/{w}", kernel=True)  # fmt: skip
+            continue
         p.row("settings", kind, shape, 1000.0, every, want, n_bytes, k=len(GAMMAS),
               how="one launch", kernel=True)  # fmt: skip
         p.row("settings", kind, shape, 1000.0, separate, want, n_bytes, k=len(GAMMAS),
@@ -294,6 +309,8 @@ def main() -> None:
         estimators(p, [FLAT], variants=False)
     if {"all", "settings"} & set(phases):
         settings(p)
+    if "settings-tiles" in phases:
+        settings(p, tiles=True)
     if {"all", "per-step"} & set(phases) and hasattr(triton_scan, "workspace_words"):
         per_step(p)
     if {"all", "shapes"} & set(phases):
