@@ -62,7 +62,11 @@ def _shift(x, nx, ROWS: tl.constexpr, G: tl.constexpr, N: tl.constexpr):
     moved one step down, ``nx`` (``[ROWS, G, 1]``) in the last: ``y[p] = x[p + 1]``,
     ``y[N - 1] = nx``. Step ``p + 1`` of the even steps is the odd step ``p``, and the odd
     steps' successors are the even steps shifted, so one level of (even, odd) halves a
-    power of two: the shift is register renaming, no shuffle and no shared memory."""
+    power of two: the shift is register renaming, no shuffle and no shared memory.
+
+    The levels are written out, not a call of ``_shift`` on ``N // 2``: Triton 3.4
+    cannot hash a ``@triton.jit`` function that calls itself (RecursionError in
+    ``JITFunction.cache_key``; 3.5 on can, and compile the recursion to the same PTX)."""
     e1, o1 = _pairs(x, ROWS, G, N)
     if N == 2:
         s1 = nx
