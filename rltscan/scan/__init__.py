@@ -25,6 +25,7 @@ import functools
 import importlib
 import importlib.util
 import os
+import re
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,15 @@ BACKENDS = ("auto", "triton", "torch", "cpu", "reference")
 # The fix named wherever the triton backend cannot load (README, "Install").
 TRITON_FIX = (
     "install it (pip install 'rltscan[triton]'; CUDA builds of torch on Linux bring it) "
+    'or pass --backend torch (backend="torch")'
+)
+# The oldest Triton the kernel compiles on: 3.3.1 stops in ConvertTritonToTritonGPU ("type
+# mismatch for bb argument" in the look-back's loop), 3.2 on the kinds' argument tuples;
+# 3.4, 3.5, 3.6 and 3.9 compile it (sm_90a, offline), and 3.6 runs the GPU suite. torch
+# pins its own Triton (torch 2.8 brings 3.4), so the fix is a newer torch.
+MIN_TRITON = (3, 4)
+OLD_TRITON_FIX = (
+    "upgrade torch to 2.8 or newer (pip install -U torch), which brings triton 3.4, "
     'or pass --backend torch (backend="torch")'
 )
 
@@ -66,7 +76,43 @@ def triton_missing(*, load: bool = True) -> str | None:
         installed = False
     if not installed:
         return "the triton package is not installed"
+    too_old = triton_too_old()
+    if too_old is not None:
+        return too_old
     return _import_failure() if load else None
+
+
+@functools.cache
+def triton_too_old() -> str | None:
+    """Why the installed triton cannot compile the kernel (older than
+    :data:`MIN_TRITON`), or None; read from the package's metadata, without importing it
+    (a build that names itself otherwise, ``pytorch-triton``, is judged by its version
+    the same way)."""
+    from importlib import metadata
+
+    for dist in ("triton", "pytorch-triton"):
+        try:
+            version = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+        release = _release(version)
+        if release and release < MIN_TRITON:  # (a version it cannot read is not judged)
+            need = ".".join(map(str, MIN_TRITON))
+            return f"triton {version} is installed and the fused kernel needs triton>={need}"
+        return None
+    return None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The leading release numbers of a version string ("3.4.0+git1a2b" -> (3, 4, 0),
+    "3.5.0rc1" -> (3, 5, 0))."""
+    parts = []
+    for piece in version.split("+")[0].split("."):
+        digits = re.match(r"\d+", piece)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
 
 
 def numba_missing(*, load: bool = True) -> str | None:
@@ -152,9 +198,8 @@ def resolve_backend(backend: str, device: Any, *, load: bool = True) -> str:
             )
         missing = triton_missing(load=load)
         if missing is not None:
-            raise BackendUnavailableError(
-                f"the triton backend was asked for but {missing}", TRITON_FIX
-            )
+            fix = OLD_TRITON_FIX if triton_too_old() is not None else TRITON_FIX
+            raise BackendUnavailableError(f"the triton backend was asked for but {missing}", fix)
     return backend
 
 
@@ -165,16 +210,22 @@ def fallback_note(backend: str, device: Any) -> str | None:
         return None
     return (
         f"--backend auto ran the torch backend on CUDA because {triton_missing()}: "
-        "same results to float rounding, slower; install triton for the fused kernel "
-        "(pip install 'rltscan[triton]')"
+        f"same results to float rounding, slower; for the fused kernel {_install_fix()}"
     )
+
+
+def _install_fix() -> str:
+    """What gives this machine a Triton the kernel runs on."""
+    if triton_too_old() is not None:
+        return "upgrade torch to 2.8 or newer (pip install -U torch), which brings triton 3.4"
+    return "install triton (pip install 'rltscan[triton]')"
 
 
 @functools.cache
 def _warn_fallback() -> None:
     warnings.warn(
         f'{triton_missing()}: backend="auto" runs the torch backend on CUDA '
-        "(same results to float rounding, slower); pip install 'rltscan[triton]'",
+        f"(same results to float rounding, slower); {_install_fix()}",
         BackendFallbackWarning,
         stacklevel=4,
     )

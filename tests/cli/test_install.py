@@ -155,3 +155,87 @@ def test_triton_is_not_a_base_dependency() -> None:
     extras = project["optional-dependencies"]
     assert "triton" in names(extras["test"])  # CI runs the kernel through the interpreter
     assert names(extras["triton"]) == {"triton"}
+
+
+def _old_triton(root: Path, version: str) -> Path:
+    """A folder that, first on sys.path, makes an installed triton of ``version``: its
+    metadata (what the resolver reads) and a package that fails if imported (the version
+    must be judged without importing it)."""
+    dist = root / f"triton-{version}.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: triton\nVersion: {version}\n")
+    (root / "triton").mkdir()
+    (root / "triton" / "__init__.py").write_text("raise SystemExit('old triton was imported')\n")
+    return root
+
+
+def run_with_old_triton(tmp_path: Path, code: str, version: str = "3.3.1") -> list[str]:
+    """``code`` in a new interpreter whose triton is ``version`` (older than the kernel
+    compiles on); its stdout lines."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(_old_triton(tmp_path / "site", version)), str(ROOT)])
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()
+
+
+def test_a_triton_older_than_the_kernel_is_refused_naming_the_upgrade(tmp_path: Path) -> None:
+    """Triton 3.3 and older cannot compile the kernel: backend="triton" is exit 6 naming
+    the torch upgrade (torch pins its Triton), auto on CUDA runs torch with a warning and
+    the report's note saying the same, and triton is never imported to find it out."""
+    lines = run_with_old_triton(
+        tmp_path,
+        """
+        import warnings
+        from types import SimpleNamespace
+        import rltscan
+        from rltscan import scan
+        cuda = SimpleNamespace(type="cuda")
+        try:
+            scan.resolve_backend("triton", SimpleNamespace(type="cuda"))
+        except rltscan.BackendUnavailableError as err:
+            print("EXIT", err.exit_code, str(err).replace(chr(10), " "))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            print(scan.resolve_backend("auto", cuda))
+        print(str(seen[0].message))
+        print(scan.fallback_note("auto", cuda))
+        import sys
+        print("triton" in sys.modules)
+        """,
+    )
+    exit_line, auto, warned, note, imported = lines
+    assert exit_line.startswith("EXIT 6 the triton backend was asked for but triton 3.3.1 ")
+    assert "needs triton>=3.4" in exit_line and "upgrade torch to 2.8" in exit_line
+    assert "--backend torch" in exit_line
+    assert auto == "torch"
+    assert "triton 3.3.1 is installed" in warned and "upgrade torch" in warned
+    assert note.startswith("--backend auto ran the torch backend on CUDA because triton 3.3.1")
+    assert "upgrade torch" in note
+    assert imported == "False"
+
+
+def test_a_triton_new_enough_is_not_refused_by_its_version(tmp_path: Path) -> None:
+    """3.4 and later (and local builds: "3.4.0+git...") pass the version check."""
+    lines = run_with_old_triton(
+        tmp_path,
+        "from rltscan import scan; print(scan.triton_too_old())",
+        version="3.4.0+git8a1f0c2",
+    )
+    assert lines == ["None"]
+
+
+def test_triton_floor_matches_the_dependency_pins() -> None:
+    """pyproject's triton pins say the same floor as the resolver."""
+    from rltscan import scan
+
+    need = ".".join(map(str, scan.MIN_TRITON))
+    text = (ROOT / "pyproject.toml").read_text()
+    assert text.count(f"triton>={need};") == 2 and "triton>=3.2" not in text
