@@ -5,12 +5,17 @@ its docstring), and which Problem column feeds which kernel slot (``SLOTS``).
 
 ``triton_scan._scan_kernel`` is the shell: tiles, flags, settings, the scan, the
 look-back and the stores. It calls the functions here with its constexpr ``KIND``; each
-dispatcher below picks the kind's function at compile time (by name, through
-:func:`_call`) and Triton inlines it, so the kernel compiles to the code the single-body
-kernel did (bench/results/kernel-kinds-sass-sm90-2026-12-05). A kind's functions take
-the same arguments (a tuple ``args``, unpacked): the shell's column pointers ``cols``
-(c0..c5), flag and per-row pointers ``ptrs``, tile positions ``at``, and the state
-``st`` that the kind's ``load`` returned and its ``prepare`` completed.
+dispatcher below picks the kind's function at compile time and Triton inlines it, so
+the kernel compiles to the code the single-body kernel did
+(bench/results/kernel-kinds-sass-sm90-2026-12-05). A kind's functions take the same
+arguments (a tuple ``args``, unpacked): the shell's column pointers ``cols`` (c0..c5),
+flag and per-row pointers ``ptrs``, tile positions ``at``, and the state ``st`` that
+the kind's ``load`` returned and its ``prepare`` completed.
+
+Each dispatcher names every kind's function (``gae.load(*args)``, ...), though one
+``getattr(module, NAME)`` compiles to the same code: Triton's on-disk cache key hashes
+the functions a kernel calls by name and misses those reached through ``getattr``, so
+an edited kind would run a stale cached kernel (tests/unit/test_kernel_cache_key.py).
 """
 
 from __future__ import annotations
@@ -55,48 +60,68 @@ TRACES = retrace.TRACES
 
 
 @triton.jit
-def _call(KIND: tl.constexpr, NAME: tl.constexpr, args):
-    """Kind ``KIND``'s function ``NAME`` on ``args``: the one place a KIND number names
-    its module (the numbers of ``KINDS``), resolved at compile time like every branch
-    on a constexpr."""
-    if KIND == 0:
-        out = getattr(linear, NAME)(*args)
-    elif KIND == 1:
-        out = getattr(gae, NAME)(*args)
-    elif KIND == 2:
-        out = getattr(td_lambda, NAME)(*args)
-    elif KIND == 3:
-        out = getattr(returns, NAME)(*args)
-    elif KIND == 4:
-        out = getattr(vtrace, NAME)(*args)
-    elif KIND == 5:
-        out = getattr(retrace, NAME)(*args)
-    elif KIND == 6:
-        out = getattr(traces, NAME)(*args)
-    else:
-        out = getattr(prefix_sum, NAME)(*args)
-    return out
-
-
-@triton.jit
 def load(KIND: tl.constexpr, args):
     """The columns read at every step (before the flags): the kind's state."""
-    return _call(KIND, "load", args)
+    if KIND == 0:
+        st = linear.load(*args)
+    elif KIND == 1:
+        st = gae.load(*args)
+    elif KIND == 2:
+        st = td_lambda.load(*args)
+    elif KIND == 3:
+        st = returns.load(*args)
+    elif KIND == 4:
+        st = vtrace.load(*args)
+    elif KIND == 5:
+        st = retrace.load(*args)
+    elif KIND == 6:
+        st = traces.load(*args)
+    else:
+        st = prefix_sum.load(*args)
+    return st
 
 
 @triton.jit
 def prepare(KIND: tl.constexpr, args):
     """The state once the flags are in, shared by every setting (LINEAR: as loaded)."""
     st = args[0]
-    if KIND != 0:
-        st = _call(KIND, "prepare", args)
+    if KIND == 1:
+        st = gae.prepare(*args)
+    elif KIND == 2:
+        st = td_lambda.prepare(*args)
+    elif KIND == 3:
+        st = returns.prepare(*args)
+    elif KIND == 4:
+        st = vtrace.prepare(*args)
+    elif KIND == 5:
+        st = retrace.prepare(*args)
+    elif KIND == 6:
+        st = traces.prepare(*args)
+    elif KIND == 7:
+        st = prefix_sum.prepare(*args)
     return st
 
 
 @triton.jit
 def coefficients(KIND: tl.constexpr, args):
     """One setting's ``(a, b)``."""
-    return _call(KIND, "coefficients", args)
+    if KIND == 0:
+        ab = linear.coefficients(*args)
+    elif KIND == 1:
+        ab = gae.coefficients(*args)
+    elif KIND == 2:
+        ab = td_lambda.coefficients(*args)
+    elif KIND == 3:
+        ab = returns.coefficients(*args)
+    elif KIND == 4:
+        ab = vtrace.coefficients(*args)
+    elif KIND == 5:
+        ab = retrace.coefficients(*args)
+    elif KIND == 6:
+        ab = traces.coefficients(*args)
+    else:
+        ab = prefix_sum.coefficients(*args)
+    return ab
 
 
 @triton.jit
