@@ -261,7 +261,8 @@ def ratios_from_logp(logp_target, logp_behavior) -> list[float]:
 
 
 def _vtrace_pg(rewards, values, nv, ratios, terminated, ends, vs, gamma, pg_clip) -> list:
-    """V-trace's policy-gradient advantages from its targets ``vs`` (both forms below):
+    """V-trace's policy-gradient advantages from its targets ``vs`` (the recursive form's;
+    :func:`vtrace_sum` writes them its own way):
     rho_s (r_s + gamma vs_{s+1} - V(x_s)) inside an episode, the raw next-state value at
     truncations / the window end (D7), no bootstrap at a termination."""
     pg = []
@@ -345,7 +346,13 @@ def vtrace_sum(
             total = total + weight * delta[t]
             weight = weight * gamma * lam * min(c_clip, ratios[t])
         vs.append(values[s] + total)
-    pg = _vtrace_pg(rewards, values, nv, ratios, terminated, ends, vs, gamma, pg_clip)
+    # IMPALA eq. (4) written from the successor's value, independently of _vtrace_pg (the
+    # recursive form's): v_{s+1} is vs_{s+1} inside an episode, the raw next-state value
+    # where it ends by truncation, 0 where it terminates
+    successor = [0.0 if terminated[s] else nv[s] if ends[s] else vs[s + 1] for s in range(n)]
+    pg = [
+        min(pg_clip, ratios[s]) * (rewards[s] + gamma * successor[s] - values[s]) for s in range(n)
+    ]
     return {"vs": vs, "pg_advantages": pg}
 
 
