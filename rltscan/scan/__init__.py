@@ -45,10 +45,8 @@ TRITON_FIX = (
 # 3.4, 3.5, 3.6 and 3.9 compile it (sm_90a, offline), and 3.6 runs the GPU suite. torch
 # pins its own Triton (torch 2.8 brings 3.4), so the fix is a newer torch.
 MIN_TRITON = (3, 4)
-OLD_TRITON_FIX = (
-    "upgrade torch to 2.8 or newer (pip install -U torch), which brings triton 3.4, "
-    'or pass --backend torch (backend="torch")'
-)
+UPGRADE_TORCH = "upgrade torch to 2.8 or newer (pip install -U torch), which brings triton 3.4"
+OLD_TRITON_FIX = f'{UPGRADE_TORCH}, or pass --backend torch (backend="torch")'
 
 # The fix named wherever the cpu backend cannot load.
 NUMBA_FIX = "install it (pip install 'rltscan[cpu]') or pass --backend torch (backend=\"torch\")"
@@ -217,7 +215,7 @@ def fallback_note(backend: str, device: Any) -> str | None:
 def _install_fix() -> str:
     """What gives this machine a Triton the kernel runs on."""
     if triton_too_old() is not None:
-        return "upgrade torch to 2.8 or newer (pip install -U torch), which brings triton 3.4"
+        return UPGRADE_TORCH
     return "install triton (pip install 'rltscan[triton]')"
 
 
