@@ -10,8 +10,9 @@
 #   latency   a repeated call's host path beside rl-triton (bench/latency.py): latency.json, .md
 #   kernel    the kernel probe at 2^26 flat steps, tiles and shapes (bench/kernel_probe.py
 #             phases flat, shapes): kernel.json, kernel.md
-#   settings  K settings in one launch, per-step γ_t (kernel_probe phases settings,
-#             per-step): settings.json, settings.md
+#   settings  K settings in one launch, per-step γ_t, and the K = 3 one-launch rows across
+#             tiles (kernel_probe phases settings, per-step, settings-tiles): settings.json,
+#             settings.md
 #   e2e       file to file at 10^8 steps against the I/O floor (bench/e2e.py): e2e.json, .md
 #   ray       --engine ray scaling, CPU then GPU workers (bench/ray_scaling.py): tasks held
 #             to their CPU (1-16 workers) and not (1, 8, 16), the disk's write rate per
@@ -98,7 +99,7 @@ for s in $steps; do
         "$PROBE_SIZE" flat,shapes ;;
     settings)
       step settings 150 python -m bench.kernel_probe run "$OUT/settings" "$(basename "$OUT")" \
-        "$PROBE_SIZE" settings,per-step ;;
+        "$PROBE_SIZE" settings,per-step,settings-tiles ;;
     e2e)
       step e2e 480 python bench/e2e.py --steps "${E2E_STEPS:-100000000}" \
         --formats hdf5,parquet --estimators gae,returns --devices cuda --out "$OUT" \
