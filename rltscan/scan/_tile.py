@@ -107,7 +107,7 @@ def _last(x, ROWS: tl.constexpr, G: tl.constexpr, N: tl.constexpr):
 
 
 @triton.jit
-def _ld_next(ptr, x, offs, offs1, has_next, ROWS: tl.constexpr, CHUNK: tl.constexpr,
+def _ld_next(ptr, x, offs1, has_next, ROWS: tl.constexpr, CHUNK: tl.constexpr,
              PER: tl.constexpr, COMPUTE: tl.constexpr):  # fmt: skip
     """The column at step t+1 where ``has_next`` (elsewhere 0, or a value the caller
     drops), given ``x``, the same column at step t (0 past the window, as loaded). With

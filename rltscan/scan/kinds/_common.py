@@ -27,7 +27,7 @@ def _dense_next(v_ptr, src_ptr, at, NV_MODE: tl.constexpr, HAS_V: tl.constexpr,
         dense = _ld(src_ptr, offs, mask, COMPUTE)
     elif HAS_V:
         v = _ld(v_ptr, offs, mask, COMPUTE)
-        dense = _ld_next(v_ptr, v, offs, offs1, mask & ~at_end, ROWS, CHUNK, PER, COMPUTE)
+        dense = _ld_next(v_ptr, v, offs1, mask & ~at_end, ROWS, CHUNK, PER, COMPUTE)
     return v, dense
 
 

@@ -86,8 +86,8 @@ def epilogue(st, y, carry, g, cut, cols, ptrs, at, outs, log_pg, HAS_OUT1: tl.co
     if CONTINUES:  # past the chunk end: vs = the next chunk's first V + the carry y
         vedge = tile_end | at_end
     stored = vs.to(out0_ptr.dtype.element_ty).to(COMPUTE)
-    vs_next = _ld_next(out0_ptr, stored, oofs, oofs + stride_t, inside & ~vedge, ROWS, CHUNK,
-                       PER, COMPUTE)  # fmt: skip
+    vs_next = _ld_next(out0_ptr, stored, oofs + stride_t, inside & ~vedge, ROWS, CHUNK, PER,
+                       COMPUTE)  # fmt: skip
     v_next = _ld(v_ptr, offs1, inside & tile_end & ~at_end, COMPUTE)
     if CONTINUES:
         nx = tl.load(nxt_ptr + rows, mask=rmask, other=0.0).to(COMPUTE)
