@@ -372,8 +372,16 @@ N_STEP_REWARDS = LookAlike(
     "would count n times",
     "if the rewards are one-step (else compute on the buffer before MultiStep)",
 )  # fmt: skip
+# Columns that name the agent of each row (multi-agent logs: PettingZoo's AEC loop,
+# RLlib's ``agent_id``): several agents' steps interleaved are not one sequence, and no
+# role reads the column. An all-null one (RLlib's single-agent output) says nothing.
+AGENT_IDS = LookAlike(
+    ("agent_id", "agent", "agent_index"),
+    "the agent of each row: the steps of several agents, interleaved, are not one sequence",
+    "if every row is one agent's step in order (else write one file per agent)",
+)
 # Look-alikes of no role: each stops every run while present and not set aside.
-ROLELESS_LOOK_ALIKES = (STEP_MASKS, N_STEP_REWARDS)
+ROLELESS_LOOK_ALIKES = (STEP_MASKS, N_STEP_REWARDS, AGENT_IDS)
 # estimator argument -> the role whose column is passed as it
 _BY_ARGUMENT: dict[str, Role] = {r.argument: r for r in _ROWS if r.argument}
 
@@ -401,6 +409,7 @@ def of_kind(*kinds: Kind) -> tuple[Role, ...]:
 
 
 __all__ = [
+    "AGENT_IDS",
     "KINDS",
     "N_STEP_REWARDS",
     "ROLELESS_LOOK_ALIKES",

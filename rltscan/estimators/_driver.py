@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from rltscan.dones import contradicted, contradiction, shift_starts
-from rltscan.errors import DataError, ParameterError
+from rltscan.errors import AmbiguousInputError, DataError, ParameterError
 from rltscan.estimators import DECLARATIONS, declared_module
 from rltscan.estimators import _bound as bound
 from rltscan.estimators._arguments import (
@@ -176,6 +176,7 @@ def _run(
         if tuple(main.shape[: len(step_shape)]) != step_shape:
             check_shape(ref, main, given_shape, next(iter(flag_t)), time_dim)
         feature_shape = tuple(main.shape[len(step_shape) :])
+        _refuse_two_time_axes(ref, tuple(main.shape), given_shape, time_dim, td, feature_shape)
     for name, t in {**tensors, **flag_t}.items():
         want = (*step_shape, *feature_shape) if (features and name == ref) else given_shape
         if name == "values" and "last_value" in MODULES[kind].DECLARATION.inputs:
@@ -255,6 +256,29 @@ def _run(
         bind(fired[0], result, device, defer)
     result["_carry_fn"] = carry_fn
     return result
+
+
+def _refuse_two_time_axes(
+    ref: str,
+    x_shape: tuple[int, ...],
+    flag_shape: tuple[int, ...],
+    time_dim: int | None,
+    td: int,
+    feature_shape: tuple[int, ...],
+) -> None:
+    """A negative ``time_dim`` beside ``x`` with trailing feature axes counts from the
+    flags' end; counted from ``x``'s own end (numpy's and TorchRL's reading) it may name
+    another axis of the flags' shape (``x [B, T, D]``, flags ``[B, T]``, ``time_dim=-2``:
+    B or T). Both readings fit the shapes and give different numbers: refused."""
+    if not feature_shape or time_dim is None or time_dim >= 0:
+        return
+    other = len(x_shape) + int(time_dim)
+    if 0 <= other < len(flag_shape) and other != td:
+        raise AmbiguousInputError(
+            f"time_dim={time_dim} names axis {td} of the flags {flag_shape} but axis {other} "
+            f'of "{ref}" {x_shape} (trailing feature axes {feature_shape})',
+            f"pass time_dim={td} if time is axis {td}, or time_dim={other} if it is axis {other}",
+        )
 
 
 def _refuse_one_more_value(

@@ -665,13 +665,15 @@ def _observation_gaps(
         if listed:  # lists of several lengths: not compared, never skipped silently
             return listed
         raise
-    if obs.shape != nxt.shape or obs.shape[:1] != shape[:1] or obs.dtype.kind not in "fiu":
+    if obs.shape != nxt.shape or obs.shape[:1] != shape[:1] or obs.dtype.kind not in "fiub":
         del reader.roles["observations"], reader.roles["next_observations"]
         return gap
     n = len(obs)
     if n < 2:
         return gap
-    diff = obs[1:].reshape(n - 1, -1).astype(np.float64) - nxt[:-1].reshape(n - 1, -1)
+    # bool observations (MultiBinary) are compared too: as 0/1
+    after = obs[1:].reshape(n - 1, -1).astype(np.float64)
+    diff = after - nxt[:-1].reshape(n - 1, -1).astype(np.float64)
     gap[:-1] = np.sqrt(np.einsum("ij,ij->i", diff, diff)) > OBSERVATION_GAP
     return gap
 

@@ -224,7 +224,7 @@ def unnamed_look_alikes(source: Source, arguments: tuple[str, ...], res: Resolut
     ]
     for like, option in asked:
         for name in like.names:
-            if name in source.columns:
+            if name in source.columns and source.columns[name].dtype != "null":
                 use = f"{option} {name} to use it, or " if option else ""
                 res.ask(
                     Decision(

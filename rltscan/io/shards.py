@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import glob
+import itertools
 import json
 import os
 import re
@@ -31,7 +32,13 @@ from typing import Literal
 
 import numpy as np
 
-from rltscan.errors import DataError, InputFileError, OutputRefusedError, ParameterError
+from rltscan.errors import (
+    AmbiguousInputError,
+    DataError,
+    InputFileError,
+    OutputRefusedError,
+    ParameterError,
+)
 from rltscan.io import lerobot, parquet
 from rltscan.io.atomic import TMP_MARK, deferred_signals, fsync_all, fsync_dir, wait_writebacks
 from rltscan.io.columns import ColumnInfo
@@ -244,7 +251,39 @@ def discover(input: str, *, order_by: str | None = None) -> Dataset:
     shards.sort(key=lambda s: (natural_key(s.rel), s.rel))
     if order_by is not None:
         shards = _ordered_by(shards, order_by)
+    else:
+        _refuse_hive_partitions(shards, input)
     return Dataset("parquet", str(root), input, tuple(shards), tuple(extra))
+
+
+_HIVE = re.compile(r"^([^=]+)=(.*)$")
+
+
+def _refuse_hive_partitions(shards: list[Shard], input: str) -> None:
+    """Hive partitions (``env=0/``, ``env=1/``: polars ``partition_by``, pandas
+    ``partition_cols``) split a table by a column's value, which the files no longer
+    hold: the rows of ``env=1`` do not go on from the last row of ``env=0``. Read as
+    one table, a shard boundary is not a cut and the last step of one partition would
+    bootstrap from the next partition's first value; whether the partitions are one
+    stream cannot be read from the files, so a change of value between shards stops."""
+
+    def keys(rel: str) -> dict[str, str]:
+        parts = (_HIVE.match(part) for part in rel.split("/")[:-1])
+        return {m.group(1): m.group(2) for m in parts if m}
+
+    for a, b in itertools.pairwise(shards):
+        ka, kb = keys(a.rel), keys(b.rel)
+        changed = sorted(k for k in ka.keys() | kb.keys() if ka.get(k) != kb.get(k))
+        if changed:
+            k = changed[0]
+            raise AmbiguousInputError(
+                f"{input}: {a.rel} and {b.rel} are hive partitions of different "
+                f"{k} ({k}={ka.get(k)}, {k}={kb.get(k)}): the steps of one need not go on "
+                "in the next",
+                f"run each partition directory on its own (rltscan ... {input}/{k}="
+                f"{ka.get(k)}), or pass --order-by COLUMN if the partitions are one "
+                "stream of steps in that column's order",
+            )
 
 
 def _minari(root: Path, backend: str, input: str) -> Dataset:

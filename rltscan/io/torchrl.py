@@ -758,8 +758,9 @@ def stored_output(source: Source, template: str | None, array: np.ndarray) -> np
     storage: Storage = source.raw  # type: ignore[assignment]
     arr = np.asarray(array)
     ref = source.columns.get(template or "")
-    if ref is not None and tuple(ref.shape) == (*arr.shape, 1):
-        arr = arr[..., None]
+    extra = tuple(ref.shape)[arr.ndim :] if ref is not None else ()
+    if extra and set(extra) == {1} and tuple(ref.shape)[: arr.ndim] == arr.shape:
+        arr = arr.reshape(ref.shape)  # every trailing axis of 1 ([T, 1], [T, 1, 1])
     if storage.order is None:
         return np.ascontiguousarray(arr)
     full = np.full((storage.batch[0], *arr.shape[1:]), np.nan, arr.dtype)
