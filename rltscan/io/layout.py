@@ -504,11 +504,14 @@ def _fit_episode(
         return np.concatenate([p[:-1] for p in parts])
     for key, part, t in zip(source.episode_keys, parts, lengths, strict=True):
         if len(part) != t:
-            hint = (
-                "; store T+1 values (one per observation) or pass --next-values"
-                if arg == "values"
-                else "; every per-step column needs one row per step"
-            )
+            hint = "; every per-step column needs one row per step"
+            if arg == "values" and len(part) == t + 1:  # T+1 here, not in every episode
+                hint = (
+                    " (T+1, one per observation) where other episodes have T; store T+1 "
+                    "values in every episode, or T in every one and pass --next-values"
+                )
+            elif arg == "values":
+                hint = "; store T+1 values (one per observation) or pass --next-values"
             raise DataError(
                 f'{source.where}: "{key}/{name}" has {len(part)} rows but the episode has '
                 f"{t} steps{hint}"

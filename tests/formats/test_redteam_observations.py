@@ -104,3 +104,22 @@ def test_a_jump_in_torchrl_pixels_is_a_hidden_end(tmp_path: Path) -> None:
     rb.dumps(tmp_path / "rb")
     res = run_cli("gae", str(tmp_path / "rb"), "--gamma", "0.9", "--lam", "0.8", "-q")
     assert res.returncode == 2, (res.returncode, res.stderr)
+
+
+def test_values_of_t_plus_one_rows_in_some_episodes_only_say_so(tmp_path: Path) -> None:
+    """Episode groups where one episode stores T+1 values and another T: refused, and the
+    line says which holds T+1 (it used to tell the T+1 episode to store T+1 values)."""
+    path = tmp_path / "episodes.hdf5"
+    rng = np.random.default_rng(3)
+    with h5py.File(path, "w") as f:
+        for i, (t, extra) in enumerate([(4, 1), (3, 0)]):
+            g = f.create_group(f"episode_{i}")
+            g["rewards"] = rng.normal(size=t)
+            g["values"] = rng.normal(size=t + extra)
+            g["terminations"] = np.r_[np.zeros(t - 1, bool), True]
+            g["truncations"] = np.zeros(t, bool)
+    res = run_cli("gae", str(path), "--gamma", "0.9", "--lam", "0.8", "-q", in_process=True)
+    assert res.returncode == 4, (res.returncode, res.stderr)  # a data error
+    line = res.stderr.strip()
+    assert "episode_0/values" in line and "(T+1, one per observation)" in line, line
+    assert "other episodes have T" in line, line
