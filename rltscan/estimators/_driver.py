@@ -416,9 +416,7 @@ def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
                 continue
             also = " (or dones with dones_mean, or episode_starts)" if name == "terminated" else ""
             raise ParameterError(f'{d.function_name} needs "{name}"{also}', f"pass {name}=")
-    for prm in d.parameters:
-        if args[prm.name] is None and prm.fallback is not None:
-            args[prm.name] = args[prm.fallback]
+    args.update(d.with_fallbacks({prm.name: args[prm.name] for prm in d.parameters}))
     scalars = {prm.name: args[prm.name] for prm in d.parameters if prm.choices is None}
     for name in SWEEPABLE:  # several settings: each value checked as one would be
         if name in scalars and is_sweep(scalars[name]):

@@ -409,7 +409,13 @@ def compute_dtype(dtypes: Iterable[torch.dtype]) -> torch.dtype:
     fp64 if any is fp64, else fp32 (fp16/bf16 upcast on load)."""
     import torch
 
-    return torch.float64 if torch.float64 in set(dtypes) else torch.float32
+    return torch.float64 if in_float64(dtypes) else torch.float32
+
+
+def in_float64(dtypes: Iterable[Any]) -> bool:
+    """Whether float inputs read in ``dtypes`` (torch's or numpy's) compute in float64:
+    when any of them is float64."""
+    return any(str(d).removeprefix("torch.") == "float64" for d in dtypes)
 
 
 def per_row(

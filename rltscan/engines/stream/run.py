@@ -106,9 +106,10 @@ def run_streamed(
     try:  # from the sink's start to its commit, any exception (Ctrl-C too) drops its temp files
         with clock.stage("open"):
             sink = _sink(source, plan, full_shape, probe)
-        # the estimator's function imports torch: after the sink has started the HDF5
-        # safety copy, which runs meanwhile (the CLI loads torch on a thread)
-        compute = windows.BlockCall(spec.function, plan.call, opts.prefix)
+        # the estimator's function imports torch (unless the torch-free lane takes the
+        # run): after the sink has started the HDF5 safety copy, which runs meanwhile
+        # (the CLI loads torch, or only numba for that lane, on a thread)
+        compute = windows.BlockCall(spec, plan.call, opts.prefix, device=dev)
         if progress is not None:
             progress("stream", True)
             if advance is not None:
@@ -268,7 +269,7 @@ def _one_window(
         chunk_steps=length * rows,  # one window
         block_steps=opts.block_steps,
     )
-    compute = windows.BlockCall(spec.function, plan.call, opts.prefix)
+    compute = windows.BlockCall(spec, plan.call, opts.prefix, device=dev)
     written: dict[str, np.ndarray] = {}
 
     def keep(start: int, stop: int, arrays: dict[str, np.ndarray]) -> None:
