@@ -473,9 +473,8 @@ def episodes_of(ends: np.ndarray, rewards: np.ndarray | None) -> Episodes:
     r = None if rewards is None else np.asarray(rewards, dtype=np.float64).reshape(rows, n)
     # cut every row into pieces after each end and at the row's last step
     flat_ends = ends.reshape(-1)
-    stop = flat_ends.copy()
-    stop[n - 1 :: n] = True  # a row's last step closes its last piece (not an episode)
-    (last,) = np.nonzero(stop)
+    # a row's last step closes its last piece (not an episode)
+    last = np.union1d(np.flatnonzero(flat_ends), np.arange(n - 1, rows * n, n))
     starts = np.concatenate([[0], last[:-1] + 1])
     lens = last - starts + 1
     sums = None if r is None else np.add.reduceat(r.reshape(-1), starts)
@@ -486,7 +485,9 @@ def episodes_of(ends: np.ndarray, rewards: np.ndarray | None) -> Episodes:
     ended = np.zeros(rows, bool)
     ended[row[closed]] = True
     head_len = np.full(rows, n, dtype=np.int64)  # no end: the whole row is the head
-    head_sum = np.zeros(rows) if r is None else r.sum(axis=1)
+    head_sum = np.zeros(rows)
+    if r is not None and not ended.all():  # a row with no end: its head is all of it
+        head_sum[~ended] = r[~ended].sum(axis=1)
     # a row with an end: its first piece runs from its start to its first end (closed)
     first = closed & at_row_start
     head_len[row[first]] = lens[first]
