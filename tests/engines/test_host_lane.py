@@ -27,6 +27,7 @@ import pytest
 
 import rltscan
 from rltscan.estimators import host
+from tests.io_helpers import BUFFER
 
 STEPS, CHUNK, BLOCK = 3000, 1024, 256  # 3 windows of 4 blocks
 COMMANDS = ("gae", "returns", "td-lambda", "vtrace")
@@ -157,6 +158,23 @@ def test_the_lane_gives_the_torch_lane_s_bits(
         monkeypatch, src, tmp_path / "torch", command, lane=False, inplace=inplace
     )
     assert not solved  # the torch lane never asked
+    _same(got, want)
+    assert got_stats == want_stats
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_time_major_buffer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, solved: list[bool], command: str
+) -> None:
+    """A ``[T, B]`` buffer (4 rows read through strides, split over threads; 4 blocks):
+    the same bits."""
+    src = tmp_path / "buffer.h5"
+    src.write_bytes(BUFFER.read_bytes())
+    got, got_stats = _run(monkeypatch, src, tmp_path / "lane", command, lane=True, inplace=False)
+    assert solved and all(solved)
+    want, want_stats = _run(
+        monkeypatch, src, tmp_path / "torch", command, lane=False, inplace=False
+    )
     _same(got, want)
     assert got_stats == want_stats
 
