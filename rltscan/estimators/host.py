@@ -71,11 +71,12 @@ def solve(
     in scan order. Returns ``({output: array in the inputs' layout}, carry)``, or None
     where the public function must run the block (see the module's docstring)."""
     try:
-        p = _problem(d, args, carry)
+        made = _problem(d, args, carry)
     except RltscanError:  # the public function raises it, in its own order and words
         return None
-    if p is None:
+    if made is None:
         return None
+    p, frame = made
     from rltscan.scan import cpu_fused
 
     reads = {n: d.read_rule(n) for n in d.float_inputs}
@@ -99,13 +100,13 @@ def solve(
         boundary=_per_row(None if c is None else c.y, rows),
         next_value=_per_row(None if c is None else c.next_value, rows),
     )
-    frame = Frame(tuple(args[d.inputs[0]].shape), _time(d, args))
     return {n: frame.back(y) for n, y in out.items()}, carry_out(p, out)
 
 
-def _problem(d: Declaration, args: Mapping[str, Any], carry: Any) -> Problem | None:
-    """The block's ``Problem`` with numpy columns, by the public function's rules; None
-    where the call is outside what :func:`solve` takes."""
+def _problem(d: Declaration, args: Mapping[str, Any], carry: Any) -> tuple[Problem, Frame] | None:
+    """The block's ``Problem`` with numpy columns, by the public function's rules, and the
+    ``Frame`` that maps its ``[R, T]`` rows back; None where the call is outside what
+    :func:`solve` takes."""
     if set(args) - {*d.inputs, *d.params, *CONTROLS} or not {"time_dim", "backend"} <= set(args):
         return None
     if d.missing_bootstrap is None and "missing_bootstrap" in args:
@@ -150,8 +151,8 @@ def _problem(d: Declaration, args: Mapping[str, Any], carry: Any) -> Problem | N
         )
     missing = args.get("missing_bootstrap", d.missing_bootstrap)
     zero = d.missing_bootstrap is not None and missing_zero(missing)
-    td = _time(d, args)
-    if td is None or ref.shape[td] == 0:
+    td, squeeze = time_axis(tuple(ref.shape), args["time_dim"], d.inputs[0])
+    if squeeze or ref.shape[td] == 0:  # (a trailing axis of one: the public function's)
         return None
     frame = Frame(tuple(ref.shape), td)
     cols = {n: frame.rows(x) for n, x in arrays.items()}
@@ -160,7 +161,7 @@ def _problem(d: Declaration, args: Mapping[str, Any], carry: Any) -> Problem | N
             return None
         carry = Carry(**{k: _numpy(v) for k, v in vars(carry).items()})
     floats = [x.dtype for n, x in arrays.items() if n not in FLAG_INPUTS]
-    return Problem(
+    p = Problem(
         kind=d.name,
         reverse=d.reverse,
         cols=cols,
@@ -170,13 +171,7 @@ def _problem(d: Declaration, args: Mapping[str, Any], carry: Any) -> Problem | N
         missing_zero=zero,
         carry=carry,
     )
-
-
-def _time(d: Declaration, args: Mapping[str, Any]) -> int | None:
-    """The time axis of the block's arrays (``time_axis``'s rule), or None where a
-    trailing axis of one is dropped (the public function's squeeze)."""
-    td, squeeze = time_axis(tuple(args[d.inputs[0]].shape), args["time_dim"], d.inputs[0])
-    return None if squeeze else td
+    return p, frame
 
 
 def _numpy(x: Any) -> Any:
