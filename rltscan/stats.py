@@ -533,11 +533,19 @@ def episode_inputs(
     return ends, rewards
 
 
-def episodes_from(prepared: Any, columns: Mapping[str, Any]) -> Episodes | None:
-    """The :class:`Episodes` of a :class:`~rltscan.io.layout.Prepared` (a file, a window,
+def prepared_episode_inputs(
+    prepared: Any, columns: Mapping[str, Any]
+) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """:func:`episode_inputs` of a :class:`~rltscan.io.layout.Prepared` (a file, a window,
     a shard); ``columns`` are the user's column choices (an ``x`` column given by the
     user is not the rewards)."""
-    found = episode_inputs(prepared.kwargs, prepared.time_dim, x_is_rewards=not columns.get("x"))
+    return episode_inputs(prepared.kwargs, prepared.time_dim, x_is_rewards=not columns.get("x"))
+
+
+def episodes_from(prepared: Any, columns: Mapping[str, Any]) -> Episodes | None:
+    """The :class:`Episodes` of a :class:`~rltscan.io.layout.Prepared` (see
+    :func:`prepared_episode_inputs`)."""
+    found = prepared_episode_inputs(prepared, columns)
     return None if found is None else episodes_of(*found)
 
 
@@ -554,6 +562,10 @@ class EpisodeCollector:
 
     def add_prepared(self, start: int, prepared: Any, columns: Mapping[str, Any]) -> None:
         self.add(start, episodes_from(prepared, columns))
+
+    def add_inputs(self, start: int, found: tuple[np.ndarray, np.ndarray | None] | None) -> None:
+        """The episodes of :func:`prepared_episode_inputs`' answer (None: no flags)."""
+        self.add(start, None if found is None else episodes_of(*found))
 
     def joined(self) -> Episodes | None:
         out = None

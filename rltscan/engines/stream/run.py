@@ -80,14 +80,22 @@ def run_streamed(
             f"{grid.chunk * grid.rows:,} (lower --block-steps too for smaller windows)"
         )
 
-    # statistics as the windows go: episodes from the inputs read (reader thread, any
-    # window order), the outputs' moments and buckets on the device where they are made
+    # statistics as the windows go: episodes from the inputs read (any window order),
+    # the outputs' moments and buckets on the device where they are made. The episodes
+    # of a window are cut on the writer thread, after its write: the reader, the busiest
+    # thread of a cpu run, only keeps their inputs (bench/results/cpu-stream-2core-
+    # 2026-12-07-b/: 0.3-0.6 s of CPU at 5e7 steps)
     episodes = stats.EpisodeCollector()
+    ends: dict[int, Any] = {}  # window start -> (ends, rewards) of its episodes
 
     def prepare_window(start: int, stop: int) -> Any:
         prepared = prepare(source, window=(start, stop), **options)
-        episodes.add_prepared(start, prepared, opts.reading.columns)
+        ends[start] = stats.prepared_episode_inputs(prepared, opts.reading.columns)
         return prepared
+
+    def write(start: int, stop: int, arrays: dict[str, np.ndarray]) -> None:
+        sink.write(start, stop, arrays)
+        episodes.add_inputs(start, ends.pop(start))
 
     if dev.type == "cuda":
         import torch
@@ -122,7 +130,7 @@ def run_streamed(
                         grid,
                         prepare_window,
                         compute,
-                        sink.write,
+                        write,
                         device=dev,
                         time_dim=probe.time_dim,
                         on_window=on_window,
