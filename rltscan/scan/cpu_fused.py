@@ -6,7 +6,9 @@ log-probabilities), forms the coefficients of docs/CONVENTIONS.md §3 and solves
 backward recurrence in the same loop: each input is read once and each output
 written once, with no ``(a, b)`` temporaries. Any other problem (another estimator,
 a per-step ``discount`` or ``lam_per_step`` column) has its module build ``(a, b)``
-with torch and runs :func:`linear_scan` here, the plain recurrence.
+with torch and runs :func:`linear_scan` here, the plain recurrence. The fused kernel
+has one entry, :func:`run`, on numpy views: :func:`solve` hands it a torch problem's
+columns, ``rltscan.estimators.host`` a file run's numpy blocks without importing torch.
 
 Precision: the recurrence and the coefficients are accumulated in float64 whatever
 the input dtype and rounded once to the output dtype, so float32 results agree with
@@ -17,8 +19,8 @@ Layout: ``[R, T]`` views are read through their strides (no copy). A row-major v
 (time stride 1: ``[B, T]``, a flat file) runs one row after the other with the carry
 in a register; a time-major view (``[T, B]`` buffers) walks time outermost and the
 rows innermost, so every step reads contiguous memory. Rows are split among
-``torch.get_num_threads()`` Python threads (the kernels release the GIL); one row is
-one sequential chain and runs on one core.
+:func:`threads` Python threads (the kernels release the GIL); one row is one
+sequential chain and runs on one core.
 
 Measured (bench/cpu_fused.py, bench/results/cpu-fused-2core-2026-12-05/: the 2-core
 development machine, shared, ``taskset -c 0,1``; the 16-core device could not be
