@@ -37,15 +37,13 @@ What was not reached, and the measured cause:
 - one flat sequence cannot use a second core: the recurrence is one dependency chain,
   and a two-pass chunked split reads and writes every step twice, which costs more
   than a second core gives on a memory-bound loop at 2 cores. Rows ([64, T/64]) are
-  split over threads: 1.7-1.8x at 2 threads;
-- a streamed CLI run stays above 1.5x its I/O floor on HDF5 (bench/results/
-  cpu-stream-2core-2026-12-06/: 1.8x in place and 5.3x to a new file at 5e7 steps;
-  Parquet in place 0.97x): the output
-  statistics run here (:func:`block_statistics`, ~30x torch's passes), torch and
-  numba's target load on the CLI's thread while the file is opened (rltscan.preload),
-  and what is left is the wait for those imports before the first window (they hold
-  the GIL, so they do not run beside each other) and the reader's flag and episode
-  work.
+  split over threads: 1.7-1.8x at 2 threads.
+
+A streamed HDF5 run in place is at 1.17x its I/O floor at 5e7 steps (bench/results/
+cpu-stream-2core-2026-12-07-b/; 2.06x before, in the same rounds) since it stopped
+importing torch (``rltscan.estimators.host``) and HDF5's chunk cache; what is left on
+its path is numba's CPU target (its first block waits until ~0.75 s), h5py's reads on
+the reader thread, and this kernel and :func:`block_statistics` on the main one.
 """
 
 from __future__ import annotations

@@ -83,8 +83,8 @@ def run_streamed(
     # statistics as the windows go: episodes from the inputs read (any window order),
     # the outputs' moments and buckets on the device where they are made. The episodes
     # of a window are cut on the writer thread, after its write: the reader, the busiest
-    # thread of a cpu run, only keeps their inputs (bench/results/cpu-stream-2core-
-    # 2026-12-07-b/: 0.3-0.6 s of CPU at 5e7 steps)
+    # thread of a cpu run, only keeps their inputs (0.18-0.25 s of the writer's CPU at
+    # 5e7 steps, bench/results/cpu-stream-2core-2026-12-07-b/profile.txt)
     episodes = stats.EpisodeCollector()
     ends: dict[int, Any] = {}  # window start -> (ends, rewards) of its episodes
 
