@@ -1,5 +1,10 @@
 """The CLI's native libraries, loaded on a thread while the file is opened and planned.
 
+A run that the torch-free lane takes (:func:`rltscan.estimators.host.lane`: the cpu
+backend on the CPU, an estimator with a fused kernel) loads only numba and its CPU
+target: it never imports torch (~1.0-1.3 s of CPU on the 2-core machine). Every other
+run loads torch as below.
+
 An estimator command needs torch (and triton for a GPU run, numba and its CPU target
 for the cpu backend) only when its first window is computed. Imported in line they
 were ~2 s of start-up on the 2-core machine before anything touched the file; on
@@ -24,7 +29,7 @@ import contextlib
 import threading
 from collections.abc import Callable
 
-from rltscan.errors import BackendUnavailableError
+from rltscan.errors import BackendUnavailableError, RltscanError
 
 TORCH_FIX = "reinstall it: pip install 'torch>=2.4' (or pip install --force-reinstall rltscan)"
 
@@ -35,19 +40,31 @@ class Loading:
     at interpreter exit may hang or crash the exit)."""
 
     def __init__(
-        self, *, device: str, backend: str, on_done: Callable[[], None] | None = None
+        self,
+        *,
+        device: str,
+        backend: str,
+        kind: str | None = None,
+        on_done: Callable[[], None] | None = None,
     ) -> None:
         self.device, self.backend, self.on_done = device, backend, on_done
+        self.torch = needs_torch(kind, device, backend)
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._load, name="rltscan-preload", daemon=True)
 
     @classmethod
     def start(
-        cls, *, device: str, backend: str, on_done: Callable[[], None] | None = None
+        cls,
+        *,
+        device: str,
+        backend: str,
+        kind: str | None = None,
+        on_done: Callable[[], None] | None = None,
     ) -> Loading:
-        """Start loading; ``on_done()`` runs on the thread once it is over (the CLI's
-        ``modules_loaded``: the collector stays off while torch's modules load)."""
-        loading = cls(device=device, backend=backend, on_done=on_done)
+        """Start loading for a run of estimator ``kind`` (None: any); ``on_done()`` runs
+        on the thread once it is over (the CLI's ``modules_loaded``: the collector stays
+        off while the modules load)."""
+        loading = cls(device=device, backend=backend, kind=kind, on_done=on_done)
         loading._thread.start()
         return loading
 
@@ -64,6 +81,11 @@ class Loading:
 
     def _load(self) -> None:
         try:
+            if not self.torch:
+                from rltscan import scan
+
+                scan.load_cpu_target()
+                return
             import torch
 
             # a backend that fails here fails again, in one line, where the run resolves it
@@ -74,6 +96,22 @@ class Loading:
         finally:
             if self.on_done is not None:
                 self.on_done()
+
+
+def needs_torch(kind: str | None, device: str, backend: str) -> bool:
+    """Whether a run of estimator ``kind`` with these options will import torch: every
+    run but those the torch-free lane takes (decided there, without importing numba or
+    torch; a block the lane hands back loads torch in line)."""
+    from rltscan.devices import planned_device
+    from rltscan.estimators import host
+
+    if kind is None:
+        return True
+    try:
+        dev = planned_device(device)
+    except RltscanError:  # the run refuses it, in one line
+        return True
+    return not host.lane(kind, backend, dev, load=False)
 
 
 def load_backends(device: str, backend: str, cuda: bool) -> None:

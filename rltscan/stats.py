@@ -242,33 +242,40 @@ class OutputAccumulator:
         self._buckets: dict[str, Any] = {}
 
     def add(self, outputs: Mapping[str, Any]) -> None:
-        """One block's outputs: torch tensors, or numpy arrays (a CPU run on numpy)."""
-        import torch
-
+        """One block's outputs: torch tensors, or numpy arrays (a CPU run on numpy:
+        without torch where numba loads)."""
         for name, value in outputs.items():
-            tensor = torch.from_numpy(np.asarray(value)) if isinstance(value, np.ndarray) else value
-            x = tensor.detach().reshape(-1)
-            if not x.numel():
+            if not math.prod(value.shape):  # no steps
                 continue
             # (asked only for host blocks: a GPU run never imports numba for this)
-            fused = None if x.is_cuda else _cpu_statistics()
+            on_host = isinstance(value, np.ndarray) or not value.is_cuda
+            fused = _cpu_statistics() if on_host else None
             if fused is not None:
-                self._add_fused(fused, name, x)
+                self._add_fused(fused, name, value)
                 continue
+            import torch
+
+            tensor = torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+            x = tensor.detach().reshape(-1)
             self._moments.setdefault(name, []).append(block_moments(x, select=x.is_cuda))
             self._add_buckets(name, x)
 
-    def _add_fused(self, fused: Any, name: str, x: Any) -> None:
-        """A CPU block in one numba pass (moments and buckets) and one for M2."""
-        import torch
+    def _add_fused(self, fused: Any, name: str, value: Any) -> None:
+        """A host block (numpy, or a CPU tensor) in one numba pass (moments and buckets)
+        and one for M2."""
+        if not isinstance(value, np.ndarray):
+            import torch
 
-        if x.dtype not in (torch.float32, torch.float64):
-            x = x.to(torch.float32)  # exact for the narrower floats
+            if value.dtype not in (torch.float32, torch.float64):
+                value = value.to(torch.float32)  # exact for the narrower floats (bfloat16)
+            value = value.detach().contiguous().numpy()
+        x = np.ascontiguousarray(value).reshape(-1)
+        if x.dtype not in (np.float32, np.float64):
+            x = x.astype(np.float32)  # exact for the narrower floats
         hist = self._buckets.get(name)
         if hist is None:
-            hist = self._buckets[name] = torch.zeros(BUCKETS, dtype=torch.int64)
-        row = fused(x.contiguous().numpy(), hist.numpy())
-        self._moments.setdefault(name, []).append(torch.tensor(row, dtype=torch.float64))
+            hist = self._buckets[name] = np.zeros(BUCKETS, dtype=np.int64)
+        self._moments.setdefault(name, []).append(np.array(fused(x, hist), dtype=np.float64))
 
     def _add_buckets(self, name: str, x: Any) -> None:
         import torch
@@ -284,12 +291,10 @@ class OutputAccumulator:
     def parts(self) -> dict[str, dict[str, Any]]:
         """Per output, each block's moments in the order added and the bucket counts, as
         plain JSON (one copy to the host): what :func:`from_parts` folds."""
-        import torch
-
         return {
             name: {
-                "blocks": torch.stack(rows).cpu().numpy().tolist(),
-                "histogram": Histogram.from_dense(self._buckets[name].cpu().numpy()).state(),
+                "blocks": _on_host(rows).tolist(),
+                "histogram": Histogram.from_dense(_on_host([self._buckets[name]])[0]).state(),
             }
             for name, rows in self._moments.items()
         }
@@ -297,6 +302,16 @@ class OutputAccumulator:
     def result(self) -> dict[str, OutputStats]:
         """The statistics so far, per output."""
         return from_parts([self.parts()])
+
+
+def _on_host(rows: list[Any]) -> np.ndarray:
+    """Rows of numpy arrays or tensors (on one device) stacked as one numpy array (one
+    copy from a GPU)."""
+    if isinstance(rows[0], np.ndarray):
+        return np.stack(rows)
+    import torch
+
+    return torch.stack(rows).cpu().numpy()
 
 
 @functools.cache
@@ -458,9 +473,8 @@ def episodes_of(ends: np.ndarray, rewards: np.ndarray | None) -> Episodes:
     r = None if rewards is None else np.asarray(rewards, dtype=np.float64).reshape(rows, n)
     # cut every row into pieces after each end and at the row's last step
     flat_ends = ends.reshape(-1)
-    stop = flat_ends.copy()
-    stop[n - 1 :: n] = True  # a row's last step closes its last piece (not an episode)
-    (last,) = np.nonzero(stop)
+    # a row's last step closes its last piece (not an episode)
+    last = np.union1d(np.flatnonzero(flat_ends), np.arange(n - 1, rows * n, n))
     starts = np.concatenate([[0], last[:-1] + 1])
     lens = last - starts + 1
     sums = None if r is None else np.add.reduceat(r.reshape(-1), starts)
@@ -471,7 +485,9 @@ def episodes_of(ends: np.ndarray, rewards: np.ndarray | None) -> Episodes:
     ended = np.zeros(rows, bool)
     ended[row[closed]] = True
     head_len = np.full(rows, n, dtype=np.int64)  # no end: the whole row is the head
-    head_sum = np.zeros(rows) if r is None else r.sum(axis=1)
+    head_sum = np.zeros(rows)
+    if r is not None and not ended.all():  # a row with no end: its head is all of it
+        head_sum[~ended] = r[~ended].sum(axis=1)
     # a row with an end: its first piece runs from its start to its first end (closed)
     first = closed & at_row_start
     head_len[row[first]] = lens[first]
@@ -517,11 +533,19 @@ def episode_inputs(
     return ends, rewards
 
 
-def episodes_from(prepared: Any, columns: Mapping[str, Any]) -> Episodes | None:
-    """The :class:`Episodes` of a :class:`~rltscan.io.layout.Prepared` (a file, a window,
+def prepared_episode_inputs(
+    prepared: Any, columns: Mapping[str, Any]
+) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """:func:`episode_inputs` of a :class:`~rltscan.io.layout.Prepared` (a file, a window,
     a shard); ``columns`` are the user's column choices (an ``x`` column given by the
     user is not the rewards)."""
-    found = episode_inputs(prepared.kwargs, prepared.time_dim, x_is_rewards=not columns.get("x"))
+    return episode_inputs(prepared.kwargs, prepared.time_dim, x_is_rewards=not columns.get("x"))
+
+
+def episodes_from(prepared: Any, columns: Mapping[str, Any]) -> Episodes | None:
+    """The :class:`Episodes` of a :class:`~rltscan.io.layout.Prepared` (see
+    :func:`prepared_episode_inputs`)."""
+    found = prepared_episode_inputs(prepared, columns)
     return None if found is None else episodes_of(*found)
 
 
@@ -538,6 +562,10 @@ class EpisodeCollector:
 
     def add_prepared(self, start: int, prepared: Any, columns: Mapping[str, Any]) -> None:
         self.add(start, episodes_from(prepared, columns))
+
+    def add_inputs(self, start: int, found: tuple[np.ndarray, np.ndarray | None] | None) -> None:
+        """The episodes of :func:`prepared_episode_inputs`' answer (None: no flags)."""
+        self.add(start, None if found is None else episodes_of(*found))
 
     def joined(self) -> Episodes | None:
         out = None

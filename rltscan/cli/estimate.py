@@ -60,7 +60,10 @@ def _estimate(command: str, input: str, **kw: Any) -> None:
         fix_mmap_threshold()  # this process's own allocator setting, not a library caller's
         # torch (triton, numba) load on a thread while the file is opened and planned
         loading = preload.Loading.start(
-            device=kw["device"], backend=kw["backend"], on_done=modules_loaded
+            device=kw["device"],
+            backend=kw["backend"],
+            kind=DECLARATIONS[command].name,
+            on_done=modules_loaded,
         )
     try:
         _estimate_in(command, input, loading, json_out, quiet, debug, plot, kw)

@@ -1,5 +1,7 @@
 """The seven estimators: their declarations (torch-free) and, on first use, the Python API.
 
+(:mod:`rltscan.estimators.host` is the torch-free lane of a cpu file run: no estimator.)
+
 Each module beside this file declares one estimator (``DECLARATION``, a
 :class:`~rltscan.estimators.declaration.Declaration`) without importing torch, and
 builds its recurrence coefficients with torch inside its functions. Importing this
@@ -30,7 +32,7 @@ from rltscan.estimators.declaration import (
 )
 
 # One module per estimator: every public module of this package (not ``declaration``,
-# ``functions``) declares one; adding an estimator is adding its module, its function
+# ``functions``, ``host``) declares one; adding an estimator is adding its module, its function
 # (``functions.py``) and its result class (``_result.py``). The first
 # seven keep the CLI's order; any other follows, by module name. The module names are
 # also the public functions' names: after loading, ``rltscan.estimators.gae`` is the
@@ -47,7 +49,7 @@ _FIRST = (
 _FOUND = sorted(
     m.name
     for m in pkgutil.iter_modules(__path__)
-    if not m.name.startswith("_") and m.name not in ("declaration", "functions", *_FIRST)
+    if not m.name.startswith("_") and m.name not in ("declaration", "functions", "host", *_FIRST)
 )
 _MODULE_NAMES = (*_FIRST, *_FOUND)
 _BY_KIND: dict[str, ModuleType] = {}
@@ -110,7 +112,7 @@ def check_params(values: Mapping[str, float | None], *, options: bool = False) -
             raise ParameterError(f"{label} {refused[0]}", refused[1])
 
 
-_SUBMODULES = ("declaration", "functions")
+_SUBMODULES = ("declaration", "functions", "host")
 
 
 def __getattr__(name: str) -> Any:

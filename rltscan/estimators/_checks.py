@@ -4,12 +4,12 @@ missing-bootstrap rule (docs/CONVENTIONS.md §5), and the contraction warning.""
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from rltscan.errors import (
     DataError,
@@ -26,6 +26,9 @@ from rltscan.estimators.declaration import (
     READ_BOOT,
     READ_NOT_TERMINATED,
 )
+
+if TYPE_CHECKING:  # torch loads where a function needs it: a numpy problem never does
+    from torch import Tensor
 
 
 def check_params(**params: float) -> None:
@@ -48,8 +51,10 @@ def _is_real_scalar(v: object) -> bool:
         return False
     if isinstance(v, (int, float, np.integer, np.floating)):
         return True
+    torch = sys.modules.get("torch")  # (not loaded: v is no tensor)
     return (
-        isinstance(v, Tensor)
+        torch is not None
+        and isinstance(v, torch.Tensor)
         and v.ndim == 0
         and (v.dtype.is_floating_point or (not v.dtype.is_complex and v.dtype != torch.bool))
     )
@@ -60,6 +65,8 @@ def _is_real_scalar(v: object) -> bool:
 
 
 def read_mask(p: Problem, when: str) -> Tensor | None:
+    import torch
+
     if when == READ_ALL:
         return None
     if when == READ_NOT_TERMINATED:
@@ -75,14 +82,14 @@ def read_mask(p: Problem, when: str) -> Tensor | None:
 
 def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> None:
     """Finite checks on every read entry, plus the missing-bootstrap rule (D5)."""
+    import torch
+
     checks: list[tuple[str, Tensor, str]] = []
     for name, when in reads.items():
         if name not in p.cols:
             continue
         x = p.cols[name]
-        # The common case in one reduction, no temporaries: a finite sum means every
-        # entry is finite (NaN/Inf propagate); an overflowing sum just falls through.
-        if _finite_sum(x):
+        if finite_sum(x):  # the common case: one reduction, no temporaries
             continue
         if name == "logp_target":  # -inf is a legal log-probability (ratio 0)
             bad = torch.isnan(x) | (x == math.inf)
@@ -95,7 +102,7 @@ def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> Non
     if p.last_value is not None:
         lv_bad = ~torch.isfinite(p.last_value) & ~p.flag("terminated")[:, -1]
         checks.append(("last_value", lv_bad[:, None], "NaN or Inf"))
-    if not p.missing_zero and p.nv_mode in (NV_LAST, NV_NONE) and _needs_nv(p):
+    if bootstrap_checked(p):
         boot = boot_mask(p).clone()
         if p.nv_mode == NV_LAST:
             boot[:, -1] = False
@@ -131,21 +138,40 @@ def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> Non
         )
 
 
-def _finite_sum(x: Tensor) -> bool:
-    """Whether the sum of ``x`` is finite. Host float32/float64 columns are summed by
-    numpy through their strides (one SIMD pass: 2 ms for a 4M-step window against
-    torch's 16 ms on the 2-core machine, where a streamed run checks 3-5 columns per
-    window); other tensors by torch."""
-    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
-        with np.errstate(over="ignore", invalid="ignore"):  # a non-finite sum is the answer
-            return bool(np.isfinite(np.add.reduce(x.detach().numpy(), axis=None)))
-    return bool(torch.isfinite(x.sum()))
+def finite_sum(x: Tensor | np.ndarray) -> bool:
+    """Whether the sum of ``x`` is finite: then every entry is (NaN and Inf propagate; an
+    overflowing sum just says no). float32/float64 numpy arrays and host tensors are
+    summed by numpy through their strides (one SIMD pass: 2 ms for a 4M-step window
+    against torch's 16 ms on the 2-core machine, where a streamed run checks 3-5 columns
+    per window); other tensors by torch."""
+    if not isinstance(x, np.ndarray):
+        if x.device.type != "cpu" or str(x.dtype) not in ("torch.float32", "torch.float64"):
+            import torch
+
+            return bool(torch.isfinite(x.sum()))
+        x = x.detach().numpy()
+    with np.errstate(over="ignore", invalid="ignore"):  # a non-finite sum is the answer
+        return bool(np.isfinite(np.add.reduce(x, axis=None)))
 
 
-def _needs_nv(p: Problem) -> bool:
-    """The estimator reads V(s_t+1) and so has a missing-bootstrap rule (its declaration)."""
+def passes(p: Problem, reads: Mapping[str, str]) -> bool:
+    """Whether :func:`validate_contents` has nothing to look for, told at a glance: every
+    read column's sum is finite, no ``last_value``, no missing-bootstrap rule in force.
+    False only says that the full check must run (it names what it finds). Torch-free
+    on numpy problems (``rltscan.estimators.host``)."""
+    if p.last_value is not None or bootstrap_checked(p):
+        return False
+    return all(finite_sum(p.cols[name]) for name in reads if name in p.cols)
+
+
+def bootstrap_checked(p: Problem) -> bool:
+    """Whether a truncation without a bootstrap value is refused in ``p`` (D5): the
+    estimator reads V(s_t+1) (its declaration has a missing-bootstrap rule), the rule is
+    not "zero", and the bootstrap form can leave a value missing (last_value, none)."""
     from rltscan.estimators import declared_module
 
+    if p.missing_zero or p.nv_mode not in (NV_LAST, NV_NONE):
+        return False
     return declared_module(p.kind).DECLARATION.missing_bootstrap is not None
 
 

@@ -33,7 +33,7 @@ from rltscan.estimators._arguments import (
     is_tensordict,
     tensor_parameters,
 )
-from rltscan.estimators._carry import Carry
+from rltscan.estimators._carry import Carry, carry_out
 from rltscan.estimators._checks import check_params, warn_not_contractive
 from rltscan.estimators._frame import (
     Frame,
@@ -46,7 +46,13 @@ from rltscan.estimators._frame import (
     said,
     time_axis,
 )
-from rltscan.estimators._problem import NV_BOOT, NV_LAST, NV_NEXT, NV_NONE, ArrayLike, Problem
+from rltscan.estimators._problem import (
+    NV_NONE,
+    ArrayLike,
+    Problem,
+    bootstrap_mode,
+    missing_zero,
+)
 from rltscan.estimators._result import RESULTS, Result
 from rltscan.estimators._solve import solve
 from rltscan.estimators.declaration import (
@@ -73,49 +79,6 @@ def _device_of(*xs: Any) -> torch.device:
         if isinstance(x, torch.Tensor):
             return x.device
     return torch.device("cpu")
-
-
-def _bootstrap_mode(
-    next_values: Any,
-    bootstrap_values: Any,
-    last_value: Any,
-    values: Any,
-    *,
-    values_required: bool = True,
-) -> str:
-    given = [
-        n
-        for n, x in (
-            ("next_values", next_values),
-            ("bootstrap_values", bootstrap_values),
-            ("last_value", last_value),
-        )
-        if x is not None
-    ]
-    if len(given) > 1:
-        raise ParameterError(
-            f"{' and '.join(repr(g) for g in given)} were both given; "
-            "pass exactly one bootstrap form (docs/CONVENTIONS.md §1.2)"
-        )
-    if next_values is not None:
-        return NV_NEXT
-    needs = bootstrap_values is not None or last_value is not None
-    if needs and values is None and values_required:
-        raise ParameterError(
-            f'"{given[0]}" needs "values" (it fills V(s_t+1) only at cuts); pass values '
-            'or give "next_values" instead'
-        )
-    if bootstrap_values is not None:
-        return NV_BOOT
-    if last_value is not None:
-        return NV_LAST
-    return NV_NONE
-
-
-def _missing(mode: str) -> bool:
-    if mode not in ("error", "zero"):
-        raise ParameterError(f'missing_bootstrap = "{mode}"; pass "error" or "zero"')
-    return mode == "zero"
 
 
 def _run(
@@ -232,7 +195,7 @@ def _run(
     )
     if outputs is not None:
         out = {k: frame.rows(v) for k, v in outputs.items()}
-        return {"_carry_fn": functools.partial(_carry_out, p, out)}
+        return {"_carry_fn": functools.partial(carry_out, p, out)}
     # results that stay on the GPU are not waited for: the kernel's screen is read
     # by a later call (docs/CONVENTIONS.md §5.1); results bound for the host are
     # synchronous anyway and raise here
@@ -247,10 +210,10 @@ def _run(
         bound.note_check(fired[0].check_id, kind, frame.step_shape, device, per_step)
     if settings is not None:
         result = {k: _stacked_output(frame, v) for k, v in out.items()}
-        carry_fn = functools.partial(_settings_carry_out, p, out)
+        carry_fn = functools.partial(_settingscarry_out, p, out)
     else:
         result = {k: frame.output(v) for k, v in out.items()}
-        carry_fn = functools.partial(_carry_out, p, out)
+        carry_fn = functools.partial(carry_out, p, out)
     stays = device.type in BIND_DEVICES and user_device == device and not as_numpy
     if fired and bind is not None and stays:
         bind(fired[0], result, device, defer)
@@ -386,29 +349,6 @@ def _reset_at_step_0(
     return carry, init
 
 
-def _carry_out(p: Problem, out: dict[str, Any]) -> Carry:
-    """The state the next chunk in scan order needs (docs/CONVENTIONS.md §2.4)."""
-    d = MODULES[p.kind].DECLARATION
-    edge = 0 if p.reverse else -1  # only one column of anything is touched
-
-    def col(name: str) -> torch.Tensor:
-        return p.cols[name][:, edge].to(p.dtype)
-
-    # the recurrence's own value y, from the first output (minus its base: vs = V + y)
-    y = out[d.outputs[0]][:, edge].to(p.dtype)
-    if d.carry_base:
-        y = y - col(d.carry_base)
-    if p.reverse:
-        # an estimator that reads the next row's ratio (Retrace's c_{t+1}) carries it
-        # (the module says which log-ratio its trace reads: Retrace's four traces differ)
-        log_ratio_at = getattr(MODULES[p.kind], "log_ratio_at", None)
-        nlr = log_ratio_at(p, edge) if log_ratio_at is not None else None
-        nv = col("values") if p.has("values") else None
-        return Carry(p.kind, y.clone(), next_value=nv, next_log_ratio=nlr)
-    done = p.flag("terminated")[:, edge] | p.flag("truncated")[:, edge]
-    return Carry(p.kind, y.clone(), prev_done=done.clone())
-
-
 def _stacked_output(frame: Frame, y: torch.Tensor) -> torch.Tensor:
     """``[K, R, T]`` -> ``[K, *user shape]``: every setting's block mapped back as one
     output would be, as one view where the blocks line up (else stacked)."""
@@ -428,12 +368,12 @@ def _stacked_output(frame: Frame, y: torch.Tensor) -> torch.Tensor:
     return out if frame.device is None else out.to(frame.device)
 
 
-def _settings_carry_out(p: Problem, out: dict[str, Any]) -> SettingsCarry:
+def _settingscarry_out(p: Problem, out: dict[str, Any]) -> SettingsCarry:
     """Each setting's carry, as one call per setting would hand it on (§2.4)."""
     carries = []
     for k, s in enumerate(p.settings):
         one = dataclasses.replace(p, params={**p.params, **s}, settings=None, carry=None)
-        carries.append(_carry_out(one, {name: v[k] for name, v in out.items()}))
+        carries.append(carry_out(one, {name: v[k] for name, v in out.items()}))
     return SettingsCarry(tuple(carries), p.settings)
 
 
@@ -468,9 +408,9 @@ def _check_carry(
     return dataclasses.replace(
         carry,
         **{
-            f.name: getattr(carry, f.name).to(device)
+            f.name: host_tensor(v).to(device)  # a torch-free run's numpy carry too
             for f in dataclasses.fields(carry)
-            if isinstance(getattr(carry, f.name), torch.Tensor)
+            if isinstance(v := getattr(carry, f.name), (torch.Tensor, np.ndarray))
         },
     )
 
@@ -500,9 +440,7 @@ def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
                 continue
             also = " (or dones with dones_mean, or episode_starts)" if name == "terminated" else ""
             raise ParameterError(f'{d.function_name} needs "{name}"{also}', f"pass {name}=")
-    for prm in d.parameters:
-        if args[prm.name] is None and prm.fallback is not None:
-            args[prm.name] = args[prm.fallback]
+    args.update(d.with_fallbacks({prm.name: args[prm.name] for prm in d.parameters}))
     scalars = {prm.name: args[prm.name] for prm in d.parameters if prm.choices is None}
     for name in SWEEPABLE:  # several settings: each value checked as one would be
         if name in scalars and is_sweep(scalars[name]):
@@ -588,7 +526,7 @@ def _finish(
         args = prepare(args)
     nv_mode = NV_NONE
     if any(i in d.inputs for i in BOOTSTRAP_INPUTS):
-        nv_mode = _bootstrap_mode(
+        nv_mode = bootstrap_mode(
             args.get("next_values"),
             args.get("bootstrap_values"),
             args.get("last_value"),
@@ -611,7 +549,7 @@ def _finish(
         validate=args["validate"],
         carry=args["carry"],
         nv_mode=nv_mode,
-        missing_zero=d.missing_bootstrap is not None and _missing(args["missing_bootstrap"]),
+        missing_zero=d.missing_bootstrap is not None and missing_zero(args["missing_bootstrap"]),
         last_value=args.get("last_value"),
         init=args.get("init"),
         features=d.features,

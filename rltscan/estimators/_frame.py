@@ -10,11 +10,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from rltscan.errors import (
     AmbiguousInputError,
@@ -24,6 +22,10 @@ from rltscan.errors import (
 )
 from rltscan.estimators._problem import ArrayLike
 from rltscan.scan import host_tensor
+
+if TYPE_CHECKING:  # torch loads where a function needs it (a torch-free run's Frame: never)
+    import torch
+    from torch import Tensor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,15 +53,17 @@ class Frame:
         return tuple(s for i, s in enumerate(self.step_shape) if i != self.time_dim)
 
     def rows(self, x: Tensor) -> Tensor:
-        """``[*step_shape, *features]`` -> ``[features × lead, T]`` (a view when strides allow)."""
+        """``[*step_shape, *features]`` -> ``[features × lead, T]`` (a view when strides
+        allow); without features and with at most two axes, of numpy arrays too."""
         if self.squeeze:
             x = x[..., 0]
         nf = len(self.feature_shape)
         nd = len(self.step_shape)
         if nf == 0 and nd <= 2:  # the hot path: [T], [B, T] or [T, B], no copy, few ops
+            # (indexing and .T: torch tensors and numpy arrays alike)
             if nd == 1:
-                return x.unsqueeze(0)
-            return x if self.time_dim == 1 else x.t()
+                return x[None]
+            return x if self.time_dim == 1 else x.T
         # features first, then the lead dims, then time
         order = [nd + i for i in range(nf)]
         order += [i for i in range(nd) if i != self.time_dim] + [self.time_dim]
@@ -70,8 +74,8 @@ class Frame:
         nf = len(self.feature_shape)
         nd = len(self.step_shape)
         if nf == 0 and nd <= 2:
-            out = y.squeeze(0) if nd == 1 else (y if self.time_dim == 1 else y.t())
-            return out.unsqueeze(-1) if self.squeeze else out
+            out = y[0] if nd == 1 else (y if self.time_dim == 1 else y.T)
+            return out[..., None] if self.squeeze else out
         y = y.reshape(*self.feature_shape, *self.lead_shape, self.steps)
         # y dims: features (nf), lead (nd-1), time (1) -> user order
         lead_pos = [i for i in range(nd) if i != self.time_dim]
@@ -102,7 +106,11 @@ class Frame:
         return out if self.device is None else out.to(self.device)
 
 
-_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+@functools.cache
+def _floats() -> tuple[torch.dtype, ...]:
+    import torch
+
+    return (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 # the numpy dtypes torch wraps, as kind + itemsize
@@ -154,7 +162,9 @@ def as_tensor(name: str, x: ArrayLike, device: torch.device | None = None) -> Te
 
     Tensors are read through ``detach()``: the outputs are constants of any loss
     (stop-gradient, README "Latency"), whatever the backend."""
-    if isinstance(x, Tensor):
+    import torch
+
+    if isinstance(x, torch.Tensor):
         _check_dense(name, x)
         t = x.detach() if x.requires_grad else x
     elif isinstance(x, np.ndarray):
@@ -204,7 +214,9 @@ def _masked_fix(dtype: np.dtype) -> str:
 def read_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype a float input of ``dtype`` is read in: a float as it is, an integer
     (integer rewards etc.) upcast losslessly, to float32 up to 2 bytes, else float64."""
-    if dtype in _FLOATS:
+    import torch
+
+    if dtype in _floats():
         return dtype
     return torch.float32 if dtype.itemsize <= 2 else torch.float64
 
@@ -216,6 +228,8 @@ def _check_dense(name: str, x: Tensor) -> None:
     Raises:
         DTypeError: naming the argument and how to convert it.
     """
+    import torch
+
     if x.is_nested:
         raise DTypeError(
             f'"{name}" is a nested tensor',
@@ -241,8 +255,10 @@ def _check_dense(name: str, x: Tensor) -> None:
 
 
 def float_column(name: str, x: ArrayLike, device: torch.device | None) -> Tensor:
+    import torch
+
     t = as_tensor(name, x, device)
-    if t.dtype in _FLOATS:
+    if t.dtype in _floats():
         return t
     if t.dtype.is_complex or t.dtype == torch.bool:
         raise DTypeError(f'"{name}" has dtype {t.dtype}', "pass a float array", column=name)
@@ -260,6 +276,8 @@ def flag_column(
 
     ``time_dim`` (None: only a 1-D array's is known) says which entry of an error's
     index is the time step."""
+    import torch
+
     t = as_tensor(name, x, device)
     if t.dtype == torch.bool:
         return t
@@ -368,12 +386,16 @@ def time_axis(shape: tuple[int, ...], time_dim: int | None, ref: str) -> tuple[i
 
 @functools.lru_cache(maxsize=1)
 def _cuda_available() -> bool:
+    import torch
+
     return torch.cuda.is_available()
 
 
 def compute_device(backend: str, device: torch.device) -> torch.device:
     """Where the work runs: the inputs' device, except that an explicit ``backend="triton"``
     on CPU inputs runs on the GPU when one is present (results come back to the CPU)."""
+    import torch
+
     if backend == "triton" and device.type == "cpu" and _cuda_available():
         from rltscan.scan import triton_interpreting
 
@@ -385,7 +407,15 @@ def compute_device(backend: str, device: torch.device) -> torch.device:
 def compute_dtype(dtypes: Iterable[torch.dtype]) -> torch.dtype:
     """The compute and output dtype of float inputs read in ``dtypes`` (:func:`read_dtype`):
     fp64 if any is fp64, else fp32 (fp16/bf16 upcast on load)."""
-    return torch.float64 if torch.float64 in set(dtypes) else torch.float32
+    import torch
+
+    return torch.float64 if in_float64(dtypes) else torch.float32
+
+
+def in_float64(dtypes: Iterable[Any]) -> bool:
+    """Whether float inputs read in ``dtypes`` (torch's or numpy's) compute in float64:
+    when any of them is float64."""
+    return any(str(d).removeprefix("torch.") == "float64" for d in dtypes)
 
 
 def per_row(
@@ -409,6 +439,8 @@ def per_row(
     error how the sequences were read (the reference's shape and ``time_dim``);
     ``flag``: 0/1 flags (kept 1 byte wide).
     """
+    import torch
+
     if x is None:
         return None
     t = flag_column(name, x, device, validate) if flag else float_column(name, x, device)

@@ -8,15 +8,17 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from rltscan.errors import (
     DataError,
+    ParameterError,
 )
 from rltscan.estimators._carry import Carry
+
+if TYPE_CHECKING:  # torch loads where a function needs it: a numpy problem never does
+    import torch
+    from torch import Tensor
 
 ArrayLike = Any  # torch.Tensor | numpy.ndarray | nested sequences
 
@@ -81,6 +83,8 @@ class Problem:
 
     def flag(self, name: str) -> Tensor:
         """A flag as a bool tensor (all False when absent)."""
+        import torch
+
         f = self.cols.get(name)
         if f is None:
             return torch.zeros(self.shape, dtype=torch.bool, device=self.device)
@@ -107,6 +111,53 @@ class Problem:
         return self.cut & ~self.flag("terminated")
 
 
+def bootstrap_mode(
+    next_values: Any,
+    bootstrap_values: Any,
+    last_value: Any,
+    values: Any,
+    *,
+    values_required: bool = True,
+) -> str:
+    """How nv_t is formed (``NV_*``, docs/CONVENTIONS.md §1.2) from the bootstrap
+    arguments given: at most one of them, and ``values`` beside a bootstrap that fills
+    V(s_t+1) only at cuts (where the estimator reads ``values``: ``values_required``)."""
+    given = [
+        n
+        for n, x in (
+            ("next_values", next_values),
+            ("bootstrap_values", bootstrap_values),
+            ("last_value", last_value),
+        )
+        if x is not None
+    ]
+    if len(given) > 1:
+        raise ParameterError(
+            f"{' and '.join(repr(g) for g in given)} were both given; "
+            "pass exactly one bootstrap form (docs/CONVENTIONS.md §1.2)"
+        )
+    if next_values is not None:
+        return NV_NEXT
+    needs = bootstrap_values is not None or last_value is not None
+    if needs and values is None and values_required:
+        raise ParameterError(
+            f'"{given[0]}" needs "values" (it fills V(s_t+1) only at cuts); pass values '
+            'or give "next_values" instead'
+        )
+    if bootstrap_values is not None:
+        return NV_BOOT
+    if last_value is not None:
+        return NV_LAST
+    return NV_NONE
+
+
+def missing_zero(mode: str) -> bool:
+    """Whether a missing bootstrap counts as 0 (``missing_bootstrap="zero"``)."""
+    if mode not in ("error", "zero"):
+        raise ParameterError(f'missing_bootstrap = "{mode}"; pass "error" or "zero"')
+    return mode == "zero"
+
+
 # ---------------------------------------------------------------------------
 # Derived flags and the nv select (torch; used by the reference and torch backends)
 
@@ -128,6 +179,8 @@ def boot_mask(p: Problem) -> Tensor:
 
 def first_mask(p: Problem) -> Tensor:
     """first_t = done_{t-1} (first_0 = 0), or the explicit ``is_first`` markers."""
+    import torch
+
     if p.has("is_first"):
         return p.flag("is_first")
     done = done_mask(p)
@@ -141,6 +194,8 @@ def first_mask(p: Problem) -> Tensor:
 def select(mask: Tensor, if_true: float | Tensor, if_false: float | Tensor, p: Problem) -> Tensor:
     """``where(mask, if_true, if_false)`` for constants or per-step tensors (a per-step
     discount), in the compute dtype."""
+    import torch
+
     t = torch.as_tensor(if_true, dtype=p.dtype, device=p.device)
     f = torch.as_tensor(if_false, dtype=p.dtype, device=p.device)
     return torch.where(mask, t, f)
@@ -160,6 +215,8 @@ def trace_decay(p: Problem) -> float | Tensor:
 def shift_next(x: Tensor, last: Tensor | float = 0.0) -> Tensor:
     """``out_t = x_{t+1}``; the last column gets ``last``: the next chunk's first value
     when the sequence continues, else a filler that is never read (a cut is there)."""
+    import torch
+
     out = torch.empty_like(x)
     out[:, :-1] = x[:, 1:]
     out[:, -1] = last
@@ -191,6 +248,8 @@ def missing_value(p: Problem) -> float:
 def next_state_values(p: Problem) -> Tensor:
     """nv_t per docs/CONVENTIONS.md §1.2, built with selects (garbage in ignored slots
     stays out)."""
+    import torch
+
     if p.nv_mode == NV_NEXT:
         return p.col("next_values")
     boot = boot_mask(p)
@@ -209,6 +268,8 @@ def next_state_values(p: Problem) -> Tensor:
 
 def live_next_values(p: Problem) -> Tensor:
     """nv_t, 0 after a terminal step (a select: NaN-safe)."""
+    import torch
+
     return torch.where(p.flag("terminated"), 0.0, next_state_values(p))
 
 
@@ -224,5 +285,7 @@ def reset_at_first(p: Problem, decay: float | Tensor) -> tuple[Tensor, Tensor]:
 
 def clipped_ratio(p: Problem, clip: float) -> Tensor:
     """``min(clip, pi/mu)`` computed as ``exp(min(log pi - log mu, log clip))`` (§2.6)."""
+    import torch
+
     log_ratio = p.col("logp_target") - p.col("logp_behavior")
     return torch.exp(torch.clamp(log_ratio, max=math.log(clip)))

@@ -256,6 +256,15 @@ class Declaration:
             out["missing_bootstrap"] = self.missing_bootstrap
         return out
 
+    def with_fallbacks(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` (parameter -> value as given) with each ``None`` that has a fallback
+        replaced by its fallback's value (``pg_rho_clip`` takes ``rho_clip``)."""
+        out = dict(values)
+        for p in self.parameters:
+            if out.get(p.name) is None and p.fallback is not None:
+                out[p.name] = out[p.fallback]
+        return out
+
     @property
     def function(self) -> Callable[..., Any]:
         """The public function, as registered in ``ESTIMATORS`` (imports torch)."""

@@ -620,6 +620,9 @@ def _hidden_ends(
             )
         )
         return
+    if not gaps.any():  # nothing jumps (or nothing to compare): no hidden end
+        ends.marks["observation_gaps"] = gaps
+        return
     hidden = gaps & ~term & ~trunc
     hidden &= ~ends.unflagged  # an id change or step restart says it already
     ends.marks["observation_gaps"] = hidden
@@ -691,6 +694,8 @@ def _unflagged_meaning(
     format's convention) says; a termination where either reading gives the same numbers
     (not ``ends_matter``); else a decision, saying what marks the first such end
     (``id_ends``, ``step_ends``, or the dones column), with a provisional truncation."""
+    if not ends.unflagged.any():  # (a window of a flagged file: the common case)
+        return
     term, trunc = ends.flags()
     unflagged = ends.unflagged = ends.unflagged & ~term & ~trunc
     if not unflagged.any():

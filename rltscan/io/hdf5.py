@@ -75,15 +75,23 @@ def _h5py() -> Any:
     return h5py
 
 
+# Bytes of HDF5's chunk cache per dataset. None: rltscan reads and writes each chunk once,
+# a window at a time, so a cache only costs: with one, every chunked read or write went
+# through buffers allocated (and page-faulted) afresh per chunk, ~17-20 ms of CPU per 16
+# MiB window column against ~5.5 ms without (h5py 3.16, HDF5 2.0, 4 MiB chunks, the
+# 2-core machine: bench/results/cpu-stream-2core-2026-12-07-b/).
+CHUNK_CACHE_BYTES = 0
+
+
 def open_file(path: Path, mode: str = "r") -> Any:
     """``h5py.File`` with the failures turned into one-line InputFileErrors. A file
     opened for reading has its structure walked first (:func:`check_structure`); a file
-    opened for writing is a copy of one that was."""
+    opened for writing is a copy of one that was. No chunk cache (:data:`CHUNK_CACHE_BYTES`)."""
     h5py = _h5py()
     if mode == "r":
         check_structure(Path(path))
     try:
-        return h5py.File(path, mode)
+        return h5py.File(path, mode, rdcc_nbytes=CHUNK_CACHE_BYTES)
     except OSError as err:
         text = str(err)
         if "truncated file" in text:

@@ -411,23 +411,24 @@ def _counts(
     final-observation rows where there are any. Episodes: every end and open tail, or
     the number of episode groups."""
     term, trunc = ends.flags()
-    forced = int(ends.unflagged.sum())
-    forced_term = int((ends.unflagged & term).sum())
+    forced = _count(ends.unflagged)
+    forced_term = _count(ends.unflagged & term) if forced else 0
+    n_term, n_trunc = _count(term), _count(trunc)
+    both = _count(trunc & term) if n_term and n_trunc else 0
     counts = {
-        "terminated": int(term.sum()) - forced_term,
-        "truncated": int((trunc & ~term).sum()) - (forced - forced_term),
-        "both": int((trunc & term).sum()),
+        "terminated": n_term - forced_term,
+        "truncated": n_trunc - both - (forced - forced_term),
+        "both": both,
         "forced_cuts": forced,
     }
-    done = term | trunc
-    counts["open_ends"] = _open_tails(done, axes.time_dim) if axes.final else 0
+    counts["open_ends"] = _open_tails(term, trunc, axes.time_dim) if axes.final else 0
     if "observation_gaps" in ends.marks:
-        counts["observation_gaps"] = int(ends.marks["observation_gaps"].sum())
+        counts["observation_gaps"] = _count(ends.marks["observation_gaps"])
     if rows is not None:
-        counts["final_observation_rows"] = int((~rows.kept).sum())
+        counts["final_observation_rows"] = rows.kept.size - _count(rows.kept)
     if axes.episodes:
         return counts, len(axes.lengths)
-    return counts, int(done.sum()) + counts["open_ends"]
+    return counts, n_term + n_trunc - both + counts["open_ends"]
 
 
 def _check_overrides_used(
@@ -468,9 +469,15 @@ def _trim_steps(
     return {k: v if k in PER_ROW else first_steps(v, keep, time_dim) for k, v in kwargs.items()}
 
 
-def _open_tails(done: np.ndarray, time_dim: int) -> int:
+def _count(flags: np.ndarray) -> int:
+    """Set entries of a bool array (count_nonzero: one pass, no temporaries; a bool
+    ``.sum()`` casts every entry)."""
+    return int(np.count_nonzero(flags))
+
+
+def _open_tails(term: np.ndarray, trunc: np.ndarray, time_dim: int) -> int:
     """Sequences whose last step has no flag (the window end cuts an episode)."""
-    last = np.take(done, -1, axis=time_dim)
+    last = np.take(term, -1, axis=time_dim) | np.take(trunc, -1, axis=time_dim)
     return int((~np.asarray(last)).sum())
 
 

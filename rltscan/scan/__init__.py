@@ -48,6 +48,10 @@ MIN_TRITON = (3, 4)
 UPGRADE_TORCH = "upgrade torch to 2.8 or newer (pip install -U torch), which brings triton 3.4"
 OLD_TRITON_FIX = f'{UPGRADE_TORCH}, or pass --backend torch (backend="torch")'
 
+# The estimators the cpu backend's fused kernel solves from their raw columns (with scalar
+# γ and λ; ``cpu_fused.fused`` decides for one problem); the others run its plain scan.
+CPU_FUSED = ("gae", "returns", "td_lambda", "vtrace")
+
 # The fix named wherever the cpu backend cannot load.
 NUMBA_FIX = "install it (pip install 'rltscan[cpu]') or pass --backend torch (backend=\"torch\")"
 

@@ -6,7 +6,9 @@ log-probabilities), forms the coefficients of docs/CONVENTIONS.md §3 and solves
 backward recurrence in the same loop: each input is read once and each output
 written once, with no ``(a, b)`` temporaries. Any other problem (another estimator,
 a per-step ``discount`` or ``lam_per_step`` column) has its module build ``(a, b)``
-with torch and runs :func:`linear_scan` here, the plain recurrence.
+with torch and runs :func:`linear_scan` here, the plain recurrence. The fused kernel
+has one entry, :func:`run`, on numpy views: :func:`solve` hands it a torch problem's
+columns, ``rltscan.estimators.host`` a file run's numpy blocks without importing torch.
 
 Precision: the recurrence and the coefficients are accumulated in float64 whatever
 the input dtype and rounded once to the output dtype, so float32 results agree with
@@ -17,8 +19,8 @@ Layout: ``[R, T]`` views are read through their strides (no copy). A row-major v
 (time stride 1: ``[B, T]``, a flat file) runs one row after the other with the carry
 in a register; a time-major view (``[T, B]`` buffers) walks time outermost and the
 rows innermost, so every step reads contiguous memory. Rows are split among
-``torch.get_num_threads()`` Python threads (the kernels release the GIL); one row is
-one sequential chain and runs on one core.
+:func:`threads` Python threads (the kernels release the GIL); one row is one
+sequential chain and runs on one core.
 
 Measured (bench/cpu_fused.py, bench/results/cpu-fused-2core-2026-12-05/: the 2-core
 development machine, shared, ``taskset -c 0,1``; the 16-core device could not be
@@ -35,32 +37,34 @@ What was not reached, and the measured cause:
 - one flat sequence cannot use a second core: the recurrence is one dependency chain,
   and a two-pass chunked split reads and writes every step twice, which costs more
   than a second core gives on a memory-bound loop at 2 cores. Rows ([64, T/64]) are
-  split over threads: 1.7-1.8x at 2 threads;
-- a streamed CLI run stays above 1.5x its I/O floor on HDF5 (bench/results/
-  cpu-stream-2core-2026-12-06/: 1.8x in place and 5.3x to a new file at 5e7 steps;
-  Parquet in place 0.97x): the output
-  statistics run here (:func:`block_statistics`, ~30x torch's passes), torch and
-  numba's target load on the CLI's thread while the file is opened (rltscan.preload),
-  and what is left is the wait for those imports before the first window (they hold
-  the GIL, so they do not run beside each other) and the reader's flag and episode
-  work.
+  split over threads: 1.7-1.8x at 2 threads.
+
+A streamed HDF5 run in place is at 1.17x its I/O floor at 5e7 steps (bench/results/
+cpu-stream-2core-2026-12-07-b/; 2.06x before, in the same rounds) since it stopped
+importing torch (``rltscan.estimators.host``) and HDF5's chunk cache; what is left on
+its path is numba's CPU target (its first block waits until ~0.75 s), h5py's reads on
+the reader thread, and this kernel and :func:`block_statistics` on the main one.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numba
 import numpy as np
-import torch
-from torch import Tensor
+
+from rltscan.scan import CPU_FUSED
+
+if TYPE_CHECKING:  # torch loads with a torch problem only: a numpy one never needs it
+    from torch import Tensor
 
 # Estimator kind -> the fused kernel's code; the Problem columns the kernel reads.
-_KINDS = {"gae": 0, "returns": 1, "td_lambda": 2, "vtrace": 3}
+_KINDS = {kind: code for code, kind in enumerate(CPU_FUSED)}
 _READS = {
     "rewards",
     "values",
@@ -71,6 +75,7 @@ _READS = {
     "logp_target",
     "logp_behavior",
 }
+_FLAGS = ("terminated", "truncated")
 # How nv_t is formed (estimators' Problem.nv_mode, docs/CONVENTIONS.md §1.2).
 _NV = {"next": 0, "boot": 1, "last": 2, "none": 3}
 
@@ -92,50 +97,86 @@ def solve(
     finalize: Callable[[Any, Tensor], dict[str, Tensor]],
     outputs: tuple[str, ...],
 ) -> dict[str, Tensor]:
-    """Run an ``estimators`` ``Problem`` on the CPU: the fused kernel where
-    :func:`fused`, else ``coefficients`` → :func:`linear_scan` → ``finalize``.
-    Returns ``{output: [R, T]}`` in ``p.dtype``."""
+    """Run an ``estimators`` ``Problem`` of torch columns on the CPU: the fused kernel
+    (:func:`run`, on numpy views of the columns) where :func:`fused`, else
+    ``coefficients`` → :func:`linear_scan` → ``finalize``. Returns ``{output: [R, T]}``
+    in ``p.dtype``."""
+    import torch
+
     if not fused(p):
         a, b = coefficients(p)
         init = None if p.boundary is None else p.boundary.to(p.dtype)
         return finalize(p, linear_scan(a.to(p.dtype), b.to(p.dtype), reverse=p.reverse, init=init))
-    rows, steps = p.shape
-    kind = _KINDS[p.kind]
-    ref = p.cols["rewards"]
-    outs = [torch.empty((rows, steps), dtype=p.dtype) for _ in outputs]
-    # the outputs take the inputs' layout, so a time-major problem writes contiguously
-    if ref.stride(1) != 1 and rows > 1:
-        outs = [torch.empty((steps, rows), dtype=p.dtype).t() for _ in outputs]
-    dummy2 = np.zeros((1, 1), dtype=_np_dtype(p.dtype))
+    rows = p.shape[0]
+    cols = {
+        name: _host(x.view(torch.uint8) if name in _FLAGS else p.col(name))
+        for name, x in p.cols.items()
+    }
+    c = p.carry
+    out = run(
+        p,
+        cols,
+        _np_dtype(p.dtype),
+        outputs,
+        last_value=_per_row(p.last_value, rows),
+        boundary=_per_row(p.boundary, rows),
+        next_value=_per_row(None if c is None else c.next_value, rows),
+    )
+    return {name: torch.from_numpy(y) for name, y in out.items()}
+
+
+def run(
+    p: Any,
+    cols: Mapping[str, np.ndarray],
+    dtype: np.dtype,
+    outputs: tuple[str, ...],
+    *,
+    last_value: np.ndarray,
+    boundary: np.ndarray,
+    next_value: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """The fused kernel on a :func:`fused` ``Problem`` ``p`` (its kind, bootstrap form,
+    parameters and carry), given its columns as numpy ``[R, T]`` views: floats in
+    ``dtype`` (the compute dtype), flags as uint8; ``last_value``, ``boundary`` (the
+    carry's y, else init) and ``next_value`` (the carry's) as float64 ``[R]`` (zeros when
+    absent). Returns ``{output: [R, T]}`` in ``dtype``, laid out as the inputs (a
+    time-major problem writes contiguously). The one entry of both the torch problems
+    (:func:`solve`) and the numpy ones of a torch-free run (``rltscan.estimators.host``)."""
+    ref = cols["rewards"]
+    rows, steps = ref.shape
+    time_major = ref.strides[1] != ref.itemsize and rows > 1
+    if time_major:
+        outs = [np.empty((steps, rows), dtype=dtype).T for _ in outputs]
+    else:
+        outs = [np.empty((rows, steps), dtype=dtype) for _ in outputs]
+    dummy2 = np.zeros((1, 1), dtype=dtype)
     flag_dummy = np.zeros((1, 1), dtype=np.uint8)
 
     def col(name: str) -> np.ndarray:
-        return _host(p.col(name)) if name in p.cols else dummy2
+        return cols.get(name, dummy2)
 
     def flag(name: str) -> np.ndarray:
-        f = p.cols.get(name)
-        return flag_dummy if f is None else _host(f.view(torch.uint8))
+        return cols.get(name, flag_dummy)
 
     src = "next_values" if p.nv_mode == "next" else "bootstrap_values"
-    c = p.carry
     params = p.params
     gamma, lam = float(params["gamma"]), float(params.get("lam", 1.0))
     clips = [float(params.get(k, 1.0)) for k in ("rho_clip", "c_clip", "pg_rho_clip")]
     args = (
-        kind,
+        _KINDS[p.kind],
         col("rewards"),
         col("values"),
-        "values" in p.cols,
+        "values" in cols,
         col(src),
         flag("terminated"),
         flag("truncated"),
-        "truncated" in p.cols,
+        "truncated" in cols,
         col("logp_target"),
         col("logp_behavior"),
-        _per_row(p.last_value, rows),
-        _per_row(p.boundary, rows),
-        _per_row(None if c is None else c.next_value, rows),
-        c is not None,
+        last_value,
+        boundary,
+        next_value,
+        p.carry is not None,
         _NV[p.nv_mode],
         0.0 if p.missing_zero else math.nan,
         gamma,
@@ -143,10 +184,9 @@ def solve(
         clips[0],
         clips[1],
         clips[2],
-        _host(outs[0]),
-        _host(outs[1]) if len(outs) > 1 else dummy2,
+        outs[0],
+        outs[1] if len(outs) > 1 else dummy2,
     )
-    time_major = ref.stride(1) != 1 and rows > 1
     _split(rows, lambda r0, r1: _fused(r0, r1, time_major, *args))
     return dict(zip(outputs, outs, strict=True))
 
@@ -154,6 +194,8 @@ def solve(
 def linear_scan(a: Tensor, b: Tensor, *, reverse: bool, init: Tensor | None = None) -> Tensor:
     """Solve ``y_t = a_t * y_{t±1} + b_t`` for ``[R, T]`` CPU tensors of one float dtype
     (accumulated in float64); ``init`` is the ``[R]`` boundary value (0 when None)."""
+    import torch
+
     rows, steps = b.shape
     time_major = b.stride(1) != 1 and rows > 1
     y = torch.empty((steps, rows), dtype=b.dtype).t() if time_major else torch.empty_like(b)
@@ -162,8 +204,9 @@ def linear_scan(a: Tensor, b: Tensor, *, reverse: bool, init: Tensor | None = No
     return y
 
 
-def _np_dtype(dtype: torch.dtype) -> np.dtype:
-    return np.dtype(np.float64 if dtype == torch.float64 else np.float32)
+def _np_dtype(dtype: Any) -> np.dtype:
+    """A torch float dtype's numpy twin (float64, else float32)."""
+    return np.dtype(np.float64 if str(dtype) == "torch.float64" else np.float32)
 
 
 def _host(t: Tensor) -> np.ndarray:
@@ -173,6 +216,8 @@ def _host(t: Tensor) -> np.ndarray:
 
 def _per_row(x: Tensor | None, rows: int) -> np.ndarray:
     """A per-row value as float64 ``[R]`` (zeros when absent)."""
+    import torch
+
     if x is None:
         return np.zeros(rows)
     return x.detach().to(torch.float64).reshape(-1).expand(rows).contiguous().numpy()
@@ -183,11 +228,20 @@ def _per_row(x: Tensor | None, rows: int) -> np.ndarray:
 _POOL: dict[tuple[int, int], ThreadPoolExecutor] = {}
 
 
+def threads() -> int:
+    """Threads the rows are split over: ``torch.get_num_threads()`` where torch is loaded
+    (the user's setting), else the cores this process may run on. Only the speed depends
+    on it: each row is one chain, computed alike on any thread."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch.get_num_threads()
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def _split(rows: int, run: Callable[[int, int], None]) -> None:
-    """Run ``run(r0, r1)`` over row ranges on ``torch.get_num_threads()`` threads (the
-    kernels release the GIL); one range on this thread when there is one row or one
-    thread."""
-    n = min(rows, torch.get_num_threads())
+    """Run ``run(r0, r1)`` over row ranges on :func:`threads` threads (the kernels
+    release the GIL); one range on this thread when there is one row or one thread."""
+    n = min(rows, threads())
     if n <= 1:
         run(0, rows)
         return

@@ -36,7 +36,7 @@ def one_line(stderr: bytes) -> str:
 # --------------------------------------------------------------------------- room to write
 
 
-@pytest.mark.parametrize("extra", [6_000, 12_000, 20_000])
+@pytest.mark.parametrize("extra", [6_000, 12_000, 17_000])  # the run writes 18,255 more
 def test_a_file_size_limit_hit_while_writing_hdf5_is_exit_5(tmp_path: Path, extra: int) -> None:
     """``ulimit -f`` (a batch scheduler's file size cap) stops the HDF5 copy somewhere in
     its outputs or its final flush: one line and exit 5, as a full disk, not h5py's

@@ -1,6 +1,7 @@
-"""The CLI loads torch (and numba's CPU target) on a thread while it opens and plans the
-file (rltscan.preload); the glibc allocator setting of streamed runs is the CLI
-process's own (rltscan.engines.stream.windows.fix_mmap_threshold).
+"""The CLI loads torch (and numba's CPU target; only numba's for a run the torch-free
+lane takes) on a thread while it opens and plans the file (rltscan.preload); the glibc
+allocator setting of streamed runs is the CLI process's own
+(rltscan.engines.stream.windows.fix_mmap_threshold).
 
 Each CLI case runs in a fresh interpreter: what loads where, and when, is per process.
 """
@@ -57,14 +58,20 @@ def _outputs(path: Path) -> dict[str, np.ndarray]:
         return {k: f[k][()] for k in ("advantages", "value_targets") if k in f}
 
 
-def test_torch_loads_on_the_thread_and_the_outputs_are_the_library_s(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["torch", "cpu"])
+def test_torch_loads_on_the_thread_and_the_outputs_are_the_library_s(
+    tmp_path: Path, backend: str
+) -> None:
+    """A torch-backend run loads torch on the thread; a cpu-backend run takes the
+    torch-free lane (rltscan.estimators.host) and loads none."""
     path = copy_sample(FLAT, tmp_path)
     out = tmp_path / "out.h5"
-    done = _cli("gae", str(path), "-o", str(out), "--device", "cpu", "--backend", "cpu", "-q")
+    done = _cli("gae", str(path), "-o", str(out), "--device", "cpu", "--backend", backend, "-q")
     assert done.returncode == 0, done.stderr
-    assert done.stderr.rstrip().endswith("TORCH-THREAD:rltscan-preload")
+    loader = "rltscan-preload" if backend == "torch" else ""
+    assert done.stderr.rstrip().endswith("TORCH-THREAD:" + loader)
     want = tmp_path / "want.h5"
-    rltscan.run("gae", str(path), output=str(want), device="cpu", backend="cpu")
+    rltscan.run("gae", str(path), output=str(want), device="cpu", backend=backend)
     got, ref = _outputs(out), _outputs(want)
     assert set(got) == {"advantages", "value_targets"}
     for name in got:
@@ -74,7 +81,7 @@ def test_torch_loads_on_the_thread_and_the_outputs_are_the_library_s(tmp_path: P
 def test_a_torch_that_cannot_load_is_one_line_and_exit_6(tmp_path: Path) -> None:
     path = copy_sample(FLAT, tmp_path)
     before = path.read_bytes()
-    done = _cli("gae", str(path), "--device", "cpu", blocked=("torch",))
+    done = _cli("gae", str(path), "--device", "cpu", "--backend", "torch", blocked=("torch",))
     assert done.returncode == 6, done.stderr
     lines = [ln for ln in done.stderr.splitlines() if ln and not ln.startswith("TORCH-THREAD")]
     assert len(lines) == 1 and lines[0].startswith("error: torch cannot be imported"), lines

@@ -146,11 +146,14 @@ def test_dry_run_imports_no_torch(command: str, sample: Path, tmp_path: Path) ->
 
 
 def test_a_run_still_computes(tmp_path: Path) -> None:
-    """The estimator command loads torch when it computes, and writes its outputs."""
+    """The estimator command loads torch when it computes on the torch backend, and
+    writes its outputs (a cpu-backend run that loads no torch: tests/engines/
+    test_host_lane.py)."""
     path = copy_sample(FLAT, tmp_path)
     out = tmp_path / "out.h5"
     heavy = (*ALL, "torch._dynamo")
-    code, stdout, imported = run_cli("gae", str(path), "-o", str(out), "--json", "-q", heavy=heavy)
+    args = ("gae", str(path), "-o", str(out), "--backend", "torch", "--json", "-q")
+    code, stdout, imported = run_cli(*args, heavy=heavy)
     assert code == 0
     report = json.loads(stdout)
     assert report["written"] and [o["name"] for o in report["outputs"]] == [

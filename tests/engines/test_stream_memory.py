@@ -60,8 +60,9 @@ def _write(fmt: str, path: Path, steps: int) -> None:
     pq.write_table(pa.table(cols), path, row_group_size=WINDOW)
 
 
-def _peak_rss(path: Path) -> int:
+def _peak_rss(path: Path, backend: str) -> int:
     cmd = [sys.executable, "-m", "rltscan", "gae", str(path), "--missing-bootstrap", "zero"]
+    cmd += ["--device", "cpu", "--backend", backend]
     cmd += ["--chunk-steps", str(WINDOW), "--block-steps", str(WINDOW), "-q"]
     env = {
         **os.environ,
@@ -81,13 +82,14 @@ def _peak_rss(path: Path) -> int:
     return int(info["maxrss_kib"]) * 1024
 
 
+@pytest.mark.parametrize("backend", ["cpu", "torch"])  # cpu: the torch-free lane
 @pytest.mark.parametrize("fmt", ["hdf5", "parquet"])
-def test_peak_rss_does_not_grow_with_file_length(fmt: str, tmp_path: Path) -> None:
+def test_peak_rss_does_not_grow_with_file_length(fmt: str, backend: str, tmp_path: Path) -> None:
     peaks = []
     for steps in LENGTHS:
         path = tmp_path / f"n{steps}.{'h5' if fmt == 'hdf5' else 'parquet'}"
         _write(fmt, path, steps)
-        peaks.append(_peak_rss(path))
+        peaks.append(_peak_rss(path, backend))
     short, long = peaks
     assert long <= short * (1 + TOLERANCE), (
         f"peak RSS grew from {short / 2**20:.0f} MiB ({LENGTHS[0]:,} steps) to "

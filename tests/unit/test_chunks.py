@@ -138,6 +138,6 @@ def test_unchunked_call_never_computes_a_carry(rng, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("carry computed eagerly")
 
-    monkeypatch.setattr(est, "_carry_out", boom)
+    monkeypatch.setattr(est, "carry_out", boom)
     res = call("gae", make("gae", (20,), rng, 0.1))
     assert set(res) == {"advantages", "value_targets"}

@@ -501,7 +501,7 @@ def outputs(
             durable=False,  # the staging commit syncs every staged shard in one batch
         )
     episodes = stats.EpisodeCollector()
-    compute = windows.BlockCall(job.spec.function, job.call(), job.opts.prefix)
+    compute = windows.BlockCall(job.spec, job.call(), job.opts.prefix)
 
     def seen(start: int, prepared: Prepared) -> None:
         episodes.add_prepared(start, prepared, job.reading.columns)

@@ -80,14 +80,22 @@ def run_streamed(
             f"{grid.chunk * grid.rows:,} (lower --block-steps too for smaller windows)"
         )
 
-    # statistics as the windows go: episodes from the inputs read (reader thread, any
-    # window order), the outputs' moments and buckets on the device where they are made
+    # statistics as the windows go: episodes from the inputs read (any window order),
+    # the outputs' moments and buckets on the device where they are made. The episodes
+    # of a window are cut on the writer thread, after its write: the reader, the busiest
+    # thread of a cpu run, only keeps their inputs (0.18-0.25 s of the writer's CPU at
+    # 5e7 steps, bench/results/cpu-stream-2core-2026-12-07-b/profile.txt)
     episodes = stats.EpisodeCollector()
+    ends: dict[int, Any] = {}  # window start -> (ends, rewards) of its episodes
 
     def prepare_window(start: int, stop: int) -> Any:
         prepared = prepare(source, window=(start, stop), **options)
-        episodes.add_prepared(start, prepared, opts.reading.columns)
+        ends[start] = stats.prepared_episode_inputs(prepared, opts.reading.columns)
         return prepared
+
+    def write(start: int, stop: int, arrays: dict[str, np.ndarray]) -> None:
+        sink.write(start, stop, arrays)
+        episodes.add_inputs(start, ends.pop(start))
 
     if dev.type == "cuda":
         import torch
@@ -106,9 +114,10 @@ def run_streamed(
     try:  # from the sink's start to its commit, any exception (Ctrl-C too) drops its temp files
         with clock.stage("open"):
             sink = _sink(source, plan, full_shape, probe)
-        # the estimator's function imports torch: after the sink has started the HDF5
-        # safety copy, which runs meanwhile (the CLI loads torch on a thread)
-        compute = windows.BlockCall(spec.function, plan.call, opts.prefix)
+        # the estimator's function imports torch (unless the torch-free lane takes the
+        # run): after the sink has started the HDF5 safety copy, which runs meanwhile
+        # (the CLI loads torch, or only numba for that lane, on a thread)
+        compute = windows.BlockCall(spec, plan.call, opts.prefix, device=dev)
         if progress is not None:
             progress("stream", True)
             if advance is not None:
@@ -121,7 +130,7 @@ def run_streamed(
                         grid,
                         prepare_window,
                         compute,
-                        sink.write,
+                        write,
                         device=dev,
                         time_dim=probe.time_dim,
                         on_window=on_window,
@@ -268,7 +277,7 @@ def _one_window(
         chunk_steps=length * rows,  # one window
         block_steps=opts.block_steps,
     )
-    compute = windows.BlockCall(spec.function, plan.call, opts.prefix)
+    compute = windows.BlockCall(spec, plan.call, opts.prefix, device=dev)
     written: dict[str, np.ndarray] = {}
 
     def keep(start: int, stop: int, arrays: dict[str, np.ndarray]) -> None:

@@ -32,6 +32,7 @@ import ctypes
 import ctypes.util
 import functools
 import queue
+import sys
 import threading
 import time
 import warnings
@@ -43,6 +44,7 @@ import numpy as np
 
 from rltscan import defaults, stats
 from rltscan.errors import DataError, RltscanError
+from rltscan.estimators import host
 
 DEFAULT_CHUNK_STEPS = defaults.CHUNK_STEPS  # steps (time × sequences) per window
 BLOCK_STEPS = defaults.BLOCK_STEPS  # steps per estimator call; the result depends on it
@@ -114,24 +116,36 @@ class BlockCall:
     they are made (:class:`rltscan.stats.OutputAccumulator`, in scan order), their
     dtypes kept for the report. A block entered with a carry
     takes no data-end bootstrap or initial value (a shard's first block in scan order;
-    inside one file the walk has dropped them already)."""
+    inside one file the walk has dropped them already).
 
-    def __init__(self, function: Callable[..., Any], call: Mapping[str, Any], prefix: str):
-        self.function, self.call, self.prefix = function, dict(call), prefix
+    With ``device`` (an engine that keeps the carries inside :func:`run_windows`), a run
+    that :func:`rltscan.estimators.host.lane` takes solves its blocks there, without
+    torch; a block that lane does not take, and every block of any other run, goes to
+    the estimator's public function (``spec.function``, which loads torch)."""
+
+    def __init__(
+        self, spec: Any, call: Mapping[str, Any], prefix: str, *, device: Any = None
+    ) -> None:
+        self.spec, self.call, self.prefix = spec, dict(call), prefix
         self.accumulator = stats.OutputAccumulator()
         self.dtypes: dict[str, str] = {}
+        self.lane = device is not None and host.lane(spec.name, self.call.get("backend"), device)
 
     def __call__(self, block: Mapping[str, Any], carry: Any) -> tuple[dict[str, Any], Any]:
         if carry is not None:
             block = {k: v for k, v in block.items() if k not in PER_ROW}
-        with warnings.catch_warnings():  # Arrow buffers are read-only; nothing writes them
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            result = self.function(**block, **self.call, carry=carry)
-        outputs = {self.prefix + k: v for k, v in dict(result).items() if v is not None}
+        solved = host.solve(self.spec, {**block, **self.call}, carry) if self.lane else None
+        if solved is None:
+            with warnings.catch_warnings():  # Arrow buffers are read-only; nothing writes them
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                result = self.spec.function(**block, **self.call, carry=carry)
+            solved = dict(result), result.carry
+        arrays, carry = solved
+        outputs = {self.prefix + k: v for k, v in arrays.items() if v is not None}
         if not self.dtypes:
             self.dtypes = {k: str(v.dtype).removeprefix("torch.") for k, v in outputs.items()}
         self.accumulator.add(outputs)
-        return outputs, result.carry
+        return outputs, carry
 
 
 class _Worker(threading.Thread):
@@ -342,11 +356,11 @@ def _compute_window(
     time_dim: int,
     totals: Totals,
 ) -> tuple[dict[str, np.ndarray], Any]:
-    import torch
-
     kwargs = prepared.kwargs
     t0 = time.perf_counter()
     if device.type == "cuda":
+        import torch
+
         kwargs = {k: _to_cuda(v, device) for k, v in kwargs.items()}
         torch.cuda.synchronize(device)
         moved = sum(int(v.nbytes) for v in prepared.kwargs.values() if isinstance(v, np.ndarray))
@@ -370,7 +384,7 @@ def _compute_window(
         for name, value in outputs.items():
             pieces.setdefault(name, []).append((b0, value))
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
+        torch.cuda.synchronize(device)  # (imported above: a cuda run)
         totals.peak_device_bytes = max(
             totals.peak_device_bytes, torch.cuda.max_memory_allocated(device)
         )
@@ -383,21 +397,25 @@ def _compute_window(
     return arrays, carry
 
 
-def _is_steps(value: Any) -> bool:
-    import torch
+def _torch() -> Any:
+    """torch where it is loaded, else None: then no value is a tensor (a torch-free run,
+    :mod:`rltscan.estimators.host`, never imports it)."""
+    return sys.modules.get("torch")
 
-    return isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim > 0
+
+def _is_steps(value: Any) -> bool:
+    torch = _torch()
+    arrays = np.ndarray if torch is None else (np.ndarray, torch.Tensor)
+    return isinstance(value, arrays) and value.ndim > 0
 
 
 def _slice(value: Any, a: int, b: int, time_dim: int) -> Any:
     """Steps ``[a, b)`` of a window array, contiguous (so that every block is laid out
     the same whatever window it came from)."""
-    import torch
-
     piece = value[:, a:b] if (time_dim == -1 and value.ndim >= 2) else value[a:b]
-    if isinstance(piece, torch.Tensor):
-        return piece.contiguous()
-    return np.ascontiguousarray(piece)
+    if isinstance(piece, np.ndarray):
+        return np.ascontiguousarray(piece)
+    return piece.contiguous()
 
 
 def _to_cuda(value: Any, device: torch.device) -> Any:
@@ -419,11 +437,12 @@ def _assemble(parts: list[tuple[int, Any]], time_dim: int) -> np.ndarray:
     """One window's output from its blocks, in step order, as one contiguous array.
     Device blocks land in one pinned buffer (asynchronous copies, one sync); the
     returned array is a view of it, which keeps it alive while the writer reads it."""
-    import torch
-
     parts = sorted(parts, key=lambda p: p[0])
     values = [p for _, p in parts]
     axis = 1 if (time_dim == -1 and values[0].ndim >= 2) else 0
+    torch = _torch()
+    if torch is None:  # numpy blocks of a torch-free run
+        return np.ascontiguousarray(values[0]) if len(values) == 1 else np.concatenate(values, axis)
     on_device = [isinstance(v, torch.Tensor) and v.device.type == "cuda" for v in values]
     if all(on_device):
         shape = list(values[0].shape)
