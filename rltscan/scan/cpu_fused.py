@@ -39,8 +39,9 @@ What was not reached, and the measured cause:
   than a second core gives on a memory-bound loop at 2 cores. Rows ([64, T/64]) are
   split over threads: 1.7-1.8x at 2 threads.
 
-A streamed HDF5 run in place is at 1.17x its I/O floor at 5e7 steps (bench/results/
-cpu-stream-2core-2026-12-07-b/; 2.06x before, in the same rounds) since it stopped
+A streamed HDF5 run in place took 2.39 s at 5e7 steps against 4.21 s before, in the same
+rounds (bench/results/cpu-stream-2core-2026-12-07-b/: 1.17x its I/O floor then, 2.06x
+before; 1.70x against a faster floor in a later run, -c/) since it stopped
 importing torch (``rltscan.estimators.host``) and HDF5's chunk cache; what is left on
 its path is numba's CPU target (its first block waits until ~0.75 s), h5py's reads on
 the reader thread, and this kernel and :func:`block_statistics` on the main one.
