@@ -50,13 +50,12 @@ from rltscan.estimators._problem import (
     NV_NONE,
     ArrayLike,
     Problem,
-    bootstrap_mode,
     missing_zero,
+    prepared_call,
 )
 from rltscan.estimators._result import RESULTS, Result
 from rltscan.estimators._solve import solve
 from rltscan.estimators.declaration import (
-    BOOTSTRAP_INPUTS,
     FLAG_INPUTS,
     PER_STEP_OF,
     SWEEPABLE,
@@ -521,18 +520,7 @@ def _finish(
         )
     if "values" not in d.inputs and args.get("values") is not None:
         _check_unread_values(d, args)
-    prepare = getattr(MODULES[d.name], "prepare", None)
-    if prepare is not None:
-        args = prepare(args)
-    nv_mode = NV_NONE
-    if any(i in d.inputs for i in BOOTSTRAP_INPUTS):
-        nv_mode = bootstrap_mode(
-            args.get("next_values"),
-            args.get("bootstrap_values"),
-            args.get("last_value"),
-            args.get("values"),
-            values_required="values" in d.inputs,
-        )
+    args, nv_mode = prepared_call(d, MODULES[d.name], args)
     floats = d.float_inputs
     out = _run(
         d.name,

@@ -15,10 +15,13 @@ from rltscan.errors import (
     ParameterError,
 )
 from rltscan.estimators._carry import Carry
+from rltscan.estimators.declaration import BOOTSTRAP_INPUTS
 
 if TYPE_CHECKING:  # torch loads where a function needs it: a numpy problem never does
     import torch
     from torch import Tensor
+
+    from rltscan.estimators.declaration import Declaration
 
 ArrayLike = Any  # torch.Tensor | numpy.ndarray | nested sequences
 
@@ -149,6 +152,24 @@ def bootstrap_mode(
     if last_value is not None:
         return NV_LAST
     return NV_NONE
+
+
+def prepared_call(d: Declaration, module: Any, args: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """``args`` through the estimator module's ``prepare`` (where it has one), and the
+    bootstrap form they then give (:func:`bootstrap_mode`; ``NV_NONE`` for an estimator
+    that takes none): the public function and the torch-free lane read a call alike."""
+    prepare = getattr(module, "prepare", None)
+    if prepare is not None:
+        args = prepare(args)
+    if not any(i in d.inputs for i in BOOTSTRAP_INPUTS):
+        return args, NV_NONE
+    return args, bootstrap_mode(
+        args.get("next_values"),
+        args.get("bootstrap_values"),
+        args.get("last_value"),
+        args.get("values"),
+        values_required="values" in d.inputs,
+    )
 
 
 def missing_zero(mode: str) -> bool:

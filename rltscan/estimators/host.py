@@ -32,9 +32,8 @@ from rltscan.estimators import declared_module
 from rltscan.estimators._carry import Carry, carry_out
 from rltscan.estimators._checks import check_params, passes, warn_not_contractive
 from rltscan.estimators._frame import Frame, in_float64, time_axis
-from rltscan.estimators._problem import NV_NONE, Problem, bootstrap_mode, missing_zero
+from rltscan.estimators._problem import Problem, missing_zero, prepared_call
 from rltscan.estimators.declaration import (
-    BOOTSTRAP_INPUTS,
     FLAG_INPUTS,
     PER_ROW_INPUTS,
     PER_STEP_OF,
@@ -136,19 +135,7 @@ def _problem(d: Declaration, args: Mapping[str, Any], carry: Any) -> tuple[Probl
     check_params(**params)
     if d.misused(params) is not None:
         return None
-    full = {**dict.fromkeys(d.inputs), **args}
-    prepare = getattr(declared_module(d.name), "prepare", None)
-    if prepare is not None:
-        full = prepare(full)
-    nv_mode = NV_NONE
-    if any(i in d.inputs for i in BOOTSTRAP_INPUTS):
-        nv_mode = bootstrap_mode(
-            full.get("next_values"),
-            full.get("bootstrap_values"),
-            full.get("last_value"),
-            full.get("values"),
-            values_required="values" in d.inputs,
-        )
+    _, nv_mode = prepared_call(d, declared_module(d.name), {**dict.fromkeys(d.inputs), **args})
     missing = args.get("missing_bootstrap", d.missing_bootstrap)
     zero = d.missing_bootstrap is not None and missing_zero(missing)
     td, squeeze = time_axis(tuple(ref.shape), args["time_dim"], d.inputs[0])
