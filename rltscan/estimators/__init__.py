@@ -31,6 +31,9 @@ from rltscan.estimators.declaration import (
     sweep_refusal,
 )
 
+# The public modules that declare no estimator (reached as attributes, ``__getattr__``).
+_SUBMODULES = ("declaration", "functions", "host")
+
 # One module per estimator: every public module of this package (not ``declaration``,
 # ``functions``, ``host``) declares one; adding an estimator is adding its module, its function
 # (``functions.py``) and its result class (``_result.py``). The first
@@ -49,7 +52,7 @@ _FIRST = (
 _FOUND = sorted(
     m.name
     for m in pkgutil.iter_modules(__path__)
-    if not m.name.startswith("_") and m.name not in ("declaration", "functions", "host", *_FIRST)
+    if not m.name.startswith("_") and m.name not in (*_SUBMODULES, *_FIRST)
 )
 _MODULE_NAMES = (*_FIRST, *_FOUND)
 _BY_KIND: dict[str, ModuleType] = {}
@@ -110,9 +113,6 @@ def check_params(values: Mapping[str, float | None], *, options: bool = False) -
         if refused is not None:
             label = "--" + name.replace("_", "-") if options else name
             raise ParameterError(f"{label} {refused[0]}", refused[1])
-
-
-_SUBMODULES = ("declaration", "functions", "host")
 
 
 def __getattr__(name: str) -> Any:
