@@ -19,7 +19,14 @@ from rltscan.errors import (
 )
 from rltscan.estimators import check_params as declared_check_params
 from rltscan.estimators._frame import Frame
-from rltscan.estimators._problem import NV_LAST, NV_NONE, Problem, boot_mask, cut_mask
+from rltscan.estimators._problem import (
+    NV_LAST,
+    NV_NONE,
+    Problem,
+    boot_mask,
+    copied,
+    cut_mask,
+)
 from rltscan.estimators.declaration import (
     READ_AFTER_UNCUT,
     READ_ALL,
@@ -103,10 +110,7 @@ def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> Non
         lv_bad = ~torch.isfinite(p.last_value) & ~p.flag("terminated")[:, -1]
         checks.append(("last_value", lv_bad[:, None], "NaN or Inf"))
     if bootstrap_checked(p):
-        boot = boot_mask(p).clone()
-        if p.nv_mode == NV_LAST:
-            boot[:, -1] = False
-        checks.append(("bootstrap", boot, "missing"))
+        checks.append(("bootstrap", missing_bootstrap(p), "missing"))
     if not checks:
         return
     flags = torch.stack([c[1].any() for c in checks]).tolist()  # the one sync
@@ -117,14 +121,7 @@ def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> Non
         # the index is the user's (time at frame.time_dim); "{index}" is where it is said
         idx = frame.user_index(r, t)
         if what == "missing":
-            end = "the window ends" if t == p.shape[1] - 1 else "the episode is truncated"
-            raise MissingBootstrapError(
-                f"{end} at index {{index}} without termination but no bootstrap value was given",
-                'pass "next_values", "bootstrap_values" or "last_value" '
-                '(or missing_bootstrap="zero" to treat it as 0)',
-                index=idx,
-                time_axis=frame.time_dim,
-            )
+            raise missing_bootstrap_error(p, frame, r, t)
         if name == "last_value":  # one value per sequence: the index is the row's
             raise DataError(
                 f'"last_value" has {what}', "pass finite bootstrap values", column=name, index=r
@@ -136,6 +133,41 @@ def validate_contents(p: Problem, reads: Mapping[str, str], frame: Frame) -> Non
             index=idx,
             time_axis=frame.time_dim,
         )
+
+
+def missing_bootstrap(p: Problem) -> Tensor | np.ndarray:
+    """Where ``p`` needs V(s_t+1) and no source gives it, where :func:`bootstrap_checked`
+    (D5): every boot step, but the last one where ``last_value`` gives it. A bool mask of
+    the columns' kind (tensor, or numpy in the torch-free lane)."""
+    if p.nv_mode != NV_LAST:
+        return boot_mask(p)
+    boot = copied(boot_mask(p))
+    boot[:, -1] = False
+    return boot
+
+
+def missing_bootstrap_error(p: Problem, frame: Frame, r: int, t: int) -> MissingBootstrapError:
+    """The refusal of a missing bootstrap at element ``(r, t)`` of ``p``'s ``[R, T]``
+    columns, at the user's index."""
+    end = "the window ends" if t == p.shape[1] - 1 else "the episode is truncated"
+    return MissingBootstrapError(
+        f"{end} at index {{index}} without termination but no bootstrap value was given",
+        'pass "next_values", "bootstrap_values" or "last_value" '
+        '(or missing_bootstrap="zero" to treat it as 0)',
+        index=frame.user_index(r, t),
+        time_axis=frame.time_dim,
+    )
+
+
+def refuse_missing_bootstrap(p: Problem, frame: Frame) -> None:
+    """The missing-bootstrap check of :func:`validate_contents` on a problem of numpy
+    columns (the torch-free lane): raises its error at the first such step."""
+    if not bootstrap_checked(p):
+        return
+    missing = missing_bootstrap(p)
+    if missing.any():
+        r, t = np.argwhere(missing)[0]
+        raise missing_bootstrap_error(p, frame, int(r), int(t))
 
 
 def finite_sum(x: Tensor | np.ndarray) -> bool:
@@ -155,11 +187,12 @@ def finite_sum(x: Tensor | np.ndarray) -> bool:
 
 
 def passes(p: Problem, reads: Mapping[str, str]) -> bool:
-    """Whether :func:`validate_contents` has nothing to look for, told at a glance: every
-    read column's sum is finite, no ``last_value``, no missing-bootstrap rule in force.
-    False only says that the full check must run (it names what it finds). Torch-free
-    on numpy problems (``rltscan.estimators.host``)."""
-    if p.last_value is not None or bootstrap_checked(p):
+    """Whether :func:`validate_contents` finds nothing before its missing-bootstrap check,
+    told at a glance: every read column's sum is finite, no ``last_value``. False only
+    says that the full check must run (it names what it finds). Torch-free on numpy
+    problems (``rltscan.estimators.host``, which then runs
+    :func:`refuse_missing_bootstrap`)."""
+    if p.last_value is not None:
         return False
     return all(finite_sum(p.cols[name]) for name in reads if name in p.cols)
 

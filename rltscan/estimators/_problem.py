@@ -10,6 +10,8 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from rltscan.errors import (
     DataError,
     ParameterError,
@@ -85,10 +87,13 @@ class Problem:
         return self.cols[name].to(self.dtype)
 
     def flag(self, name: str) -> Tensor:
-        """A flag as a bool tensor (all False when absent)."""
+        """A flag as a bool tensor (all False when absent); a bool numpy array in a
+        problem of numpy columns (the torch-free lane, ``rltscan.estimators.host``)."""
+        f = self.cols.get(name)
+        if isinstance(next(iter(self.cols.values())), np.ndarray):
+            return np.zeros(self.shape, dtype=bool) if f is None else f.astype(bool, copy=False)
         import torch
 
-        f = self.cols.get(name)
         if f is None:
             return torch.zeros(self.shape, dtype=torch.bool, device=self.device)
         return f if f.dtype == torch.bool else f != 0
@@ -104,7 +109,7 @@ class Problem:
 
     @functools.cached_property
     def cut(self) -> Tensor:
-        cut = self.done.clone()
+        cut = copied(self.done)
         if not self.continues:  # the window end is a truncation (D3); a chunk end is not
             cut[:, -1] = True
         return cut
@@ -112,6 +117,11 @@ class Problem:
     @functools.cached_property
     def boot(self) -> Tensor:
         return self.cut & ~self.flag("terminated")
+
+
+def copied(x: Tensor | np.ndarray) -> Tensor | np.ndarray:
+    """A copy of a tensor or of a numpy array (a problem's columns are either)."""
+    return x.copy() if isinstance(x, np.ndarray) else x.clone()
 
 
 def bootstrap_mode(

@@ -14,9 +14,12 @@ runs :func:`rltscan.scan.cpu_fused.run`, the entry the torch backend's solve run
 It takes only what it can do the same way: numpy arrays of one shape (one or two
 axes), float32/float64 values and bool flags, scalar parameters, the CLI's controls, a
 carry of this estimator, and contents that pass the checks at a glance
-(``_checks.passes``). Anything else, or any refusal, is answered None and the public
-function runs that block (importing torch), with its own messages; the carries of the
-two cross freely. So the outputs are the torch lane's to the bit
+(``_checks.passes``). A truncation with no bootstrap value, where the missing-bootstrap
+rule is in force, is refused here with the public function's own error
+(``_checks.refuse_missing_bootstrap``: the check and its message are the ones
+``validate_contents`` runs). Anything else, or any other refusal, is answered None and
+the public function runs that block (importing torch), with its own messages; the
+carries of the two cross freely. So the outputs are the torch lane's to the bit
 (tests/engines/test_host_lane.py).
 """
 
@@ -30,7 +33,12 @@ import numpy as np
 from rltscan.errors import RltscanError
 from rltscan.estimators import declared_module
 from rltscan.estimators._carry import Carry, carry_out
-from rltscan.estimators._checks import check_params, passes, warn_not_contractive
+from rltscan.estimators._checks import (
+    check_params,
+    passes,
+    refuse_missing_bootstrap,
+    warn_not_contractive,
+)
 from rltscan.estimators._frame import Frame, in_float64, time_axis
 from rltscan.estimators._problem import Problem, missing_zero, prepared_call
 from rltscan.estimators.declaration import (
@@ -84,6 +92,7 @@ def solve(
     if d.contraction_warning:
         gamma, lam, c_clip = (float(p.params[n]) for n in ("gamma", "lam", "c_clip"))
         warn_not_contractive(gamma, lam, c_clip, d.function_name)
+    refuse_missing_bootstrap(p, frame)  # the public function's refusal, raised here
     rows = p.shape[0]
     cols = {
         n: x.view(np.uint8) if n in FLAG_INPUTS else x.astype(p.dtype, copy=False)

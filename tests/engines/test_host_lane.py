@@ -7,8 +7,9 @@ the public function): random HDF5 and Parquet files, in place and to a new file,
 and uint8 flags, sparse and dense episode ends, with and without next values, several
 windows and blocks (carries between them), several seeds. A block the lane does not
 take (a NaN where it is not read) goes to the public function and the carries cross;
-refusals are the public function's, one line, same exit code; a CLI run with torch
-made unimportable still computes.
+refusals are the public function's, one line, same exit code (a missing bootstrap is
+refused on the lane, with the public function's own check and error); a CLI run with
+torch made unimportable still computes, the missing-bootstrap rule in force or not.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import rltscan
+from rltscan.errors import MissingBootstrapError
 from rltscan.estimators import host
 from tests.io_helpers import BUFFER
 
@@ -113,8 +115,7 @@ def _run(
             backend="cpu",
             chunk_steps=CHUNK,
             block_steps=BLOCK,
-            missing_bootstrap="zero" if command != "returns" else None,
-            **kw,
+            **{"missing_bootstrap": "zero" if command != "returns" else None, **kw},
         )
     names = [o.name for o in report.outputs]
     return _read(target, names), report.to_dict()["statistics"]
@@ -160,6 +161,75 @@ def test_the_lane_gives_the_torch_lane_s_bits(
     assert not solved  # the torch lane never asked
     _same(got, want)
     assert got_stats == want_stats
+
+
+@pytest.mark.parametrize("fmt", ["hdf5", "parquet"])
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize(("seed", "flag", "inplace"), [(7, "bool", True), (8, "uint8", False)])
+def test_the_missing_bootstrap_rule_in_force_stays_on_the_lane(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    solved: list[bool],
+    fmt: str,
+    command: str,
+    seed: int,
+    flag: str,
+    inplace: bool,
+) -> None:
+    """No next values stored and ``missing_bootstrap="error"`` (the default but for
+    returns): every block is checked for a missing bootstrap on the lane, and solved
+    there with the torch lane's bits (episodes end on terminations only)."""
+    cols = _columns(seed, 0.01, flag, False)
+    cols["terminals"] |= cols["timeouts"]
+    cols["timeouts"][:] = False
+    src = _write(fmt, tmp_path / ("in" + SUFFIX[fmt]), cols)
+    rule = {"missing_bootstrap": "error"}
+    got, got_stats = _run(
+        monkeypatch, src, tmp_path / "lane", command, lane=True, inplace=inplace, **rule
+    )
+    assert solved and all(solved)
+    want, want_stats = _run(
+        monkeypatch, src, tmp_path / "torch", command, lane=False, inplace=inplace, **rule
+    )
+    _same(got, want)
+    assert got_stats == want_stats
+
+
+@pytest.mark.parametrize("kind", ["gae", "td_lambda", "vtrace", "returns"])
+@pytest.mark.parametrize(("time_dim", "at"), [(-1, (2, 40)), (0, (40, 2)), (-1, (0, 63))])
+def test_a_missing_bootstrap_is_the_public_function_s_refusal(
+    kind: str, time_dim: int, at: tuple[int, int]
+) -> None:
+    """The lane's refusal of a truncation (or a window end) with no bootstrap value is
+    the public function's error: class, message, index and time axis."""
+    from rltscan.estimators import declared_module
+
+    d = declared_module(kind).DECLARATION
+    cols = _columns(9, 0.0, "bool", False)
+    shape = (4, 64) if time_dim == -1 else (64, 4)
+    args: dict[str, Any] = {
+        n: cols[c][: 4 * 64].reshape(shape)
+        for n, c in (
+            ("rewards", "rewards"),
+            ("values", "values"),
+            ("terminated", "terminals"),
+            ("truncated", "timeouts"),
+            ("logp_target", "logp_target"),
+            ("logp_behavior", "logp_behavior"),
+        )
+        if n in d.inputs
+    }
+    last = (slice(None), -1) if time_dim == -1 else (-1, slice(None))
+    args["terminated"][last] = True  # the window ends on terminations, but at ``at``
+    args["terminated"][at] = False
+    args["truncated"][at] = at[time_dim] != 63  # (the window's end: no flag at all)
+    args.update(missing_bootstrap="error", time_dim=time_dim, backend="cpu")
+    with pytest.raises(MissingBootstrapError) as lane:
+        host.solve(d, args, None)
+    with pytest.raises(MissingBootstrapError) as public:
+        d.function(**args)
+    assert str(lane.value) == str(public.value)
+    assert vars(lane.value) == vars(public.value)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -236,17 +306,25 @@ def _cli(*args: str, **env: str) -> tuple[int, list[str], bool]:
 
 @pytest.mark.parametrize("fmt", ["hdf5", "parquet"])
 @pytest.mark.parametrize("command", ["gae", "vtrace"])
+@pytest.mark.parametrize("next_values", [True, False])
 def test_a_cli_run_without_torch_computes_the_same_bits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, command: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, command: str, next_values: bool
 ) -> None:
-    src = _write(fmt, tmp_path / ("in" + SUFFIX[fmt]), _columns(5, 0.01, "bool", True))
+    """With next values, or without them under the default missing-bootstrap rule
+    ("error", checked on the lane; the episodes end on terminations only)."""
+    cols = _columns(5, 0.01, "bool", next_values)
+    if not next_values:
+        cols["terminals"] |= cols["timeouts"]
+        cols["timeouts"][:] = False
+    src = _write(fmt, tmp_path / ("in" + SUFFIX[fmt]), cols)
     out = tmp_path / ("out" + SUFFIX[fmt])
     args = (command, str(src), "-o", str(out), "--device", "cpu", "--backend", "cpu")
     args += ("--chunk-steps", str(CHUNK), "--block-steps", str(BLOCK), "-q")
     code, lines, loaded = _cli(*args, NO_TORCH="1")
     assert code == 0 and not loaded, lines
     names = ["advantages", "value_targets"] if command == "gae" else ["vs", "pg_advantages"]
-    want, _ = _run(monkeypatch, src, tmp_path / "torch", command, lane=False, inplace=False)
+    rule = {} if next_values else {"missing_bootstrap": "error"}
+    want, _ = _run(monkeypatch, src, tmp_path / "torch", command, lane=False, inplace=False, **rule)
     _same(_read(out, names), want)
 
 
@@ -255,11 +333,13 @@ def test_a_cli_run_without_torch_computes_the_same_bits(
     [
         ("rewards", ()),  # a NaN that is read: DataError
         ("timeouts", ("--missing-bootstrap", "error")),  # a truncation with no bootstrap
+        ("timeouts", ()),  # the same under GAE's default rule
     ],
 )
 def test_refusals_are_the_public_function_s(tmp_path: Path, damage: str, args: tuple) -> None:
-    """One line, the same line and exit code as the torch lane's; the lane imports torch
-    only to hand the refused block to the public function."""
+    """One line, the same line and exit code as the torch lane's. The lane refuses a
+    missing bootstrap itself, with torch made unimportable; a NaN that is read goes to
+    the public function (which imports torch) to be named."""
     cols = _columns(6, 0.01, "bool", False)
     if damage == "rewards":
         cols["rewards"][1234] = np.nan
@@ -270,7 +350,7 @@ def test_refusals_are_the_public_function_s(tmp_path: Path, damage: str, args: t
     base = ("gae", str(src), "--device", "cpu", "--backend", "cpu", "--chunk-steps", str(CHUNK))
     base += ("--block-steps", str(BLOCK), *args)
     before = src.read_bytes()
-    code, lines, _ = _cli(*base)
+    code, lines, _ = _cli(*base, **({} if damage == "rewards" else {"NO_TORCH": "1"}))
     torch_code, torch_lines, _ = _cli(*base, NO_LANE="1")
     assert code == torch_code and code not in (0, 1)
     assert len(lines) == 1 and lines == torch_lines and lines[0].startswith("error: ")
