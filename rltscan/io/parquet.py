@@ -339,7 +339,12 @@ class RowGroupReader:
     The groups a range needs are decoded in ONE ``read_row_groups`` call, for every
     column asked for so far, so pyarrow decodes groups x columns on all cores. The
     cache holds every group of the last range (plus ``keep``): the other columns of
-    the same window, and the next window's first group, never decode twice.
+    the same window, and the next window's first group, never decode twice. The groups
+    a decode will not keep are dropped before it, not after: a streamed run reads a
+    window while the one before it is computed and written, and the earlier window's
+    decoded groups (a copy of its inputs) held through the next decode made the peak
+    RSS of a Parquet run depend on how its threads lined up, so on how many windows it
+    has (bench/results/cpu-stream-2core-2026-12-07-d/).
     """
 
     def __init__(self, pf: Any, where: str, keep: int = 1) -> None:
@@ -359,6 +364,7 @@ class RowGroupReader:
             found = {i: self.cache[i][name] for i in ids if name in self.cache.get(i, {})}
         missing = [i for i in ids if i not in found]
         if missing:
+            self._drop_all_but(ids)
             with structure(self.where, f'column "{name}" cannot be read'):
                 table = self.pf.read_row_groups(missing, columns=wanted, use_threads=True)
             fresh, at = {}, 0
@@ -371,10 +377,15 @@ class RowGroupReader:
                 self.cache.update(fresh)
                 for i in ids:  # most recently used last
                     self.cache[i] = self.cache.pop(i, fresh.get(i, {}))
-                while len(self.cache) > len(ids) + self.keep:
-                    self.cache.pop(next(iter(self.cache)))
             found.update({i: fresh[i][name] for i in missing})
         return [found[i] for i in ids]
+
+    def _drop_all_but(self, ids: list[int]) -> None:
+        """Drop every cached group but ``ids`` and the ``keep`` most recently used."""
+        with self.lock:
+            others = [i for i in self.cache if i not in ids]
+            for i in others[: max(len(others) - self.keep, 0)]:
+                del self.cache[i]
 
     def read(self, name: str, start: int, stop: int) -> np.ndarray:
         first = max(int(np.searchsorted(self.starts, start, side="right")) - 1, 0)
