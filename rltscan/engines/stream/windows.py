@@ -293,6 +293,10 @@ def run_windows(
             _fold(totals, start, prepared)
             if not _put_checked(outbox, (start, stop, arrays), threads):
                 break
+            # the writer holds the window now: kept here, its inputs and outputs would
+            # live past its write (through the wait for the next window and its compute),
+            # outside the WINDOWS_ALIVE bound
+            del item, prepared, arrays
             if on_window is not None:
                 on_window(stop - start)
         _put_checked(outbox, _DONE, threads)
