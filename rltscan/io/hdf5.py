@@ -907,13 +907,31 @@ def check_number_type(ds: Any, where: str, key: str) -> None:
 
 def check_dtype(dtype: Any, where: str, key: str) -> None:
     """Bool, integer and float (up to 64-bit) columns only: strings, compound, complex
-    and float128 would fail later as tracebacks (or be cast silently)."""
+    and float128 would fail later as tracebacks (or be cast silently).
+
+    An HDF5 enum other than a boolean one (h5py's ``{FALSE: 0, TRUE: 1}``, read as bool)
+    is refused too: its numbers mean what its member names say (``{RUNNING: 0, DONE:
+    1}``, or ``{TRUE: 0, FALSE: 1}``), and read as integers a flag column of one would be
+    0/1 flags of another meaning, with exit 0."""
+    mapping = _h5py().check_enum_dtype(dtype)
+    if mapping is not None and not _boolean_enum(mapping):
+        members = ", ".join(f"{k}: {v}" for k, v in sorted(mapping.items(), key=lambda kv: kv[1]))
+        raise DTypeError(
+            f'{where}: dataset "{key}" is an HDF5 enum {{{members}}}, whose numbers mean what '
+            "its names say, not a number or a 0/1 flag; write the column as booleans or "
+            "numbers, or pass another column with its option (see rltscan inspect)"
+        )
     dtype = np.dtype(dtype)
     if dtype.kind not in "biuf" or dtype.itemsize > 8:
         raise DTypeError(
             f'{where}: dataset "{key}" has dtype {dtype}, not bool, integer or float (at most '
             "64-bit); pass another column with its option (see rltscan inspect)"
         )
+
+
+def _boolean_enum(mapping: Mapping[str, int]) -> bool:
+    """An enum of exactly false = 0 and true = 1 (any case): 0/1 flags as they read."""
+    return {k.lower(): int(v) for k, v in mapping.items()} == {"false": 0, "true": 1}
 
 
 def _attr(value: Any) -> Any:
