@@ -321,6 +321,11 @@ def _ends_without_flags(
     source = res.source
     if ended is None and source.layout == "flat" and res.find("episode_id"):
         ended = np.zeros(shape, bool)  # the boundaries come from the ids
+    elif ended is None and source.layout == "flat" and not needed and _counter(res):
+        # an estimator that runs without flags (prefix sums) still starts an episode where
+        # the step counter starts again, as it does where an id changes: the counter
+        # says so, and summing on across it gave other numbers with exit 0
+        ended = np.zeros(shape, bool)
     elif ended is None and source.layout == "episodes":
         ended = np.zeros(shape, bool)
     if ended is not None:
@@ -333,6 +338,17 @@ def _ends_without_flags(
         f'{source.where} has no "terminals" or "timeouts" column (nor dones or episode ids)',
         f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)}){also}",
     )
+
+
+def _counter(res: Resolution) -> bool:
+    """Whether a flat table has a step column stored as integers (:func:`_step_resets`
+    reads only such a column as a counter)."""
+    name = res.find("step")
+    info = res.source.columns.get(name) if name is not None else None
+    try:
+        return info is not None and np.issubdtype(np.dtype(info.dtype), np.integer)
+    except TypeError:  # a type numpy does not name (Arrow's "halffloat", "string")
+        return False
 
 
 def _ended_from_dones(
