@@ -183,7 +183,11 @@ def _flags(
     provably repeats them; otherwise the run stops. Open choices are asked on ``res``
     (provisional readings let the resolution go on and find the others).
     """
-    ends = _stored_ends(res, reader, shape, axes, dones_mean, needed=needed)
+    evidence = axes.layout == "flat" and (
+        _counter(res)
+        or (observation_gaps != "ignore" and _observed(res))  # what _hidden_ends compares
+    )
+    ends = _stored_ends(res, reader, shape, axes, dones_mean, needed=needed, evidence=evidence)
     if ends.terminated is None:
         return ends  # nothing marks episode ends, and the estimator needs none
     id_ends: np.ndarray | None = None  # which evidence ends an episode where
@@ -210,6 +214,7 @@ def _stored_ends(
     dones_mean: DonesMean | None,
     *,
     needed: bool,
+    evidence: bool,
 ) -> Ends:
     """The episode ends the stored flag columns give: ``terminated``/``truncated``, and a
     dones or episode-start column read as ends (:func:`_dones_are_ends`) beside them
@@ -228,7 +233,7 @@ def _stored_ends(
         )
     settled = len(res.pending) == asked  # the dones' meaning was not just asked
     if not flagged:
-        return _ends_without_flags(res, ended, shape, meaning, needed=needed)
+        return _ends_without_flags(res, ended, shape, meaning, needed=needed, evidence=evidence)
     ends = Ends(
         np.zeros(shape, bool) if term is None else term,
         np.zeros(shape, bool) if trunc is None else trunc,
@@ -313,19 +318,21 @@ def _ends_without_flags(
     meaning: DonesMean | None,
     *,
     needed: bool,
+    evidence: bool,
 ) -> Ends:
     """The ends of a file with no terminated or truncated column: every end is unflagged
     (``ended``, the dones column's; none yet where a flat table's episode ids or the
     episode groups mark them, later). With none of these nothing marks them: refused
-    where the estimator needs flags, else no flags at all."""
+    where the estimator needs flags, else no flags at all, unless a flat table's
+    ``evidence`` (a step counter, observations beside next observations) may show ends:
+    an estimator that runs without flags (prefix sums) ends episodes where it does, as
+    where an id changes (summing on across a counter's restart gave other numbers with
+    exit 0)."""
     source = res.source
     if ended is None and source.layout == "flat" and res.find("episode_id"):
         ended = np.zeros(shape, bool)  # the boundaries come from the ids
-    elif ended is None and source.layout == "flat" and not needed and _counter(res):
-        # an estimator that runs without flags (prefix sums) still starts an episode where
-        # the step counter starts again, as it does where an id changes: the counter
-        # says so, and summing on across it gave other numbers with exit 0
-        ended = np.zeros(shape, bool)
+    elif ended is None and not needed and evidence:
+        ended = np.zeros(shape, bool)  # the ends come from the evidence, later
     elif ended is None and source.layout == "episodes":
         ended = np.zeros(shape, bool)
     if ended is not None:
@@ -338,6 +345,11 @@ def _ends_without_flags(
         f'{source.where} has no "terminals" or "timeouts" column (nor dones or episode ids)',
         f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)}){also}",
     )
+
+
+def _observed(res: Resolution) -> bool:
+    """Whether a flat table has both observation columns (:func:`_hidden_ends`)."""
+    return res.find("observations") is not None and res.find("next_observations") is not None
 
 
 def _counter(res: Resolution) -> bool:

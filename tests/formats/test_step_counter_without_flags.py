@@ -7,7 +7,9 @@ flag column: a table of episodes numbered only by their steps (a frame table wit
 ``next.done``, a logger's ``step`` column) got prefix sums running from one episode
 into the next, with exit 0. The counter's restarts now start episodes there too, in one
 file, in windows and across shards; a step column that is not an integer counter (a
-float ``t``, time in seconds) still proves nothing.
+float ``t``, time in seconds) still proves nothing. The same held for a D4RL-style file's
+hidden ends (``observations[t+1]`` unlike ``next_observations[t]``): without flag
+columns prefix-sum never looked, and now asks as every other run does.
 """
 
 from __future__ import annotations
@@ -77,3 +79,21 @@ def test_a_float_t_column_is_not_a_counter(tmp_path: Path) -> None:
     code, err = _prefix_sum(str(path))
     assert code == 0, err
     np.testing.assert_allclose(pq.read_table(path)["prefix_sums"].to_numpy(), np.cumsum(x))
+
+
+def test_hidden_ends_are_asked_about_without_flag_columns(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    states = rng.normal(size=(9, 2))
+    obs, nxt = states[:-1].copy(), states[1:].copy()
+    obs[4] = rng.normal(size=2)  # a reset nobody flagged: nxt[3] is not obs[4]
+    path = tmp_path / "d4rl.h5"
+    with h5py.File(path, "w") as h:
+        h["rewards"], h["observations"], h["next_observations"] = np.ones(8), obs, nxt
+    code, err = _prefix_sum(str(path))
+    assert code == 2 and "--ends-from-observations" in err, err
+    assert _prefix_sum(str(path), "--ends-from-observations")[0] == 0
+    with h5py.File(path) as h:
+        np.testing.assert_array_equal(h["prefix_sums"][:], [1, 2, 3, 4, 1, 2, 3, 4])
+    assert _prefix_sum(str(path), "--ignore-observation-gaps", "--overwrite")[0] == 0
+    with h5py.File(path) as h:
+        np.testing.assert_array_equal(h["prefix_sums"][:], np.arange(1, 9))
