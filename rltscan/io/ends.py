@@ -185,6 +185,7 @@ def _flags(
     """
     evidence = axes.layout == "flat" and (
         _counter(res)
+        or _counter(res, "row_index")
         or (observation_gaps != "ignore" and _observed(res))  # what _hidden_ends compares
     )
     ends = _stored_ends(res, reader, shape, axes, dones_mean, needed=needed, evidence=evidence)
@@ -196,6 +197,7 @@ def _flags(
         id_ends, step_ends = _flat_cuts(res, reader, shape, ends)
         if observation_gaps != "ignore":
             _hidden_ends(res, reader, shape, axes, ends, observation_gaps)
+        _index_gaps(res, reader, shape, axes, ends)
     elif axes.episodes:
         cut = np.zeros(shape, bool)
         cut[np.cumsum(axes.lengths) - 1] = True
@@ -352,10 +354,10 @@ def _observed(res: Resolution) -> bool:
     return res.find("observations") is not None and res.find("next_observations") is not None
 
 
-def _counter(res: Resolution) -> bool:
-    """Whether a flat table has a step column stored as integers (:func:`_step_resets`
-    reads only such a column as a counter)."""
-    name = res.find("step")
+def _counter(res: Resolution, role: str = "step") -> bool:
+    """Whether a flat table has a ``role`` column stored as integers (:func:`_step_resets`
+    and :func:`_index_gaps` read only such a column as a counter)."""
+    name = res.find(role)
     info = res.source.columns.get(name) if name is not None else None
     try:
         return info is not None and np.issubdtype(np.dtype(info.dtype), np.integer)
@@ -619,6 +621,52 @@ def _step_resets(reader: ColumnReader, name: str, shape: tuple[int, ...]) -> np.
         return reset
     reset.reshape(-1)[:-1] = steps[1:] != steps[:-1] + 1
     return reset
+
+
+def _index_gaps(
+    res: Resolution, reader: ColumnReader, shape: tuple[int, ...], axes: Axes, ends: Ends
+) -> None:
+    """A flat table's pandas index (``__index_level_0__``) where it does not go on by one
+    and nothing ends the episode there: a decision.
+
+    pandas writes a DataFrame's index as a column only when it is not a RangeIndex:
+    after rows were dropped (``dropna``, a filter), reordered (``sample``,
+    ``sort_values``), concatenated or exploded. Where its labels do not go on by one,
+    the two rows need not be consecutive steps, and reading them as such (rltscan reads
+    rows in file order) gave other numbers with exit 0. Nothing in the table says what
+    lies between them, so the run asks (whatever the estimator): ``--ignore`` the column
+    where the rows are consecutive steps all the same, or mark the ends. A column read
+    as the episode id (an exploded table's labels) is not looked at again."""
+    name = res.find("row_index")
+    if name is None or name == res.find("episode_id"):
+        return
+    labels = np.asarray(reader.column("row_index", name)).reshape(-1)
+    if labels.size != int(np.prod(shape)) or not np.issubdtype(labels.dtype, np.integer):
+        del reader.roles["row_index"]  # not pandas's integer labels: they prove nothing
+        return
+    term, trunc = ends.flags()
+    gaps = np.zeros(labels.shape, bool)
+    gaps[:-1] = labels[1:] != labels[:-1] + 1
+    gaps &= ~(term | trunc | ends.unflagged).reshape(-1)
+    if not gaps.any():
+        return
+    t = int(np.argmax(gaps))
+    first, then = labels[t].item(), labels[t + 1].item()
+    at = _at(gaps.reshape(shape), res.source, axes.lengths, axes.place)
+    if first == then:
+        what = (
+            f'the pandas index "{name}" repeats its label {first} ({at}): df.explode gives '
+            "each item its row's label"
+        )
+        fix = f"pass --episode-id {name} if each label is one episode"
+    else:
+        what = (
+            f'the pandas index "{name}" goes from {first} to {then} ({at}) where no flag '
+            "ends an episode: rows were dropped, reordered or concatenated there, so the "
+            "two need not be consecutive steps"
+        )
+        fix = "sort the table by its index first (df.sort_index()) if it was reordered"
+    res.ask(Decision(what, f"{fix}, or pass --ignore {name} if the rows are consecutive steps"))
 
 
 def _hidden_ends(
