@@ -32,6 +32,7 @@ The HDF5 registry row (detection, dispatch, the table conversions) is
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -773,12 +774,20 @@ def _array_source(
     else:
         columns = {k: _info(k, ds) for k, ds in datasets.items() if ds.ndim >= 1}
 
+    written: set[str] = set()  # the datasets whose chunks were checked (once each)
+
+    def dataset(key: str) -> Any:
+        if key not in written:
+            check_written(datasets[key], where, key)
+            written.add(key)
+        return datasets[key]
+
     def read(key: str) -> np.ndarray:
-        return _read(datasets[key], where, key)
+        return _read(dataset(key), where, key)
 
     def read_range(key: str, start: int, stop: int) -> np.ndarray:
         index = (slice(None), slice(start, stop)) if layout == "batch-major" else slice(start, stop)
-        return _read(datasets[key], where, key, index)
+        return _read(dataset(key), where, key, index)
 
     steps = None
     if rewards_name is not None:
@@ -866,6 +875,42 @@ def read_raw(ds: Any, where: str, key: str) -> np.ndarray:
     with structure(where, f'dataset "{key}"'):
         check_number_type(ds, where, key)
         return np.asarray(ds[()])
+
+
+def check_written(ds: Any, where: str, key: str) -> None:
+    """A chunked dataset must have every chunk written: one never written reads as the
+    fill value (0 by default), and a buffer allocated ahead (``create_dataset(shape=
+    (capacity,), chunks=...)``) and filled in part, by a logger that stopped early, gave
+    outputs over its zeros as steps, with exit 0. Refused, naming the first such rows."""
+    if ds.chunks is None or ds.size == 0:
+        return  # contiguous or compact: written whole, or not at all (then all fill)
+    with structure(where, f'dataset "{key}"'):
+        dsid = ds.id
+        per_axis = [-(-n // c) for n, c in zip(ds.shape, ds.chunks, strict=True)]
+        try:
+            count = dsid.get_num_chunks()
+        except AttributeError:  # an h5py without the chunk query: nothing to check with
+            return
+        if count >= int(np.prod(per_axis)):
+            return
+        allocated = {tuple(dsid.get_chunk_info(i).chunk_offset) for i in range(count)}
+    first = next(
+        offset
+        for offset in itertools.product(
+            *(range(0, n, c) for n, c in zip(ds.shape, ds.chunks, strict=True))
+        )
+        if offset not in allocated
+    )
+    fill = np.asarray(ds.fillvalue)
+    raise DataError(
+        f'{where}: dataset "{key}" was never written at index {tuple(int(o) for o in first)} '
+        f"(its chunk of shape {ds.chunks} there holds no data and reads as the fill value "
+        f"{fill.item() if fill.size == 1 else fill!r}), and "
+        f"{int(np.prod(per_axis)) - count} such chunk(s) in all: a buffer allocated ahead "
+        "and filled in part",
+        "pass a copy with only the rows that were written (h5py: ds.resize(n, axis=0)), "
+        "or write the missing rows",
+    )
 
 
 # IEEE 754 binary16/32/64 as HDF5 describes them: size -> ((sign, exponent position and
