@@ -881,7 +881,11 @@ def check_written(ds: Any, where: str, key: str) -> None:
     """A chunked dataset must have every chunk written: one never written reads as the
     fill value (0 by default), and a buffer allocated ahead (``create_dataset(shape=
     (capacity,), chunks=...)``) and filled in part, by a logger that stopped early, gave
-    outputs over its zeros as steps, with exit 0. Refused, naming the first such rows."""
+    outputs over its zeros as steps, with exit 0. Refused, naming the first such rows.
+    A virtual dataset's sources are checked the same way (:func:`_check_sources`)."""
+    if ds.is_virtual:
+        _check_sources(ds, where, key)
+        return
     if ds.chunks is None or ds.size == 0:
         return  # contiguous or compact: written whole, or not at all (then all fill)
     with structure(where, f'dataset "{key}"'):
@@ -911,6 +915,41 @@ def check_written(ds: Any, where: str, key: str) -> None:
         "pass a copy with only the rows that were written (h5py: ds.resize(n, axis=0)), "
         "or write the missing rows",
     )
+
+
+def _check_sources(ds: Any, where: str, key: str) -> None:
+    """Every source of virtual dataset ``ds`` must be there: libhdf5 reads a missing
+    source file (moved, or not copied with the file) or dataset as the fill value,
+    without an error, and such a column gave outputs over zeros with exit 0. Looked for
+    where libhdf5 looks (``HDF5_VDS_PREFIX``, the virtual file's folder, the working
+    folder); a name with a printf pattern (``%b``, unlimited mappings) is not checked."""
+    h5py = _h5py()
+    home = Path(ds.file.filename).resolve().parent
+    prefixes = [p for p in os.environ.get("HDF5_VDS_PREFIX", "").split(os.pathsep) if p]
+    with structure(where, f'virtual dataset "{key}"'):
+        for source in ds.virtual_sources():
+            name, dset = source.file_name, source.dset_name
+            if "%" in name or "%" in dset:
+                continue
+            if name == ".":
+                found = dset in ds.file
+            else:
+                roots = [Path(p.replace("${ORIGIN}", str(home))) for p in prefixes]
+                candidates = [Path(name)] if Path(name).is_absolute() else []
+                candidates += [r / name for r in (*roots, home, Path.cwd())]
+                found = False
+                for path in candidates:
+                    if path.is_file():
+                        with h5py.File(path, "r") as fh:
+                            found = dset in fh
+                        break
+            if not found:
+                raise DataError(
+                    f'{where}: virtual dataset "{key}" maps rows to "{dset}" in {name!r}, '
+                    "which is not there (libhdf5 would read those rows as the fill value)",
+                    "put the source file back beside the virtual one (or set "
+                    "HDF5_VDS_PREFIX to its folder), or pass a copy with the data in it",
+                )
 
 
 # IEEE 754 binary16/32/64 as HDF5 describes them: size -> ((sign, exponent position and

@@ -6,7 +6,9 @@ its last write unallocated when it stops early; HDF5 reads them as the fill valu
 rltscan read them as steps of reward 0 and value 0, ran the open last episode on into
 them and wrote outputs for them, with exit 0. A chunk never written in a column a run
 reads now stops it (exit 4), naming where, whole-file or streamed; a fully written
-chunked file, and a column the run does not read, are as before.
+chunked file, and a column the run does not read, are as before. A virtual dataset
+whose source file is missing (moved, or not copied with it) reads as the fill value in
+the same way, without an error from libhdf5: refused too, naming the source.
 """
 
 from __future__ import annotations
@@ -69,3 +71,34 @@ def test_a_buffer_written_in_full_runs(tmp_path: Path) -> None:
     want = oracles.gae(r, v, nv, term, None, gamma=GAMMA, lam=LAM)["advantages"]
     with h5py.File(path) as h:
         np.testing.assert_allclose(h["advantages"][:], want, rtol=1e-5, atol=1e-6)
+
+
+def _virtual(root: Path) -> Path:
+    for i in range(2):
+        with h5py.File(root / f"part{i}.h5", "w") as h:
+            h["rewards"] = np.full(5, i + 1.0, np.float32)
+            h["terminals"] = np.arange(5) == 4
+    with h5py.File(root / "all.h5", "w") as h:
+        for name, dtype in [("rewards", np.float32), ("terminals", bool)]:
+            layout = h5py.VirtualLayout(shape=(10,), dtype=dtype)
+            for i in range(2):
+                layout[i * 5 : (i + 1) * 5] = h5py.VirtualSource(f"part{i}.h5", name, shape=(5,))
+            h.create_virtual_dataset(name, layout, fillvalue=0)
+    return root / "all.h5"
+
+
+def test_a_virtual_dataset_with_a_missing_source_is_refused(tmp_path: Path) -> None:
+    path = _virtual(tmp_path)
+    args = ("returns", str(path), "--gamma", "0.5", "--device", "cpu", "-q")
+    res = run_cli(*args, "-o", str(tmp_path / "whole.h5"), in_process=True)
+    assert res.returncode == 0, res.stderr
+    with h5py.File(tmp_path / "whole.h5") as h:
+        want = oracles.discounted_returns(
+            np.repeat([1.0, 2.0], 5), np.zeros(10), np.arange(10) % 5 == 4, None, gamma=0.5
+        )
+        np.testing.assert_allclose(h["returns"][:], want)
+    (tmp_path / "part1.h5").rename(tmp_path / "moved.h5")
+    res = run_cli(*args, "-o", str(tmp_path / "half.h5"), in_process=True)
+    assert res.returncode == 4, res.stderr
+    assert "'part1.h5', which is not there" in res.stderr, res.stderr
+    assert not (tmp_path / "half.h5").exists()
