@@ -886,8 +886,18 @@ def check_written(ds: Any, where: str, key: str) -> None:
     if ds.is_virtual:
         _check_sources(ds, where, key)
         return
-    if ds.chunks is None or ds.size == 0:
-        return  # contiguous or compact: written whole, or not at all (then all fill)
+    if ds.size == 0:
+        return
+    if ds.chunks is None:  # contiguous (allocated at its first write) or compact
+        with structure(where, f'dataset "{key}"'):
+            stored = ds.id.get_storage_size()
+        if stored == 0 and ds.id.get_create_plist().get_layout() == _h5py().h5d.CONTIGUOUS:
+            raise DataError(
+                f'{where}: dataset "{key}" was created but never written (it has no '
+                f"storage, and reads as the fill value {np.asarray(ds.fillvalue).item()!r})",
+                "pass another column with its option, or write the data",
+            )
+        return
     with structure(where, f'dataset "{key}"'):
         dsid = ds.id
         per_axis = [-(-n // c) for n, c in zip(ds.shape, ds.chunks, strict=True)]

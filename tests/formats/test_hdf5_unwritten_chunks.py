@@ -102,3 +102,17 @@ def test_a_virtual_dataset_with_a_missing_source_is_refused(tmp_path: Path) -> N
     assert res.returncode == 4, res.stderr
     assert "'part1.h5', which is not there" in res.stderr, res.stderr
     assert not (tmp_path / "half.h5").exists()
+
+
+def test_a_contiguous_dataset_created_but_never_written_is_refused(tmp_path: Path) -> None:
+    """A contiguous dataset gets its storage at its first write; one never written (a
+    logger that created ``values`` and stopped before filling it) reads as zeros."""
+    path = tmp_path / "created.h5"
+    with h5py.File(path, "w") as h:
+        h["rewards"], h["terminals"] = np.ones(5), np.arange(5) == 4
+        h.create_dataset("values", shape=(5,), dtype="f4")
+    res = run_cli("gae", str(path), "--device", "cpu", "-q", in_process=True)
+    assert res.returncode == 4 and '"values" was created but never written' in res.stderr
+    with h5py.File(path, "a") as h:
+        h["values"][...] = 0.5  # written now
+    assert run_cli("gae", str(path), "--device", "cpu", "-q", in_process=True).returncode == 0
