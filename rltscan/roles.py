@@ -344,6 +344,16 @@ _ROWS = (
         "Step within the episode: where it does not go on by one, an episode starts.",
         aliases=("step", "frame_index", "timestep", "episode_step", "t"),
     ),
+    # pandas saves a DataFrame's index as this column only when it is not a RangeIndex:
+    # after rows were dropped, reordered or concatenated (or exploded), so where it does
+    # not go on by one the rows need not be consecutive steps
+    Role(
+        "row_index",
+        "evidence",
+        "pandas's saved index: where it does not go on by one, rows were dropped, reordered "
+        "or concatenated.",
+        aliases=("__index_level_0__",),
+    ),
 )
 
 ROLES: dict[str, Role] = {r.name: r for r in _ROWS}

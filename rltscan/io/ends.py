@@ -183,7 +183,12 @@ def _flags(
     provably repeats them; otherwise the run stops. Open choices are asked on ``res``
     (provisional readings let the resolution go on and find the others).
     """
-    ends = _stored_ends(res, reader, shape, axes, dones_mean, needed=needed)
+    evidence = axes.layout == "flat" and (
+        _counter(res)
+        or _counter(res, "row_index")
+        or (observation_gaps != "ignore" and _observed(res))  # what _hidden_ends compares
+    )
+    ends = _stored_ends(res, reader, shape, axes, dones_mean, needed=needed, evidence=evidence)
     if ends.terminated is None:
         return ends  # nothing marks episode ends, and the estimator needs none
     id_ends: np.ndarray | None = None  # which evidence ends an episode where
@@ -192,6 +197,7 @@ def _flags(
         id_ends, step_ends = _flat_cuts(res, reader, shape, ends)
         if observation_gaps != "ignore":
             _hidden_ends(res, reader, shape, axes, ends, observation_gaps)
+        _index_gaps(res, reader, shape, axes, ends)
     elif axes.episodes:
         cut = np.zeros(shape, bool)
         cut[np.cumsum(axes.lengths) - 1] = True
@@ -210,6 +216,7 @@ def _stored_ends(
     dones_mean: DonesMean | None,
     *,
     needed: bool,
+    evidence: bool,
 ) -> Ends:
     """The episode ends the stored flag columns give: ``terminated``/``truncated``, and a
     dones or episode-start column read as ends (:func:`_dones_are_ends`) beside them
@@ -228,7 +235,7 @@ def _stored_ends(
         )
     settled = len(res.pending) == asked  # the dones' meaning was not just asked
     if not flagged:
-        return _ends_without_flags(res, ended, shape, meaning, needed=needed)
+        return _ends_without_flags(res, ended, shape, meaning, needed=needed, evidence=evidence)
     ends = Ends(
         np.zeros(shape, bool) if term is None else term,
         np.zeros(shape, bool) if trunc is None else trunc,
@@ -313,14 +320,21 @@ def _ends_without_flags(
     meaning: DonesMean | None,
     *,
     needed: bool,
+    evidence: bool,
 ) -> Ends:
     """The ends of a file with no terminated or truncated column: every end is unflagged
     (``ended``, the dones column's; none yet where a flat table's episode ids or the
     episode groups mark them, later). With none of these nothing marks them: refused
-    where the estimator needs flags, else no flags at all."""
+    where the estimator needs flags, else no flags at all, unless a flat table's
+    ``evidence`` (a step counter, observations beside next observations) may show ends:
+    an estimator that runs without flags (prefix sums) ends episodes where it does, as
+    where an id changes (summing on across a counter's restart gave other numbers with
+    exit 0)."""
     source = res.source
     if ended is None and source.layout == "flat" and res.find("episode_id"):
         ended = np.zeros(shape, bool)  # the boundaries come from the ids
+    elif ended is None and not needed and evidence:
+        ended = np.zeros(shape, bool)  # the ends come from the evidence, later
     elif ended is None and source.layout == "episodes":
         ended = np.zeros(shape, bool)
     if ended is not None:
@@ -333,6 +347,22 @@ def _ends_without_flags(
         f'{source.where} has no "terminals" or "timeouts" column (nor dones or episode ids)',
         f"pass --terminals KEY and/or --timeouts KEY (found: {quoted(source.columns)}){also}",
     )
+
+
+def _observed(res: Resolution) -> bool:
+    """Whether a flat table has both observation columns (:func:`_hidden_ends`)."""
+    return res.find("observations") is not None and res.find("next_observations") is not None
+
+
+def _counter(res: Resolution, role: str = "step") -> bool:
+    """Whether a flat table has a ``role`` column stored as integers (:func:`_step_resets`
+    and :func:`_index_gaps` read only such a column as a counter)."""
+    name = res.find(role)
+    info = res.source.columns.get(name) if name is not None else None
+    try:
+        return info is not None and np.issubdtype(np.dtype(info.dtype), np.integer)
+    except TypeError:  # a type numpy does not name (Arrow's "halffloat", "string")
+        return False
 
 
 def _ended_from_dones(
@@ -591,6 +621,52 @@ def _step_resets(reader: ColumnReader, name: str, shape: tuple[int, ...]) -> np.
         return reset
     reset.reshape(-1)[:-1] = steps[1:] != steps[:-1] + 1
     return reset
+
+
+def _index_gaps(
+    res: Resolution, reader: ColumnReader, shape: tuple[int, ...], axes: Axes, ends: Ends
+) -> None:
+    """A flat table's pandas index (``__index_level_0__``) where it does not go on by one
+    and nothing ends the episode there: a decision.
+
+    pandas writes a DataFrame's index as a column only when it is not a RangeIndex:
+    after rows were dropped (``dropna``, a filter), reordered (``sample``,
+    ``sort_values``), concatenated or exploded. Where its labels do not go on by one,
+    the two rows need not be consecutive steps, and reading them as such (rltscan reads
+    rows in file order) gave other numbers with exit 0. Nothing in the table says what
+    lies between them, so the run asks (whatever the estimator): ``--ignore`` the column
+    where the rows are consecutive steps all the same, or mark the ends. A column read
+    as the episode id (an exploded table's labels) is not looked at again."""
+    name = res.find("row_index")
+    if name is None or name == res.find("episode_id"):
+        return
+    labels = np.asarray(reader.column("row_index", name)).reshape(-1)
+    if labels.size != int(np.prod(shape)) or not np.issubdtype(labels.dtype, np.integer):
+        del reader.roles["row_index"]  # not pandas's integer labels: they prove nothing
+        return
+    term, trunc = ends.flags()
+    gaps = np.zeros(labels.shape, bool)
+    gaps[:-1] = labels[1:] != labels[:-1] + 1
+    gaps &= ~(term | trunc | ends.unflagged).reshape(-1)
+    if not gaps.any():
+        return
+    t = int(np.argmax(gaps))
+    first, then = labels[t].item(), labels[t + 1].item()
+    at = _at(gaps.reshape(shape), res.source, axes.lengths, axes.place)
+    if first == then:
+        what = (
+            f'the pandas index "{name}" repeats its label {first} ({at}): df.explode gives '
+            "each item its row's label"
+        )
+        fix = f"pass --episode-id {name} if each label is one episode"
+    else:
+        what = (
+            f'the pandas index "{name}" goes from {first} to {then} ({at}) where no flag '
+            "ends an episode: rows were dropped, reordered or concatenated there, so the "
+            "two need not be consecutive steps"
+        )
+        fix = "sort the table by its index first (df.sort_index()) if it was reordered"
+    res.ask(Decision(what, f"{fix}, or pass --ignore {name} if the rows are consecutive steps"))
 
 
 def _hidden_ends(

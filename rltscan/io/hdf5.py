@@ -32,6 +32,7 @@ The HDF5 registry row (detection, dispatch, the table conversions) is
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -773,12 +774,20 @@ def _array_source(
     else:
         columns = {k: _info(k, ds) for k, ds in datasets.items() if ds.ndim >= 1}
 
+    written: set[str] = set()  # the datasets whose chunks were checked (once each)
+
+    def dataset(key: str) -> Any:
+        if key not in written:
+            check_written(datasets[key], where, key)
+            written.add(key)
+        return datasets[key]
+
     def read(key: str) -> np.ndarray:
-        return _read(datasets[key], where, key)
+        return _read(dataset(key), where, key)
 
     def read_range(key: str, start: int, stop: int) -> np.ndarray:
         index = (slice(None), slice(start, stop)) if layout == "batch-major" else slice(start, stop)
-        return _read(datasets[key], where, key, index)
+        return _read(dataset(key), where, key, index)
 
     steps = None
     if rewards_name is not None:
@@ -868,6 +877,91 @@ def read_raw(ds: Any, where: str, key: str) -> np.ndarray:
         return np.asarray(ds[()])
 
 
+def check_written(ds: Any, where: str, key: str) -> None:
+    """A chunked dataset must have every chunk written: one never written reads as the
+    fill value (0 by default), and a buffer allocated ahead (``create_dataset(shape=
+    (capacity,), chunks=...)``) and filled in part, by a logger that stopped early, gave
+    outputs over its zeros as steps, with exit 0. Refused, naming the first such rows.
+    A virtual dataset's sources are checked the same way (:func:`_check_sources`)."""
+    if ds.is_virtual:
+        _check_sources(ds, where, key)
+        return
+    if ds.size == 0:
+        return
+    if ds.chunks is None:  # contiguous (allocated at its first write) or compact
+        with structure(where, f'dataset "{key}"'):
+            stored = ds.id.get_storage_size()
+        if stored == 0 and ds.id.get_create_plist().get_layout() == _h5py().h5d.CONTIGUOUS:
+            raise DataError(
+                f'{where}: dataset "{key}" was created but never written (it has no '
+                f"storage, and reads as the fill value {np.asarray(ds.fillvalue).item()!r})",
+                "pass another column with its option, or write the data",
+            )
+        return
+    with structure(where, f'dataset "{key}"'):
+        dsid = ds.id
+        per_axis = [-(-n // c) for n, c in zip(ds.shape, ds.chunks, strict=True)]
+        try:
+            count = dsid.get_num_chunks()
+        except AttributeError:  # an h5py without the chunk query: nothing to check with
+            return
+        if count >= int(np.prod(per_axis)):
+            return
+        allocated = {tuple(dsid.get_chunk_info(i).chunk_offset) for i in range(count)}
+    first = next(
+        offset
+        for offset in itertools.product(
+            *(range(0, n, c) for n, c in zip(ds.shape, ds.chunks, strict=True))
+        )
+        if offset not in allocated
+    )
+    fill = np.asarray(ds.fillvalue)
+    raise DataError(
+        f'{where}: dataset "{key}" was never written at index {tuple(int(o) for o in first)} '
+        f"(its chunk of shape {ds.chunks} there holds no data and reads as the fill value "
+        f"{fill.item() if fill.size == 1 else fill!r}), and "
+        f"{int(np.prod(per_axis)) - count} such chunk(s) in all: a buffer allocated ahead "
+        "and filled in part",
+        "pass a copy with only the rows that were written (h5py: ds.resize(n, axis=0)), "
+        "or write the missing rows",
+    )
+
+
+def _check_sources(ds: Any, where: str, key: str) -> None:
+    """Every source of virtual dataset ``ds`` must be there: libhdf5 reads a missing
+    source file (moved, or not copied with the file) or dataset as the fill value,
+    without an error, and such a column gave outputs over zeros with exit 0. Looked for
+    where libhdf5 looks (``HDF5_VDS_PREFIX``, the virtual file's folder, the working
+    folder); a name with a printf pattern (``%b``, unlimited mappings) is not checked."""
+    h5py = _h5py()
+    home = Path(ds.file.filename).resolve().parent
+    prefixes = [p for p in os.environ.get("HDF5_VDS_PREFIX", "").split(os.pathsep) if p]
+    with structure(where, f'virtual dataset "{key}"'):
+        for source in ds.virtual_sources():
+            name, dset = source.file_name, source.dset_name
+            if "%" in name or "%" in dset:
+                continue
+            if name == ".":
+                found = dset in ds.file
+            else:
+                roots = [Path(p.replace("${ORIGIN}", str(home))) for p in prefixes]
+                candidates = [Path(name)] if Path(name).is_absolute() else []
+                candidates += [r / name for r in (*roots, home, Path.cwd())]
+                found = False
+                for path in candidates:
+                    if path.is_file():
+                        with h5py.File(path, "r") as fh:
+                            found = dset in fh
+                        break
+            if not found:
+                raise DataError(
+                    f'{where}: virtual dataset "{key}" maps rows to "{dset}" in {name!r}, '
+                    "which is not there (libhdf5 would read those rows as the fill value)",
+                    "put the source file back beside the virtual one (or set "
+                    "HDF5_VDS_PREFIX to its folder), or pass a copy with the data in it",
+                )
+
+
 # IEEE 754 binary16/32/64 as HDF5 describes them: size -> ((sign, exponent position and
 # size, mantissa position and size), exponent bias)
 _IEEE = {2: ((15, 10, 5, 0, 10), 15), 4: ((31, 23, 8, 0, 23), 127), 8: ((63, 52, 11, 0, 52), 1023)}
@@ -907,13 +1001,31 @@ def check_number_type(ds: Any, where: str, key: str) -> None:
 
 def check_dtype(dtype: Any, where: str, key: str) -> None:
     """Bool, integer and float (up to 64-bit) columns only: strings, compound, complex
-    and float128 would fail later as tracebacks (or be cast silently)."""
+    and float128 would fail later as tracebacks (or be cast silently).
+
+    An HDF5 enum other than a boolean one (h5py's ``{FALSE: 0, TRUE: 1}``, read as bool)
+    is refused too: its numbers mean what its member names say (``{RUNNING: 0, DONE:
+    1}``, or ``{TRUE: 0, FALSE: 1}``), and read as integers a flag column of one would be
+    0/1 flags of another meaning, with exit 0."""
+    mapping = _h5py().check_enum_dtype(dtype)
+    if mapping is not None and not _boolean_enum(mapping):
+        members = ", ".join(f"{k}: {v}" for k, v in sorted(mapping.items(), key=lambda kv: kv[1]))
+        raise DTypeError(
+            f'{where}: dataset "{key}" is an HDF5 enum {{{members}}}, whose numbers mean what '
+            "its names say, not a number or a 0/1 flag; write the column as booleans or "
+            "numbers, or pass another column with its option (see rltscan inspect)"
+        )
     dtype = np.dtype(dtype)
     if dtype.kind not in "biuf" or dtype.itemsize > 8:
         raise DTypeError(
             f'{where}: dataset "{key}" has dtype {dtype}, not bool, integer or float (at most '
             "64-bit); pass another column with its option (see rltscan inspect)"
         )
+
+
+def _boolean_enum(mapping: Mapping[str, int]) -> bool:
+    """An enum of exactly false = 0 and true = 1 (any case): 0/1 flags as they read."""
+    return {k.lower(): int(v) for k, v in mapping.items()} == {"false": 0, "true": 1}
 
 
 def _attr(value: Any) -> Any:

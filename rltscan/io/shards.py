@@ -28,7 +28,7 @@ import secrets
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -327,7 +327,15 @@ def _lerobot(root: Path, input: str, order_by: str | None) -> Dataset:
 
 
 def _ordered_by(shards: list[Shard], column: str) -> list[Shard]:
-    """Shards sorted by the first value of ``column`` (empty shards go last)."""
+    """Shards sorted by the first value of ``column`` (empty shards go last).
+
+    In that order, each shard's ``column`` must go on from where the one before ended
+    (its last value no greater than the next shard's first; within a shard, its first no
+    greater than its last): shards that overlap in that column's order (the hive
+    partitions of two envs, each with its own clock) are not one stream of steps, and
+    read as one they ran one env's open episode into the next env's with exit 0.
+    Checked at the shards' edges, two rows each; the rows within a shard are read in
+    file order."""
     keyed = []
     for shard in shards:
         src = open_shard(shard)
@@ -336,10 +344,34 @@ def _ordered_by(shards: list[Shard], column: str) -> list[Shard]:
                 f'{shard.rel} has no column "{column}" (given by --order-by); '
                 "pass a column every shard has"
             )
-        first = src.read_range(column, 0, 1) if src.steps else np.zeros(0)
-        keyed.append(((1, 0) if first.size == 0 else (0, first[0].item()), shard))
-    keyed.sort(key=lambda ks: (ks[0], natural_key(ks[1].rel)))
-    return [s for _, s in keyed]
+        n = int(src.steps or 0)
+        edges = (_value(src, column, 0), _value(src, column, n - 1)) if n else (None, None)
+        if n and not edges[0] <= edges[1]:
+            raise DataError(
+                f'{shard.rel}: "{column}" (given by --order-by) starts at {edges[0]!r} and '
+                f"ends at {edges[1]!r}, so the shard's rows are not in that column's order",
+                "order the shards by a column that grows along the steps, or run each shard "
+                "on its own",
+            )
+        keyed.append(((1, 0) if n == 0 else (0, edges[0]), edges, shard))
+    keyed.sort(key=lambda ks: (ks[0], natural_key(ks[2].rel)))
+    full = [(edges, shard) for key, edges, shard in keyed if key[0] == 0]
+    for (before, a), (after, b) in itertools.pairwise(full):
+        if not before[1] <= after[0]:
+            raise DataError(
+                f"--order-by {column}: {a.rel} runs to {before[1]!r} but {b.rel}, next in that "
+                f"order, starts at {after[0]!r}: the shards overlap in that column, so they "
+                "are not one stream of steps",
+                "run each shard (each partition directory) on its own, or order the shards "
+                "by a column whose values go on from one shard to the next",
+            )
+    return [shard for _, _, shard in keyed]
+
+
+def _value(src: Source, column: str, row: int) -> Any:
+    """Row ``row`` of ``column``, as a Python value."""
+    assert src.read_range is not None  # a shard is a Parquet file
+    return src.read_range(column, row, row + 1)[0].item()
 
 
 # --------------------------------------------------------------------------- reading

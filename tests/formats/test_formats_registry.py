@@ -259,3 +259,26 @@ def test_hdf5_with_a_user_block_is_hdf5(userblock: int, tmp_path: Path) -> None:
         assert f.userblock_size == userblock
         np.testing.assert_array_equal(f["returns"][()], [1.375, 2.75, 3.5, 3.0])
     assert path.read_bytes()[: len(header)] == header
+
+
+@pytest.mark.parametrize("name", ["old.feather", "old.arrow"])
+def test_feather_version_1_is_named_with_its_conversion(name: str, tmp_path: Path) -> None:
+    """pyarrow's ``write_feather(version=1)`` (and R's old feather) start with ``FEA1``:
+    not Arrow IPC. The refusal said the file was corrupt or misnamed; it names the format
+    and the conversion to Feather 2 now, and the converted file runs."""
+    import pyarrow.feather as feather
+
+    table = pa.table({"rewards": np.arange(4.0), "terminals": [False, False, False, True]})
+    path = tmp_path / name
+    with pytest.warns(DeprecationWarning):
+        feather.write_feather(table, path, version=1)
+    res = subprocess.run(
+        [sys.executable, "-m", "rltscan", "returns", str(path), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 3 and "Feather version 1" in res.stderr, res.stderr
+    assert "corrupt" not in res.stderr and res.stderr.count("\n") == 1
+    feather.write_feather(feather.read_table(path), path)  # the conversion it names
+    assert open_input(str(path)).format == "arrow"

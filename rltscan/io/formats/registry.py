@@ -115,6 +115,12 @@ def sniff_path(path: Path) -> Sniffed:
     suffix = SUFFIXES.get(path.suffix.lower())
     if len(head) == 0:
         raise InputFileError(f"{path} is empty; pass an HDF5, Parquet or Arrow file")
+    if head[:4] == b"FEA1":  # pyarrow's write_feather(version=1), feather-format, R feather
+        raise InputFileError(
+            f"{path} is a Feather version 1 file, which rltscan does not read (Feather 2 is "
+            "Arrow IPC); convert it: pyarrow.feather.write_feather(pyarrow.feather.read_table"
+            "(IN), OUT) writes Feather 2, then pass OUT"
+        )
     if suffix is not None:
         raise InputFileError(
             f"{path} is not a valid {suffix} file (bad magic bytes {head[:4]!r}); "
