@@ -183,6 +183,7 @@ def make_plan(
     if check_clash and not opts.dry_run and not opts.overwrite:
         refuse_clash(source, target, list(names))
     refuse_reading_outputs(names, probe.roles, opts.command)
+    refuse_boolean_numbers(source, spec.float_inputs, probe.roles)
     call, used = opts.call_options()
     call["time_dim"] = probe.time_dim if time_dim is None else time_dim
     call["backend"] = opts.backend
@@ -295,6 +296,27 @@ def refuse_reading_outputs(
             raise OutputRefusedError(
                 f'output "{name}" would overwrite input column "{name}" that {estimator} reads, '
                 "even with --overwrite; pass --prefix P"
+            )
+
+
+def refuse_boolean_numbers(
+    source: Any, arguments: tuple[str, ...], roles: Mapping[str, str]
+) -> None:
+    """A column read as numbers (rewards, values, log-probabilities: the estimator's
+    float ``arguments``) that the file stores as booleans is refused by name: True is
+    not a reward of 1 unless its writer says so, and the estimator's own refusal named
+    neither the file nor the option."""
+    for argument in arguments:
+        row = of_argument(argument)
+        name = roles.get(row.name) if row is not None else None
+        info = source.columns.get(name) if name is not None else None
+        kind = info.dtype.removeprefix("torch.") if info is not None else None
+        if row is not None and kind in ("bool", "boolean"):
+            read_as = "" if name == row.name else f" (read as {row.name})"
+            fix = "store it as numbers (0.0/1.0 if True means 1)"
+            raise DataError(
+                f'{source.where}: column "{name}"{read_as} holds booleans, not numbers',
+                f"{fix} or pass another column with {row.option}" if row.option else fix,
             )
 
 

@@ -260,7 +260,13 @@ def float_column(name: str, x: ArrayLike, device: torch.device | None) -> Tensor
     t = as_tensor(name, x, device)
     if t.dtype in _floats():
         return t
-    if t.dtype.is_complex or t.dtype == torch.bool:
+    if t.dtype == torch.bool:
+        raise DTypeError(
+            f'"{name}" holds booleans, not numbers',
+            f"pass numbers ({name}.astype(np.float32) or .float() if True means 1)",
+            column=name,
+        )
+    if t.dtype.is_complex:
         raise DTypeError(f'"{name}" has dtype {t.dtype}', "pass a float array", column=name)
     return t.to(read_dtype(t.dtype))  # a lossless upcast, not a silent change of meaning
 

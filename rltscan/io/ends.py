@@ -592,11 +592,18 @@ def _id_boundaries(ids: np.ndarray, name: str, where: str) -> np.ndarray:
     if len(np.unique(starts)) != len(starts):
         values, counts = np.unique(starts, return_counts=True)
         again = values[counts > 1][:1].tolist()[0]  # a number or a text id
-        raise DataError(
-            f'{where}: episode id {again!r} in "{name}" appears in more than one run of rows',
-            "sort the table by episode (keeping step order) first",
-        )
+        raise id_again_error(where, name, again)
     return cut
+
+
+def id_again_error(where: str, name: str, value: Any) -> DataError:
+    """The refusal of episode id ``value`` of column ``name`` coming back after other
+    ids (the rows are not grouped by episode, or the column holds no episode ids)."""
+    return DataError(
+        f'{where}: episode id {value!r} in "{name}" appears in more than one run of rows',
+        "sort the table by episode (keeping step order) first, or pass "
+        f"--ignore {name} if it holds no episode ids",
+    )
 
 
 def _run_numbers(ids: np.ndarray) -> np.ndarray:

@@ -43,8 +43,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rltscan import defaults, stats
-from rltscan.errors import DataError, RltscanError
+from rltscan.errors import RltscanError
 from rltscan.estimators import host
+from rltscan.io.ends import id_again_error
 
 DEFAULT_CHUNK_STEPS = defaults.CHUNK_STEPS  # steps (time × sequences) per window
 BLOCK_STEPS = defaults.BLOCK_STEPS  # steps per estimator call; the result depends on it
@@ -480,10 +481,7 @@ def check_id_runs(runs: list[tuple[int, np.ndarray]], name: str, where: str) -> 
             if k == 0 and value == last:
                 continue  # the run goes on from the previous window
             if value in seen:
-                raise DataError(
-                    f'{where}: episode id {value!r} in "{name}" appears in more than one run of '
-                    "rows; sort the table by episode (keeping step order) first"
-                )
+                raise id_again_error(where, name, value)
             seen.add(value)
         if len(ids):
             last = ids[-1:].tolist()[0]  # a number or a text id
