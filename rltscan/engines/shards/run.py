@@ -149,11 +149,11 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
         if not opts.dry_run:
             io_shards.Staging.check(dataset, output, overwrite=opts.overwrite)
     where = output or dataset.where
-    view = _DatasetView(dataset.where, dataset.format, dataset.layout)
     target = wb.Target("inplace" if output is None else "file", Path(where), dataset.format)
     job = Job(opts=opts, dataset=dataset, reading=opts.reading)
     with clock.stage("plan"):
         probe, probe_src = _probe(job)
+        view = _DatasetView(dataset.where, dataset.format, dataset.layout, probe_src.columns)
         plan = make_plan(opts, view, target, probe, time_dim=-1, check_clash=False)
         reading = dataclasses.replace(opts.reading, dones_mean=probe.dones_mean)
         call_args = {k: v for k, v in plan.call.items() if k != "time_dim"}
@@ -301,6 +301,7 @@ class _DatasetView:
     where: str
     format: str
     layout: str
+    columns: Mapping[str, Any]  # the probed shard's, whose dtypes the plan checks
     backend: None = None
 
 
