@@ -36,6 +36,7 @@ from rltscan.plan import (
     Progress,
     assumption_notes,
     prepare_options,
+    refuse_boolean_numbers,
 )
 from rltscan.report import RunReport
 from rltscan.roles import ROLES
@@ -360,6 +361,7 @@ def inspect(
                 prepared = prepare(
                     source, **prepare_options(opts), flags_only=True, provisional=True
                 )
+                refuse_boolean_numbers(source, spec.float_inputs, prepared.roles)  # as the plan
             except RltscanError as err:
                 estimators[command] = {"ready": False, "needs": _needs(err)}
                 roles.update(_roles_found(source, opts))

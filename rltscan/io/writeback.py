@@ -58,6 +58,11 @@ def plan_target(source: Source, output: str | None, to: str | None) -> Target:
         return Target("stdout", None, formats.to_word(to, stdout=True))
     if output is None:
         assert source.path is not None
+        if to is not None:
+            raise ParameterError(
+                f"--to {to} picks the format of -o, and written back in place {source.path} "
+                f"stays {source.format}; pass -o PATH to convert, or drop --to"
+            )
         _refuse_saved_shard(source.path)
         refuse_summarized(source.path)
         return Target("inplace", source.path, source.format)

@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rltscan import api, cli
-from tests.io_helpers import FLAT
+from rltscan.errors import ParameterError
+from tests.io_helpers import FLAT, PARQUET, copy_sample
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,3 +167,18 @@ def test_usage_error_in_a_real_process() -> None:
     assert proc.stderr.splitlines() == [line]
     assert json.loads(proc.stdout)["error"]["message"] == line.removeprefix("error: ")
     assert json.loads(proc.stdout)["error"]["hint"] == "did you mean --gamma?"
+
+
+@pytest.mark.parametrize(("sample", "to"), [(FLAT, "parquet"), (PARQUET, "arrow")])
+def test_to_without_o_is_refused_in_place(tmp_path: Path, sample: Path, to: str) -> None:
+    """``--to`` picks the format of ``-o``; in place it changed nothing and the run went
+    on with exit 0, as if the format asked for had been written."""
+    path = copy_sample(sample, tmp_path)
+    before = path.read_bytes()
+    args = ["gae", path, "--to", to, "-q"] + (["--ends-are", "truncated"] * (sample == PARQUET))
+    res = invoke(*args)
+    assert res.exit_code == 2, res.output
+    assert f"--to {to}" in res.stderr and "-o PATH" in res.stderr
+    assert path.read_bytes() == before
+    with pytest.raises(ParameterError, match="-o PATH"):
+        api.run("gae", str(path), to=to, ends_are="truncated")

@@ -71,3 +71,16 @@ def test_a_float_episode_column_that_comes_back_can_be_set_aside(tmp_path: Path)
     res = run_cli("returns", str(path), "--device", "cpu", "-q", in_process=True)
     assert res.returncode == 4
     assert "sort the table by episode" in res.stderr and "--ignore episode" in res.stderr
+
+
+@pytest.mark.parametrize("suffix", [".h5", ".parquet"])
+def test_inspect_is_not_ready_where_the_run_refuses_booleans(tmp_path: Path, suffix: str) -> None:
+    """``inspect`` plans each estimator as the run does: boolean rewards are not
+    "ready" (it said ready, and the dry run and the run then stopped with exit 4)."""
+    path = _bool_rewards(tmp_path / f"flags{suffix}")
+    info = rltscan.inspect(str(path))
+    for command in ("gae", "returns", "return-to-go"):
+        assert info["estimators"][command]["ready"] is False
+        assert "--rewards" in info["estimators"][command]["needs"]
+        res = run_cli(command, str(path), "--dry-run", "-q", in_process=True)
+        assert res.returncode == 4, res.stderr

@@ -157,7 +157,9 @@ def run_sharded(opts: RunOptions, clock: Clock) -> RunReport:
         plan = make_plan(opts, view, target, probe, time_dim=-1, check_clash=False)
         reading = dataclasses.replace(opts.reading, dones_mean=probe.dones_mean)
         call_args = {k: v for k, v in plan.call.items() if k != "time_dim"}
-        job = dataclasses.replace(job, names=plan.names, reading=reading, call_args=call_args)
+        job = dataclasses.replace(
+            job, names=plan.names, roles=plan.roles, reading=reading, call_args=call_args
+        )
         if not opts.dry_run:
             check_existing(job, probe_src, probe_src.where)
         dtypes = _output_dtypes(job, probe)

@@ -58,7 +58,7 @@ import torch
 from rltscan import stats
 from rltscan.devices import resolve_device
 from rltscan.engines.stream import windows
-from rltscan.errors import OutputRefusedError, RltscanError
+from rltscan.errors import DataError, OutputRefusedError, RltscanError
 from rltscan.estimators import Carry
 from rltscan.estimators.functions import SettingsCarry
 from rltscan.io import shards as io_shards
@@ -70,6 +70,7 @@ from rltscan.options import RunOptions
 from rltscan.plan import (
     bootstrap_hint,
     prepare_options,
+    refuse_boolean_numbers,
 )
 
 
@@ -81,6 +82,7 @@ class Job:
     dataset: io_shards.Dataset
     reading: Reading  # opts.reading with the probe's decision for a dones column
     names: tuple[str, ...] = ()
+    roles: dict[str, str] = field(default_factory=dict)  # role -> column, as the probe read
     call_args: dict[str, Any] = field(default_factory=dict)  # besides data, carry, time_dim
     dtypes: dict[str, str] = field(default_factory=dict)
     entry: dict[str, Any] = field(default_factory=dict)  # Parquet key-value metadata
@@ -297,6 +299,7 @@ def _walk(
 
     def prepare_window(start: int, stop: int) -> Prepared:
         prepared = read_window(start, stop)
+        _same_roles(job, prepared.roles, opened.src.where)
         if on_prepared is not None:
             on_prepared(lo + start, prepared)
         return prepared
@@ -312,6 +315,24 @@ def _walk(
         name = find_column(opened.src, "episode_id", job.reading.columns) or "episode_id"
         windows.check_id_runs(totals.id_runs, name, opened.src.where)
     return totals, steps
+
+
+def _same_roles(job: Job, roles: Mapping[str, str], where: str) -> None:
+    """A shard reads the columns the probe (the data's last shard) read, role for role:
+    the shards are one table, and a column only some shards hold (``next_values``, say)
+    would be read in those and replaced by a rule (zero bootstrap) in the others."""
+    if job.roles and dict(roles) != job.roles:
+        diff = sorted(set(roles.items()) ^ set(job.roles.items()))
+        role = diff[0][0]
+        here, there = roles.get(role), job.roles.get(role)
+        raise DataError(
+            f"{where} reads {role} from "
+            + (f'column "{here}"' if here else "no column")
+            + " where the data's last shard reads it from "
+            + (f'column "{there}"' if there else "no column"),
+            "every shard must hold the same columns; add the column to each shard, "
+            "or drop it from each (or name the columns with --ignore and the column options)",
+        )
 
 
 def _plan(job: Job, steps: int) -> windows.Plan:
@@ -459,6 +480,7 @@ def outputs(
     shard = job.dataset.shards[k]
     opened = _open(job, k)
     check_existing(job, opened.src, shard.rel)
+    refuse_boolean_numbers(opened.src, job.opts.declaration.float_inputs, job.roles)
     entry = copy.deepcopy(job.entry)  # this shard's metadata (the tasks share the job)
     for name, (mean, std) in (scales or {}).items():
         record_normalized(entry, name, mean, std)
