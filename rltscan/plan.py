@@ -308,10 +308,11 @@ def refuse_boolean_numbers(
     neither the file nor the option."""
     for argument in arguments:
         row = of_argument(argument)
-        name = roles.get(row.name) if row is not None else None
-        info = source.columns.get(name) if name is not None else None
-        kind = info.dtype.removeprefix("torch.") if info is not None else None
-        if row is not None and kind in ("bool", "boolean"):
+        if row is None or row.name not in roles:
+            continue
+        name = roles[row.name]
+        info = source.columns.get(name)
+        if info is not None and info.dtype.removeprefix("torch.") in ("bool", "boolean"):
             read_as = "" if name == row.name else f" (read as {row.name})"
             fix = "store it as numbers (0.0/1.0 if True means 1)"
             raise DataError(
