@@ -41,7 +41,7 @@ What was not reached, and the measured cause:
 
 A streamed HDF5 run in place took 2.39 s at 5e7 steps against 4.21 s before, in the same
 rounds (bench/results/cpu-stream-2core-2026-12-07-b/: 1.17x its I/O floor then, 2.06x
-before; 1.70x against a faster floor in a later run, -c/) since it stopped
+before; 1.70x and 1.56x against faster floors in later runs, -c/ and -e/) since it stopped
 importing torch (``rltscan.estimators.host``) and HDF5's chunk cache; what is left on
 its path is numba's CPU target (its first block waits until ~0.75 s), h5py's reads on
 the reader thread, and this kernel and :func:`block_statistics` on the main one.
