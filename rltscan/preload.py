@@ -26,8 +26,9 @@ for torch; :func:`rltscan.scan.numba_missing` for numba).
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from rltscan.errors import BackendUnavailableError, RltscanError
 
@@ -84,7 +85,8 @@ class Loading:
             if not self.torch:
                 from rltscan import scan
 
-                scan.load_cpu_target()
+                with numba_without_scipy():
+                    scan.load_cpu_target()
                 return
             import torch
 
@@ -96,6 +98,30 @@ class Loading:
         finally:
             if self.on_done is not None:
                 self.on_done()
+
+
+@contextlib.contextmanager
+def numba_without_scipy() -> Iterator[None]:
+    """numba imported while SciPy looks absent: a torch-free CLI run's loading thread.
+
+    At import numba probes SciPy's BLAS (``numba.np.arraymath._check_blas`` imports
+    ``scipy.linalg``) so that ``np.dot`` and ``np.linalg`` work in jitted code;
+    rltscan's kernels use neither. Where SciPy is installed the probe was 0.2-0.35 s of
+    the ~1 s a torch-free run spent loading numba on the 2-core machine (three runs of
+    each, ``python -c`` loading the cpu target with and without it; the streamed run's
+    whole CPU is ~2.5 s). Only the CLI's own process does this, and only while SciPy
+    and numba are not loaded yet: the Python API never touches a user's modules. SciPy
+    imports normally once numba is loaded; only numba's BLAS-backed functions stay off
+    in this process, which runs no jitted code but rltscan's."""
+    if "scipy" in sys.modules or "numba" in sys.modules:
+        yield
+        return
+    sys.modules["scipy"] = None  # type: ignore[assignment]  # an import of it fails at once
+    try:
+        yield
+    finally:
+        if "scipy" in sys.modules and sys.modules["scipy"] is None:
+            del sys.modules["scipy"]
 
 
 def needs_torch(kind: str | None, device: str, backend: str) -> bool:

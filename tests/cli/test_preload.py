@@ -146,3 +146,65 @@ def test_the_cli_sets_the_mmap_threshold_for_its_own_process(tmp_path: Path, lib
     res = CliRunner().invoke(cli.app, ["gae", str(path), "--device", "cpu", "-q"])
     assert res.exit_code == 0, res.output
     assert libc.calls[0] == "mallopt"
+
+
+# numba loaded the way the torch-free lane's thread loads it, then SciPy (where installed)
+_WITHOUT_SCIPY = """
+import sys
+from rltscan import preload, scan
+with preload.numba_without_scipy():
+    scan.load_cpu_target()
+from rltscan.scan import cpu_fused
+print("SCIPY-DURING:", "scipy" in sys.modules and sys.modules["scipy"] is not None)
+try:
+    import scipy.linalg
+    print("SCIPY-AFTER:", scipy.linalg.__name__)
+except ImportError:
+    print("SCIPY-AFTER: not installed")
+"""
+
+
+def test_numba_loads_without_scipy_and_scipy_imports_after() -> None:
+    """The lane's thread keeps numba's SciPy probe off its path (seconds of a short run),
+    and SciPy is importable as usual once numba is loaded."""
+    pytest.importorskip("numba")
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_SCIPY], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "SCIPY-DURING: False" in done.stdout
+    assert "SCIPY-AFTER: scipy.linalg" in done.stdout or "not installed" in done.stdout
+
+
+def test_numba_without_scipy_leaves_a_loaded_scipy_alone() -> None:
+    """In a process that already has SciPy (a user's, or a second run in one process),
+    nothing is hidden."""
+    scipy = pytest.importorskip("scipy")
+    from rltscan import preload
+
+    with preload.numba_without_scipy():
+        assert sys.modules["scipy"] is scipy
+    assert sys.modules["scipy"] is scipy
+
+
+def test_a_torch_free_cli_run_imports_no_scipy(tmp_path: Path) -> None:
+    """A streamed cpu run through the CLI never imports SciPy (the lane's only numba)."""
+    pytest.importorskip("numba")
+    pytest.importorskip("scipy")
+    src = copy_sample(FLAT, tmp_path)
+    probe = (
+        "import sys, atexit\n"
+        "atexit.register(lambda: sys.stderr.write('\\nSCIPY:%s\\n' % "
+        "('scipy' in sys.modules and sys.modules['scipy'] is not None)))\n"
+        "from rltscan.cli import main\n"
+        "sys.argv = ['rltscan', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "gae", str(src), "--backend", "cpu", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "SCIPY:False" in done.stderr
