@@ -105,3 +105,116 @@ def test_python_gamma_at_the_default_value_beside_discount_is_refused() -> None:
             discount=c["discount"],
             gamma=0.99,
         )
+
+
+# --- Arrow physical types a writer may pick for a per-step column (pyarrow, polars) ---
+
+
+def _table(
+    rewards: pa.Array | None = None, terminated: pa.Array | None = None
+) -> tuple[pa.Table, dict[str, np.ndarray]]:
+    c = _columns()
+    cols = {k: v for k, v in c.items() if k != "discount"}
+    cols["rewards"] = pa.array(c["rewards"]) if rewards is None else rewards
+    cols["terminated"] = pa.array(c["terminated"]) if terminated is None else terminated
+    return pa.table(cols), c
+
+
+def _arrow(kind: str) -> dict[str, pa.Array]:  # one column's form, by name
+    c = _columns()
+    r, term = c["rewards"], c["terminated"]
+    return {
+        "dictionary rewards": {"rewards": pa.array(r).dictionary_encode()},
+        "large_list<1> rewards": {
+            "rewards": pa.array([[x] for x in r], pa.large_list(pa.float64()))
+        },
+        "fixed_size_list<1> rewards": {
+            "rewards": pa.array([[x] for x in r], pa.list_(pa.float64(), 1))
+        },
+        "dictionary terminated": {"terminated": pa.array(term).dictionary_encode()},
+    }[kind]
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "dictionary rewards",
+        "large_list<1> rewards",
+        "fixed_size_list<1> rewards",
+        "dictionary terminated",
+    ],
+)
+def test_arrow_encodings_of_a_step_column_read_exactly(tmp_path: Path, kind: str) -> None:
+    table, c = _table(**_arrow(kind))
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path, row_group_size=3)  # an episode crosses row groups
+    written = pq.read_table(path)
+    r = _cli("gae", path, "--gamma", 0.9, "--lam", 0.8, "--chunk-steps", 4, "-q")
+    assert r.returncode == 0, r.stderr
+    out = pq.read_table(path)
+    nv = np.r_[c["values"][1:], 0.3]
+    want = oracles.gae(c["rewards"], c["values"], nv, c["terminated"], gamma=0.9, lam=0.8)
+    np.testing.assert_allclose(out.column("advantages").to_numpy(), want["advantages"], rtol=1e-9)
+    for name in table.column_names:  # the input columns read back as written
+        assert out.column(name).equals(written.column(name)) or name == "bootstrap_values"
+    np.testing.assert_array_equal(
+        out.column("bootstrap_values"), written.column("bootstrap_values")
+    )
+
+
+@pytest.mark.parametrize(
+    "rewards, said",
+    [
+        (pa.array([1] * N, pa.decimal128(10, 3)), "decimal128"),
+        (pa.array([[1.0]] * N, pa.list_view(pa.float64())), "list_view"),
+    ],
+)
+def test_arrow_types_that_are_not_numbers_are_refused(
+    tmp_path: Path, rewards: pa.Array, said: str
+) -> None:
+    table, _ = _table(rewards=rewards)
+    path = tmp_path / "t.parquet"
+    pq.write_table(table, path)
+    before = digest(path)
+    r = _cli("gae", path, "--gamma", 0.9)
+    assert r.returncode == 4 and "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert said in line and '"rewards"' in line
+    assert digest(path) == before
+
+
+# --- robomimic: data/demo_<i> groups, `dones` 1 on each demo's last step (done_mode=2) ---
+
+
+def test_robomimic_demos_read_as_episodes_in_any_name_order(tmp_path: Path) -> None:
+    """robomimic's ``dataset_states_to_obs.py`` writes ``data/demo_<i>/{obs/*,
+    next_obs/*, actions, rewards, dones, states}`` with ``num_samples`` on each demo and a
+    ``mask/`` group of filter keys; HDF5 lists ``demo_10`` before ``demo_2``. Each demo is
+    its own episode: returns need ``--dones-mean`` (and ``--ends-are`` for the end of a
+    demo), and then are exact per demo."""
+    import h5py
+
+    rng = np.random.default_rng(2)
+    lens = [5, 7, 4, 6, 3, 5, 4, 6, 5, 3, 8, 4]
+    path = tmp_path / "robomimic.hdf5"
+    with h5py.File(path, "w") as f:
+        data = f.create_group("data")
+        data.attrs["total"] = sum(lens)
+        data.attrs["env_args"] = '{"env_name": "Lift"}'
+        for i, n in enumerate(lens):
+            demo = data.create_group(f"demo_{i}")
+            demo.attrs["num_samples"] = n
+            demo["rewards"] = np.r_[np.zeros(n - 1), 1.0]
+            demo["dones"] = np.r_[np.zeros(n - 1, np.int64), 1]
+            demo["actions"] = rng.normal(size=(n, 7)).astype(np.float32)
+            for key in ("obs", "next_obs"):
+                demo[f"{key}/robot0_eef_pos"] = rng.normal(size=(n, 3)).astype(np.float32)
+        f["mask/train"] = np.array([b"demo_0", b"demo_1"])
+    r = _cli("returns", path, "--gamma", 0.9)
+    assert r.returncode == 2 and "--dones-mean" in r.stderr and "--ends-are" in r.stderr
+    r = _cli("returns", path, "--gamma", 0.9, "--dones-mean", "ended", "--ends-are", "terminal")
+    assert r.returncode == 0, r.stderr
+    with h5py.File(path) as f:
+        for i, n in enumerate(lens):
+            got = f[f"data/demo_{i}/returns"][()]
+            np.testing.assert_allclose(got, 0.9 ** np.arange(n - 1, -1, -1.0), rtol=1e-12)
