@@ -218,3 +218,60 @@ def test_robomimic_demos_read_as_episodes_in_any_name_order(tmp_path: Path) -> N
         for i, n in enumerate(lens):
             got = f[f"data/demo_{i}/returns"][()]
             np.testing.assert_allclose(got, 0.9 ** np.arange(n - 1, -1, -1.0), rtol=1e-12)
+
+
+# --- a step counter that skips ahead: no episode start, a question ---
+
+
+def _counter_table(path: Path, counter: str, steps: np.ndarray, flags: bool) -> np.ndarray:
+    x = np.arange(1.0, len(steps) + 1)
+    cols: dict[str, np.ndarray] = {"rewards": x, counter: steps}
+    if flags:
+        term = np.zeros(len(steps), bool)
+        term[[5, len(steps) - 1]] = True
+        cols["terminated"] = term
+    pq.write_table(pa.table(cols), path, row_group_size=5)
+    return x
+
+
+@pytest.mark.parametrize(
+    "command, flags, output",
+    [("return-to-go", True, "returns_to_go"), ("prefix-sum", False, "prefix_sums")],
+)
+def test_a_global_step_counter_is_asked_about_not_read_as_episode_starts(
+    tmp_path: Path, command: str, flags: bool, output: str
+) -> None:
+    """CleanRL-style logs keep ``global_step`` (+= num_envs a row); a table of one env's
+    rows with such a ``timestep`` (or frames under frame skip) went up by 8 a row. It was
+    read as a counter that starts again at every row: every row its own episode, so
+    returns-to-go were the rewards and prefix sums the inputs, with exit 0."""
+    path = tmp_path / "log.parquet"
+    x = _counter_table(path, "timestep", np.arange(12, dtype=np.int64) * 8, flags)
+    before = digest(path)
+    r = _cli(command, path, "--chunk-steps", 4)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert '"timestep" goes from 0 to 8 (row 0)' in line and "--ignore timestep" in line
+    assert digest(path) == before
+    r = _cli(command, path, "--ignore", "timestep", "-q")  # the fix it names
+    assert r.returncode == 0, r.stderr
+    got = pq.read_table(path).column(output).to_numpy()
+    if flags:
+        term = np.zeros(12, bool)
+        term[[5, 11]] = True
+        want = oracles.return_to_go(x, term)["returns_to_go"]
+    else:
+        want = np.cumsum(x)
+    np.testing.assert_allclose(got, want)
+
+
+def test_a_counter_that_starts_again_still_starts_episodes(tmp_path: Path) -> None:
+    """The counter's restarts (down to 0, or to 1) are episode starts, as before; an
+    unflagged counter going up by one across a flagged end is no question either."""
+    path = tmp_path / "frames.parquet"
+    steps = np.r_[np.arange(1, 7), np.arange(1, 7)].astype(np.int64)  # counts from 1
+    x = _counter_table(path, "episode_step", steps, flags=False)
+    r = _cli("prefix-sum", path, "-q")
+    assert r.returncode == 0, r.stderr
+    got = pq.read_table(path).column("prefix_sums").to_numpy()
+    np.testing.assert_allclose(got, np.r_[np.cumsum(x[:6]), np.cumsum(x[6:])])
