@@ -80,8 +80,8 @@ class RunOptions:
                 raise ParameterError(
                     f"{self.command} takes no per-step {param}; drop {option}",
                 )
-            given = self.params.get(param)
-            if named and given is not None and given != spec.defaults().get(param):
+            given = self.params.get(param)  # given at all: the CLI leaves out a default
+            if named and given is not None:
                 option, flag = ROLES[column].option, "--" + param
                 raise ParameterError(
                     f"{option} {named} gives {param} per step and {flag} gives one value; "

@@ -337,11 +337,13 @@ _ROWS = (
             "new_obs",  # RLlib's Columns.NEXT_OBS (offline output, SampleBatch)
         ),
     ),
-    # step within the episode: a jump (not +1) starts an episode, so it must meet an end
+    # step within the episode: where it starts again (does not go up) an episode starts,
+    # so it must meet an end; where it skips ahead (up by more than one) the run asks
     Role(
         "step",
         "evidence",
-        "Step within the episode: where it does not go on by one, an episode starts.",
+        "Step within the episode: where it starts again, an episode starts; where it "
+        "skips ahead, the run asks.",
         aliases=("step", "frame_index", "timestep", "episode_step", "t"),
     ),
     # pandas saves a DataFrame's index as this column only when it is not a RangeIndex:

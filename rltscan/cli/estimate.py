@@ -49,6 +49,12 @@ def _stdout_isatty() -> bool:
     return sys.stdout.isatty()
 
 
+def _given(source: Any) -> bool:
+    """Whether an option's click ``ParameterSource`` says the command line (or the
+    environment) gave it, not its default."""
+    return source is not None and source.name != "DEFAULT"
+
+
 def _estimate(command: str, input: str, **kw: Any) -> None:
     json_out, debug, quiet = kw.pop("json_out"), kw.pop("debug"), kw.pop("quiet")
     plot = kw.pop("plot", None)
@@ -110,7 +116,12 @@ def _estimate_in(
                     "refusing to write binary Parquet/Arrow to a terminal; "
                     "redirect stdout (> out.parquet) or pipe it into another command"
                 )
+        source = kw.pop("ctx").get_parameter_source
         params = {name: kw.pop(name) for name in list(kw) if name in PARAM_OPTIONS}
+        # a parameter left at its default is not passed: `--discount COL` then replaces γ,
+        # and `--gamma 0.99 --discount COL` (the default's value, typed) asks for both,
+        # which the options check refuses
+        params = {n: v for n, v in params.items() if _given(source(n))}
         from rltscan import api
         from rltscan.report import progress_bar
 
@@ -165,6 +176,9 @@ def make_command(command: str, spec: Any) -> Callable[..., None]:
         plot="Also draw the distributions of what was written into PATH.png "
         "(pip install 'rltscan[plot]')."
     )
+
+    # typer passes the context to a parameter of its type: which options were given
+    params.append(P("ctx", P.KEYWORD_ONLY, annotation=typer.Context))
 
     def command_fn(**kwargs: Any) -> None:
         _estimate(command, kwargs.pop("input"), **kwargs)

@@ -194,7 +194,7 @@ def _flags(
     id_ends: np.ndarray | None = None  # which evidence ends an episode where
     step_ends: np.ndarray | None = None
     if axes.layout == "flat":
-        id_ends, step_ends = _flat_cuts(res, reader, shape, ends)
+        id_ends, step_ends = _flat_cuts(res, reader, shape, axes, ends)
         if observation_gaps != "ignore":
             _hidden_ends(res, reader, shape, axes, ends, observation_gaps)
         _index_gaps(res, reader, shape, axes, ends)
@@ -559,11 +559,12 @@ def _check_dones_copy(
 
 
 def _flat_cuts(
-    res: Resolution, reader: ColumnReader, shape: tuple[int, ...], ends: Ends
+    res: Resolution, reader: ColumnReader, shape: tuple[int, ...], axes: Axes, ends: Ends
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """A flat table's episode ends that no flag marks, added to ``ends.unflagged``: where
     its episode id changes (ids that may come back are cut into runs, as the format
-    says) and where its step counter does not go on by one. Returns each, for messages:
+    says) and where its step counter starts again (one that skips ahead is asked about,
+    :func:`_step_jumps`). Returns each, for messages:
     ``(id_ends, step_ends)`` (None without such a column)."""
     id_ends = step_ends = None
     id_name = res.find("episode_id")
@@ -575,8 +576,9 @@ def _flat_cuts(
         ends.unflagged = ends.unflagged | id_ends
     step_name = res.find("step")
     if step_name is not None:
-        step_ends = _step_resets(reader, step_name, shape)
+        step_ends, steps = _step_resets(reader, step_name, shape)
         ends.unflagged = ends.unflagged | step_ends
+        _step_jumps(res, step_name, steps, axes, ends)
     return id_ends, step_ends
 
 
@@ -618,16 +620,53 @@ def _run_numbers(ids: np.ndarray) -> np.ndarray:
     return np.cumsum(change).reshape(ids.shape)
 
 
-def _step_resets(reader: ColumnReader, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """``reset[t]`` where the step counter does not go on by one after ``t`` (an episode
-    starts at ``t+1``); a column that is not an integer counter proves nothing."""
+def _step_resets(
+    reader: ColumnReader, name: str, shape: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(reset, steps)``: ``reset[t]`` where the step counter starts again after ``t``
+    (it does not go up: an episode starts at ``t+1``), and the counter itself (None
+    where the column is not an integer counter: it proves nothing)."""
     steps = np.asarray(reader.column("step", name)).reshape(-1)
     reset = np.zeros(shape, bool)
     if steps.size != reset.size or not np.issubdtype(steps.dtype, np.integer):
         del reader.roles["step"]
-        return reset
-    reset.reshape(-1)[:-1] = steps[1:] != steps[:-1] + 1
-    return reset
+        return reset, None
+    reset.reshape(-1)[:-1] = steps[1:] <= steps[:-1]
+    return reset, steps
+
+
+def _step_jumps(
+    res: Resolution, name: str, steps: np.ndarray | None, axes: Axes, ends: Ends
+) -> None:
+    """A flat table's step counter that goes up by more than one where nothing ends the
+    episode: a decision, whatever the estimator.
+
+    A counter of an episode's steps goes on by one and starts again at a new episode. One
+    that skips ahead counts something else (a global step over several envs, frames
+    under frame skip) or rows were dropped there: nothing says whether the two rows are
+    one episode's consecutive steps. Reading the skip as an episode start (as a restart
+    is read) gave prefix sums and returns-to-go of one row each, with exit 0. Rows where a
+    flag or the episode id ends the episode are not looked at."""
+    if steps is None or steps.size < 2:
+        return
+    jumps = np.zeros(steps.shape, bool)
+    jumps[:-1] = steps[1:] > steps[:-1]
+    jumps[:-1] &= steps[1:] - steps[:-1] != 1  # (a difference: no overflow at the max)
+    term, trunc = ends.flags()
+    jumps &= ~(term | trunc | ends.unflagged).reshape(-1)
+    if not jumps.any():
+        return
+    t = int(np.argmax(jumps))
+    first, then = steps[t].item(), steps[t + 1].item()
+    at = _at(jumps.reshape(ends.unflagged.shape), res.source, axes.lengths, axes.place)
+    res.ask(
+        Decision(
+            f'"{name}" goes from {first} to {then} ({at}) where no flag ends an episode: '
+            "a counter of an episode's steps goes on by one, so it counts something else "
+            "(a global step over several envs?) or rows were dropped there",
+            f"pass --ignore {name} if the rows are consecutive steps, or mark the ends",
+        )
+    )
 
 
 def _index_gaps(
