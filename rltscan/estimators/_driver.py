@@ -63,6 +63,7 @@ from rltscan.estimators.declaration import (
     is_sweep,
     settings_of,
     sweep_refusal,
+    typed,
 )
 from rltscan.scan import host_tensor, resolve_backend
 
@@ -460,7 +461,7 @@ def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
     for column, param in PER_STEP_OF.items():  # a per-step column replaces its scalar
         if args.get(column) is not None:
             given = args[param]
-            if is_sweep(given) or float(given) != float(d.defaults()[param]):
+            if typed(given):  # whatever its value (declaration.Default)
                 raise ParameterError(
                     f'"{column}" gives {param} per step; drop {param}={given!r} or the column'
                 )
