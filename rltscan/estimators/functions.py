@@ -39,6 +39,7 @@ import torch
 
 from rltscan.errors import DataError, ParameterError
 from rltscan.estimators import DECLARATIONS
+from rltscan.estimators.declaration import Default
 from rltscan.estimators import _bound as bound
 from rltscan.estimators._arguments import ENDS_ARGUMENTS
 from rltscan.estimators._carry import Carry
@@ -63,12 +64,9 @@ from rltscan.estimators._result import (
     TracesResult,
     VTraceResult,
 )
-from rltscan.estimators.declaration import Declaration, Default
+from rltscan.estimators.declaration import Declaration
 
 _compiling = torch.compiler.is_compiling
-
-# γ's and λ's defaults, marked as not typed (declaration.Default); they read 0.99 etc.
-_GAMMA, _LAM_095, _LAM_1 = Default(0.99), Default(0.95), Default(1.0)
 _GAE, _VTRACE, _RETRACE, _TD_LAMBDA = (
     DECLARATIONS[c] for c in ("gae", "vtrace", "retrace", "td-lambda")
 )
@@ -135,8 +133,8 @@ def gae(
     last_value: ArrayLike | None = None,
     discount: ArrayLike | None = None,
     lam_per_step: ArrayLike | None = None,
-    gamma: float | list[float] | ArrayLike = _GAMMA,
-    lam: float | list[float] | ArrayLike = _LAM_095,
+    gamma: float | list[float] | ArrayLike = Default(0.99),
+    lam: float | list[float] | ArrayLike = Default(0.95),
     missing_bootstrap: str = "error",
     dones: ArrayLike | None = None,
     dones_mean: str | None = None,
@@ -190,8 +188,8 @@ def vtrace(
     last_value: ArrayLike | None = None,
     discount: ArrayLike | None = None,
     lam_per_step: ArrayLike | None = None,
-    gamma: float | list[float] | ArrayLike = _GAMMA,
-    lam: float | list[float] | ArrayLike = _LAM_1,
+    gamma: float | list[float] | ArrayLike = Default(0.99),
+    lam: float | list[float] | ArrayLike = Default(1.0),
     rho_clip: float = 1.0,
     c_clip: float = 1.0,
     pg_rho_clip: float | None = None,
@@ -252,8 +250,8 @@ def retrace(
     lam_per_step: ArrayLike | None = None,
     next_target_probs: ArrayLike | None = None,
     next_q: ArrayLike | None = None,
-    gamma: float | list[float] | ArrayLike = _GAMMA,
-    lam: float | list[float] | ArrayLike = _LAM_1,
+    gamma: float | list[float] | ArrayLike = Default(0.99),
+    lam: float | list[float] | ArrayLike = Default(1.0),
     c_clip: float = 1.0,
     trace: str = "retrace",
     dones: ArrayLike | None = None,
@@ -309,8 +307,8 @@ def td_lambda(
     last_value: ArrayLike | None = None,
     discount: ArrayLike | None = None,
     lam_per_step: ArrayLike | None = None,
-    gamma: float | list[float] | ArrayLike = _GAMMA,
-    lam: float | list[float] | ArrayLike = _LAM_095,
+    gamma: float | list[float] | ArrayLike = Default(0.99),
+    lam: float | list[float] | ArrayLike = Default(0.95),
     missing_bootstrap: str = "error",
     dones: ArrayLike | None = None,
     dones_mean: str | None = None,
@@ -357,7 +355,7 @@ def discounted_returns(
     bootstrap_values: ArrayLike | None = None,
     last_value: ArrayLike | None = None,
     discount: ArrayLike | None = None,
-    gamma: float | list[float] | ArrayLike = _GAMMA,
+    gamma: float | list[float] | ArrayLike = Default(0.99),
     missing_bootstrap: str = "zero",
     dones: ArrayLike | None = None,
     dones_mean: str | None = None,
@@ -398,8 +396,8 @@ def eligibility_traces(
     *,
     terminated: ArrayLike | None = None,
     truncated: ArrayLike | None = None,
-    gamma: float | list[float] | ArrayLike = _GAMMA,
-    lam: float | list[float] | ArrayLike = _LAM_095,
+    gamma: float | list[float] | ArrayLike = Default(0.99),
+    lam: float | list[float] | ArrayLike = Default(0.95),
     init: ArrayLike | None = None,
     dones: ArrayLike | None = None,
     dones_mean: str | None = None,
