@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from rltscan.errors import DataError
-from rltscan.estimators.declaration import PER_STEP_PARAMETERS, Declaration, Default
+from rltscan.estimators.declaration import PER_STEP_PARAMETERS, Declaration
 
 if TYPE_CHECKING:
     from rltscan.scan import triton_scan
@@ -102,9 +102,7 @@ class CallKey:
             else:
                 return None
         for s in self._scalars_of(a):
-            if type(s) is Default:  # told from the same value typed (declaration.typed)
-                add(("default", float(s)))
-            elif s is None or type(s) in _SCALARS:
+            if s is None or type(s) in _SCALARS:
                 add(s)
             elif type(s) in _LISTS and all(type(x) in _NUMBERS for x in s):
                 add(tuple(s))  # several settings; a copy, as the caller may mutate a list

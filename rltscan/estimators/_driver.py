@@ -63,7 +63,6 @@ from rltscan.estimators.declaration import (
     is_sweep,
     settings_of,
     sweep_refusal,
-    typed,
 )
 from rltscan.scan import host_tensor, resolve_backend
 
@@ -461,7 +460,7 @@ def _begin(d: Declaration, args: dict[str, Any]) -> dict[str, Any]:
     for column, param in PER_STEP_OF.items():  # a per-step column replaces its scalar
         if args.get(column) is not None:
             given = args[param]
-            if typed(given):  # whatever its value (declaration.Default)
+            if is_sweep(given) or float(given) != float(d.defaults()[param]):
                 raise ParameterError(
                     f'"{column}" gives {param} per step; drop {param}={given!r} or the column'
                 )

@@ -40,21 +40,6 @@ READ_AFTER_UNCUT = "after_uncut"  # read at t iff t >= 1 and not cut_{t-1} (valu
 DEFAULT_READS = {"next_values": READ_NOT_TERMINATED, "bootstrap_values": READ_BOOT}
 
 
-class Default(float):
-    """γ's or λ's default as the public functions' signatures and the declarations hold
-    it: a float (``0.99`` in ``help()`` and in arithmetic) that says the caller did not
-    type it. A per-step column replaces its scalar (``discount`` γ, ``lam_per_step``
-    λ), and a scalar typed beside it is refused whatever its value (docs/CONVENTIONS.md
-    §1.7): ``gamma=0.99, discount=d`` is not told from no γ by its value."""
-
-    __slots__ = ()
-
-
-def typed(value: Any) -> bool:
-    """Whether a γ/λ argument was given by the caller (not the :class:`Default`)."""
-    return type(value) is not Default
-
-
 @dataclass(frozen=True)
 class Param:
     """A parameter: a scalar with its default and range (``low`` < or <= value <= ``high``),
@@ -110,8 +95,8 @@ class Param:
 
     @classmethod
     def unit(cls, name: str, default: float, help: str) -> Param:
-        """A parameter in [0, 1] (γ, λ); its default is a :class:`Default`."""
-        return cls(name, Default(default), help, low=0.0, high=1.0, example=0.95)
+        """A parameter in [0, 1] (γ, λ)."""
+        return cls(name, default, help, low=0.0, high=1.0, example=0.95)
 
     @classmethod
     def choice(cls, name: str, default: str, choices: tuple[str, ...], help: str) -> Param:

@@ -39,7 +39,6 @@ import torch
 
 from rltscan.errors import DataError, ParameterError
 from rltscan.estimators import DECLARATIONS
-from rltscan.estimators.declaration import Default
 from rltscan.estimators import _bound as bound
 from rltscan.estimators._arguments import ENDS_ARGUMENTS
 from rltscan.estimators._carry import Carry
@@ -133,8 +132,8 @@ def gae(
     last_value: ArrayLike | None = None,
     discount: ArrayLike | None = None,
     lam_per_step: ArrayLike | None = None,
-    gamma: float | list[float] | ArrayLike = Default(0.99),
-    lam: float | list[float] | ArrayLike = Default(0.95),
+    gamma: float | list[float] | ArrayLike = 0.99,
+    lam: float | list[float] | ArrayLike = 0.95,
     missing_bootstrap: str = "error",
     dones: ArrayLike | None = None,
     dones_mean: str | None = None,
@@ -188,8 +187,8 @@ def vtrace(
     last_value: ArrayLike | None = None,
     discount: ArrayLike | None = None,
     lam_per_step: ArrayLike | None = None,
-    gamma: float | list[float] | ArrayLike = Default(0.99),
-    lam: float | list[float] | ArrayLike = Default(1.0),
+    gamma: float | list[float] | ArrayLike = 0.99,
+    lam: float | list[float] | ArrayLike = 1.0,
     rho_clip: float = 1.0,
     c_clip: float = 1.0,
     pg_rho_clip: float | None = None,
@@ -250,8 +249,8 @@ def retrace(
     lam_per_step: ArrayLike | None = None,
     next_target_probs: ArrayLike | None = None,
     next_q: ArrayLike | None = None,
-    gamma: float | list[float] | ArrayLike = Default(0.99),
-    lam: float | list[float] | ArrayLike = Default(1.0),
+    gamma: float | list[float] | ArrayLike = 0.99,
+    lam: float | list[float] | ArrayLike = 1.0,
     c_clip: float = 1.0,
     trace: str = "retrace",
     dones: ArrayLike | None = None,
@@ -307,8 +306,8 @@ def td_lambda(
     last_value: ArrayLike | None = None,
     discount: ArrayLike | None = None,
     lam_per_step: ArrayLike | None = None,
-    gamma: float | list[float] | ArrayLike = Default(0.99),
-    lam: float | list[float] | ArrayLike = Default(0.95),
+    gamma: float | list[float] | ArrayLike = 0.99,
+    lam: float | list[float] | ArrayLike = 0.95,
     missing_bootstrap: str = "error",
     dones: ArrayLike | None = None,
     dones_mean: str | None = None,
@@ -355,7 +354,7 @@ def discounted_returns(
     bootstrap_values: ArrayLike | None = None,
     last_value: ArrayLike | None = None,
     discount: ArrayLike | None = None,
-    gamma: float | list[float] | ArrayLike = Default(0.99),
+    gamma: float | list[float] | ArrayLike = 0.99,
     missing_bootstrap: str = "zero",
     dones: ArrayLike | None = None,
     dones_mean: str | None = None,
@@ -396,8 +395,8 @@ def eligibility_traces(
     *,
     terminated: ArrayLike | None = None,
     truncated: ArrayLike | None = None,
-    gamma: float | list[float] | ArrayLike = Default(0.99),
-    lam: float | list[float] | ArrayLike = Default(0.95),
+    gamma: float | list[float] | ArrayLike = 0.99,
+    lam: float | list[float] | ArrayLike = 0.95,
     init: ArrayLike | None = None,
     dones: ArrayLike | None = None,
     dones_mean: str | None = None,

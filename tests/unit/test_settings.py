@@ -780,26 +780,6 @@ def test_per_step_columns_are_part_of_the_bound_key(rng):
     assert None not in keys and len(keys) == 3
 
 
-def test_a_typed_default_value_is_its_own_bound_key(rng):
-    """``lam=0.95`` typed and λ left at its default (0.95 too) key different launches:
-    beside ``lam_per_step`` the typed one is refused, so a bound launch of the other
-    must never answer it (the front end runs for it)."""
-    import inspect
-
-    from rltscan.estimators import _bound, declared_module
-
-    d = declared_module("gae").DECLARATION
-    inp = {k: torch.as_tensor(v) for k, v in base(rng, 8, 0.2).items()}
-    g = torch.full((8,), 0.9, dtype=torch.float64)
-
-    def key(**extra):
-        a = inspect.signature(rltscan.gae).bind(**inp, lam_per_step=g, **extra, backend="triton")
-        a.apply_defaults()
-        return _bound.call_key(d, dict(a.arguments))
-
-    assert None not in (key(), key(lam=0.95)) and key() != key(lam=0.95)
-
-
 @pytest.mark.parametrize("column", ["discount", "lam_per_step"])
 @pytest.mark.parametrize("bad", [1.5, -0.25, np.nan, np.inf])
 def test_the_kernel_screen_refuses_per_step_values_outside_the_unit_interval(column, bad, rng):
