@@ -92,7 +92,8 @@ def test_the_file_api_refuses_gamma_beside_a_discount_column(tmp_path: Path) -> 
     strict=True,
     reason="gamma's default is 0.99 in the signature, so gamma=0.99 typed beside "
     "discount= cannot be told from no gamma: the call runs with gamma_t = discount_t "
-    "(a sentinel default in the five public functions and their declarations would fix it)",
+    "(a float-subclass marker as the signatures' default was tried on 2026-12-07 and reverted: "
+    "torch.compile cannot trace float() of it, and bound launches stopped binding)",
 )
 def test_python_gamma_at_the_default_value_beside_discount_is_refused() -> None:
     c = _columns()
