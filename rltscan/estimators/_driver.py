@@ -101,6 +101,7 @@ def _run(
     outputs: dict[str, Any] | None = None,
     settings: tuple[dict[str, float], ...] | None = None,
     ends: Ends | None = None,
+    to_host: bool = False,
 ) -> dict[str, Any]:
     """Normalise, validate, solve, and map the outputs back to the user's layout.
 
@@ -109,7 +110,9 @@ def _run(
     bound call's carry is built from them. ``settings``: several (γ, λ) in one solve
     (the outputs gain a leading axis, the carry is a :class:`SettingsCarry`).
     ``ends``: episode ends given as dones or episode starts (terminated/truncated are
-    derived from them here, on ``[R, T]`` rows)."""
+    derived from them here, on ``[R, T]`` rows). ``to_host``: the caller's inputs were
+    numpy arrays moved to the device (``_on_compute_device``), so the outputs go back
+    to the host: the screen is read here, as for any numpy call, not deferred."""
     given = {k: v for k, v in floats.items() if v is not None}
     if ends is not None:
         flags = {**flags, ends.name: ends.flags}
@@ -198,7 +201,8 @@ def _run(
     # results that stay on the GPU are not waited for: the kernel's screen is read
     # by a later call (docs/CONVENTIONS.md §5.1); results bound for the host are
     # synchronous anyway and raise here
-    defer = validate and device.type == "cuda" and user_device == device and not as_numpy
+    on_host = as_numpy or to_host
+    defer = validate and device.type == "cuda" and user_device == device and not on_host
     fired: list[Any] = []
     out = solve(
         p, backend, validate=validate, reads=reads, frame=frame, defer=defer,
@@ -213,7 +217,7 @@ def _run(
     else:
         result = {k: frame.output(v) for k, v in out.items()}
         carry_fn = functools.partial(carry_out, p, out)
-    stays = device.type in BIND_DEVICES and user_device == device and not as_numpy
+    stays = device.type in BIND_DEVICES and user_device == device and not on_host
     if fired and bind is not None and stays:
         bind(fired[0], result, device, defer)
     result["_carry_fn"] = carry_fn
@@ -545,6 +549,7 @@ def _finish(
         outputs=outputs,
         settings=settings,
         ends=args.get("_ends"),
+        to_host=args.get("_to_host", False),
     )
     # (with ``outputs``, ``out`` holds only the carry: the outputs are those given)
     result = RESULTS[d.name](**(outputs or {}), **out)
@@ -679,7 +684,7 @@ def _on_compute_device(d: Declaration, args: dict[str, Any]) -> tuple[bool, dict
     if not arrays or isinstance(args[arrays[0]], torch.Tensor):
         return False, args
     device = compute_device(args["backend"], _device_of(*(args[n] for n in arrays)))
-    moved = dict(args)
+    moved = {**args, "_to_host": True}  # (read by _run: the screen is not deferred)
     for n in arrays:
         if not isinstance(args[n], torch.Tensor):
             moved[n] = host_tensor(np.asarray(args[n])).to(device)
