@@ -107,9 +107,10 @@ def numba_without_scipy() -> Iterator[None]:
     At import numba probes SciPy's BLAS (``numba.np.arraymath._check_blas`` imports
     ``scipy.linalg``) so that ``np.dot`` and ``np.linalg`` work in jitted code;
     rltscan's kernels use neither. Where SciPy is installed the probe was 0.2-0.35 s of
-    the ~1 s a torch-free run spent loading numba on the 2-core machine (three runs of
-    each, ``python -c`` loading the cpu target with and without it; the streamed run's
-    whole CPU is ~2.5 s). Only the CLI's own process does this, and only while SciPy
+    the ~1 s of CPU that loading numba's cpu target took on the 2-core machine (three
+    runs each with and without it, bench/results/cpu-stream-2core-2026-12-07-g/, where
+    streamed runs with it hidden beat those without in 10 of 12 pairs of the same
+    rounds). Only the CLI's own process does this, and only while SciPy
     and numba are not loaded yet: the Python API never touches a user's modules. SciPy
     imports normally once numba is loaded; only numba's BLAS-backed functions stay off
     in this process, which runs no jitted code but rltscan's."""
