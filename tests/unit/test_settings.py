@@ -23,6 +23,10 @@ from tests.conftest import (
 )
 from tests.io_helpers import run_cli
 
+# where the Triton backend runs: CUDA where there is one, else the CPU under Triton's
+# interpreter (tests/conftest.py); tests that hand tensors to the kernel put them here
+TRITON_DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
 
 def episodes(rng, n: int, p_done: float, flags: str = "bool"):
     u = rng.random(n)
@@ -375,8 +379,8 @@ def test_the_settings_fallback_solves_each_setting(rng):
     from rltscan.estimators._problem import Problem
     from rltscan.estimators._solve import solve
 
-    r, v = (torch.as_tensor(rng.standard_normal((2, 9))) for _ in range(2))
-    term = torch.as_tensor(rng.random((2, 9)) < 0.2)
+    r, v = (torch.as_tensor(rng.standard_normal((2, 9)), device=TRITON_DEVICE) for _ in range(2))
+    term = torch.as_tensor(rng.random((2, 9)) < 0.2, device=TRITON_DEVICE)
     settings = ({"gamma": 0.9, "lam": 0.8}, {"gamma": 0.5, "lam": 1.0})
     p = Problem(
         kind="gae", reverse=True, cols={"rewards": r, "values": v, "terminated": term},
@@ -388,10 +392,11 @@ def test_the_settings_fallback_solves_each_setting(rng):
     fused = solve(p, "triton")
     for k, s in enumerate(settings):
         want = rltscan.gae(
-            r, v, terminated=term, **s, missing_bootstrap="zero", backend="reference"
-        )
-        assert_close_to_oracle(out["advantages"][k], want.advantages, torch.float64)
-        assert_close_to_oracle(fused["advantages"][k], want.advantages, torch.float64)
+            r.cpu(), v.cpu(), terminated=term.cpu(), **s, missing_bootstrap="zero",
+            backend="reference",
+        )  # fmt: skip
+        assert_close_to_oracle(out["advantages"][k].cpu(), want.advantages, torch.float64)
+        assert_close_to_oracle(fused["advantages"][k].cpu(), want.advantages, torch.float64)
 
 
 # --------------------------------------------------------------------------- per-step γ_t, λ_t
@@ -738,11 +743,11 @@ def test_per_step_validation_on_the_triton_backend(rng):
         rltscan.vtrace(**inp, logp_target=np.zeros(12), logp_behavior=np.zeros(12),
                        lam_per_step=lam, backend="triton")  # fmt: skip
 
-    r = torch.as_tensor(rng.standard_normal((1, 12)))
-    term = torch.zeros((1, 12), dtype=torch.bool)
+    r = torch.as_tensor(rng.standard_normal((1, 12)), device=TRITON_DEVICE)
+    term = torch.zeros((1, 12), dtype=torch.bool, device=TRITON_DEVICE)
     term[0, -1] = True
     for kind, column in [("returns", "discount"), ("gae", "discount"), ("gae", "lam_per_step")]:
-        col = torch.full((1, 12), 0.9, dtype=torch.float64)
+        col = torch.full((1, 12), 0.9, dtype=torch.float64, device=TRITON_DEVICE)
         cols = {"rewards": r, "terminated": term, column: col}
         if kind == "gae":
             cols["values"] = r.clone()
@@ -780,6 +785,14 @@ def test_per_step_columns_are_part_of_the_bound_key(rng):
     assert None not in keys and len(keys) == 3
 
 
+def _hit(device: torch.device) -> int | None:
+    """The deferred check's hit once the device is idle (on a GPU the board is written
+    when the kernel finishes; the interpreter runs it before returning)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return triton_scan.deferred_hit(device)
+
+
 @pytest.mark.parametrize("column", ["discount", "lam_per_step"])
 @pytest.mark.parametrize("bad", [1.5, -0.25, np.nan, np.inf])
 def test_the_kernel_screen_refuses_per_step_values_outside_the_unit_interval(column, bad, rng):
@@ -788,26 +801,26 @@ def test_the_kernel_screen_refuses_per_step_values_outside_the_unit_interval(col
     from rltscan.estimators import declared_module
     from rltscan.estimators._problem import Problem
 
-    r = torch.as_tensor(rng.standard_normal((2, 12)))
-    term = torch.zeros((2, 12), dtype=torch.bool)
+    r = torch.as_tensor(rng.standard_normal((2, 12)), device=TRITON_DEVICE)
+    term = torch.zeros((2, 12), dtype=torch.bool, device=TRITON_DEVICE)
     term[:, -1] = True
-    col = torch.full((2, 12), 0.9, dtype=torch.float64)
+    col = torch.full((2, 12), 0.9, dtype=torch.float64, device=TRITON_DEVICE)
     cols = {"rewards": r, "values": r.clone(), "terminated": term, column: col}
     p = Problem(kind="gae", reverse=True, cols=cols, dtype=torch.float64,
                 params={"gamma": 0.99, "lam": 0.95}, missing_zero=True)  # fmt: skip
     outputs = declared_module("gae").OUTPUTS
-    triton_scan.deferred_hit(p.device)  # drain an earlier test's hit
+    _hit(p.device)  # drain an earlier test's hit
     triton_scan.solve(p, outputs, check="defer")
-    assert triton_scan.deferred_hit(p.device) is None
+    assert _hit(p.device) is None
     for where in [(0, 0), (1, 11), (0, 5)]:  # first step, last step (a terminal), inside
         col.fill_(0.9)
         col[where] = bad
         _, _, fired = triton_scan.solve(p, outputs, check="defer")
-        assert triton_scan.deferred_hit(p.device) == fired.check_id, where
+        assert _hit(p.device) == fired.check_id, where
     col.fill_(1.0)
     col[0, 3] = 0.0  # the ends of the interval are allowed
     triton_scan.solve(p, outputs, check="defer")
-    assert triton_scan.deferred_hit(p.device) is None
+    assert _hit(p.device) is None
 
 
 @pytest.mark.parametrize(
