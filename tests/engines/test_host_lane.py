@@ -128,6 +128,25 @@ def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
         assert a[name].tobytes() == b[name].tobytes(), name
 
 
+def _lane_equals_torch_lane(
+    monkeypatch: pytest.MonkeyPatch,
+    solved: list[bool],
+    src: Path,
+    tmp: Path,
+    command: str,
+    **kw: Any,
+) -> None:
+    """Run ``src`` on the lane (every block solved there) and on the torch lane (the lane
+    never asked): the same outputs to the bit and the same statistics."""
+    got, got_stats = _run(monkeypatch, src, tmp / "lane", command, lane=True, **kw)
+    assert solved and all(solved)  # every block on the lane
+    solved.clear()
+    want, want_stats = _run(monkeypatch, src, tmp / "torch", command, lane=False, **kw)
+    assert not solved  # the torch lane never asked
+    _same(got, want)
+    assert got_stats == want_stats
+
+
 @pytest.mark.parametrize("fmt", ["hdf5", "parquet"])
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize(
@@ -152,15 +171,7 @@ def test_the_lane_gives_the_torch_lane_s_bits(
     inplace: bool,
 ) -> None:
     src = _write(fmt, tmp_path / ("in" + SUFFIX[fmt]), _columns(seed, ends, flag, next_values))
-    got, got_stats = _run(monkeypatch, src, tmp_path / "lane", command, lane=True, inplace=inplace)
-    assert solved and all(solved)  # every block on the lane
-    solved.clear()
-    want, want_stats = _run(
-        monkeypatch, src, tmp_path / "torch", command, lane=False, inplace=inplace
-    )
-    assert not solved  # the torch lane never asked
-    _same(got, want)
-    assert got_stats == want_stats
+    _lane_equals_torch_lane(monkeypatch, solved, src, tmp_path, command, inplace=inplace)
 
 
 @pytest.mark.parametrize("fmt", ["hdf5", "parquet"])
@@ -183,16 +194,9 @@ def test_the_missing_bootstrap_rule_in_force_stays_on_the_lane(
     cols["terminals"] |= cols["timeouts"]
     cols["timeouts"][:] = False
     src = _write(fmt, tmp_path / ("in" + SUFFIX[fmt]), cols)
-    rule = {"missing_bootstrap": "error"}
-    got, got_stats = _run(
-        monkeypatch, src, tmp_path / "lane", command, lane=True, inplace=inplace, **rule
+    _lane_equals_torch_lane(
+        monkeypatch, solved, src, tmp_path, command, inplace=inplace, missing_bootstrap="error"
     )
-    assert solved and all(solved)
-    want, want_stats = _run(
-        monkeypatch, src, tmp_path / "torch", command, lane=False, inplace=inplace, **rule
-    )
-    _same(got, want)
-    assert got_stats == want_stats
 
 
 @pytest.mark.parametrize("kind", ["gae", "td_lambda", "vtrace", "returns"])
