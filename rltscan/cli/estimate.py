@@ -51,8 +51,9 @@ def _stdout_isatty() -> bool:
 
 def _given(source: Any) -> bool:
     """Whether an option's click ``ParameterSource`` says the command line (or the
-    environment) gave it, not its default."""
-    return source is not None and source.name != "DEFAULT"
+    environment) gave it, not a default. By name: typer 0.29 carries its own copy of
+    click (``typer._click``), so click's enum is not the one it hands over."""
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
 def _estimate(command: str, input: str, **kw: Any) -> None:
